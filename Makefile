@@ -1,0 +1,26 @@
+# The two README commands: `make run` and `make test`. Each builds its own venv.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ROOT ?= $(CURDIR)/data
+
+.PHONY: run test lint venv clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/swiftlite up --root $(ROOT)
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check swiftlite ringbuilder tests loadtests
+	$(PY) -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider tests
+
+clean:
+	rm -rf $(VENV) $(ROOT)

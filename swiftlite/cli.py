@@ -1,0 +1,105 @@
+"""The `swiftlite` command: run one server or daemon, or a whole all-in-one cluster."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from swiftlite.common.config import load_config
+
+# role -> (module, app factory, config section); each factory takes the role's config Section.
+SERVERS = {
+    "proxy": ("swiftlite.proxy.server", "create_app", "proxy-server"),
+    "object": ("swiftlite.obj.server", "create_app", "object-server"),
+    "container": ("swiftlite.container.server", "create_app", "container-server"),
+    "account": ("swiftlite.account.server", "create_app", "account-server"),
+}
+
+# daemon -> (module, entry, config section); entry(conf, once) runs the daemon.
+DAEMONS = {
+    "object-replicator": ("swiftlite.obj.replicator", "run_daemon", "object-replicator"),
+    "object-updater": ("swiftlite.obj.updater", "run_daemon", "object-updater"),
+    "object-auditor": ("swiftlite.obj.auditor", "run_daemon", "object-auditor"),
+    "container-replicator": ("swiftlite.db.replicator", "run_container_daemon",
+                             "container-replicator"),
+    "account-replicator": ("swiftlite.db.replicator", "run_account_daemon",
+                           "account-replicator"),
+}
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    from swiftlite.common.server import serve
+
+    module, factory, section = SERVERS[args.role]
+    conf = load_config(args.config, section)
+    if args.port is not None:
+        conf["bind_port"] = str(args.port)
+    app_factory = getattr(importlib.import_module(module), factory)
+    serve(app_factory, conf, f"{args.role}-server")
+    return 0
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from swiftlite.common.logs import setup_logging
+
+    module, entry, section = DAEMONS[args.name]
+    conf = load_config(args.config, section)
+    setup_logging(args.name, conf.get_str("log_level", "INFO"), conf.get("log_file"))
+    run = getattr(importlib.import_module(module), entry)
+    return run(conf, once=args.once) or 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from swiftlite.allinone import run_up
+
+    return run_up(args)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from swiftlite.allinone import run_status
+
+    return run_status(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="swiftlite", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("server", help="run one server role")
+    s.add_argument("role", choices=sorted(SERVERS))
+    s.add_argument("-c", "--config", required=True)
+    s.add_argument("--port", type=int, default=None, help="override bind_port")
+    s.set_defaults(func=cmd_server)
+
+    d = sub.add_parser("daemon", help="run one background daemon")
+    d.add_argument("name", choices=sorted(DAEMONS))
+    d.add_argument("-c", "--config", required=True)
+    d.add_argument("--once", action="store_true", help="one pass, then exit")
+    d.set_defaults(func=cmd_daemon)
+
+    u = sub.add_parser("up", help="build and start an all-in-one cluster")
+    u.add_argument("--root", default="./data", help="where rings, configs and data live")
+    u.add_argument("--bind", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=8080)
+    u.add_argument("--nodes", type=int, default=1)
+    u.add_argument("--devices", type=int, default=4, help="devices per node")
+    u.add_argument("--replicas", type=int, default=3)
+    u.add_argument("--part-power", type=int, default=10)
+    u.add_argument("--workers", type=int, default=None, help="proxy workers (default: CPUs)")
+    u.add_argument("--no-daemons", action="store_true", help="start servers only")
+    u.set_defaults(func=cmd_up)
+
+    st = sub.add_parser("status", help="node and daemon status of an all-in-one cluster")
+    st.add_argument("--root", default="./data")
+    st.set_defaults(func=cmd_status)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

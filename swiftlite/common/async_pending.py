@@ -1,0 +1,84 @@
+"""Saved updates a server could not deliver (object -> container, container -> account).
+
+A failed update is written durably under `<devices>/<dev>/async_pending/<suffix>/` as a
+msgpack record and replayed later by the updater daemon, until it lands. Records are
+self-describing so one updater serves every kind of sender.
+
+Record: {"method": str, "path": str (quoted, without device/partition: "/a/c[/o]"),
+         "headers": {str: str}, "body": bytes | None,
+         "targets": [{"ip": str, "port": int, "device": str, "partition": int}, ...],
+         "timestamp": str}
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import xxhash
+
+ASYNC_DIR = "async_pending"
+
+
+def save_update(device_path: str, record: dict[str, Any]) -> str:
+    """Durably save one update; returns its file path. Blocking: call from the thread pool."""
+    key = (record["path"] + record.get("timestamp", "")).encode("utf-8", "surrogateescape")
+    name_hash = xxhash.xxh3_128_hexdigest(key + record["method"].encode())
+    d = os.path.join(device_path, ASYNC_DIR, name_hash[-3:])
+    os.makedirs(d, exist_ok=True)
+    tmp_dir = os.path.join(device_path, "tmp")
+    os.makedirs(tmp_dir, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=tmp_dir, prefix="async-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(msgpack.packb(record, use_bin_type=True))
+            f.flush()
+            os.fsync(f.fileno())
+        final = os.path.join(d, f"{name_hash}-{record.get('timestamp', '0')}")
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return final
+
+
+def iter_updates(device_path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(file path, record) for every saved update on a device; unreadable files are skipped."""
+    root = os.path.join(device_path, ASYNC_DIR)
+    try:
+        suffixes = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return
+    for suffix in suffixes:
+        sdir = os.path.join(root, suffix)
+        try:
+            names = sorted(os.listdir(sdir))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            path = os.path.join(sdir, name)
+            try:
+                with open(path, "rb") as f:
+                    yield path, msgpack.unpackb(f.read(), raw=False)
+            except (OSError, ValueError, msgpack.UnpackException):
+                continue
+
+
+def remove_update(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    try:
+        os.rmdir(os.path.dirname(path))  # drop the suffix dir once empty
+    except OSError:
+        pass

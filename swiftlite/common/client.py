@@ -1,0 +1,39 @@
+"""Server-to-server HTTP: one pooled keep-alive session per process, paths quoted once."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from yarl import URL
+
+
+def make_session(conn_timeout: float = 0.5, node_timeout: float = 10.0,
+                 limit_per_host: int = 64) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=limit_per_host,
+                                     keepalive_timeout=60, ttl_dns_cache=300)
+    timeout = aiohttp.ClientTimeout(total=None, connect=conn_timeout,
+                                    sock_connect=conn_timeout, sock_read=node_timeout)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
+                                 skip_auto_headers=("User-Agent", "Content-Type"))
+
+
+def quote_path(*segments: Any) -> str:
+    """"/dev/part/a/c/o" with each name percent-encoded exactly once."""
+    return "/" + "/".join(quote(str(s), safe="/") for s in segments)
+
+
+def node_url(node: dict[str, Any], path: str, query: str = "") -> URL:
+    host = node["ip"]
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    raw = f"http://{host}:{node['port']}{path}"
+    if query:
+        raw += "?" + query
+    return URL(raw, encoded=True)
+
+
+def node_path(node: dict[str, Any], part: int, *names: str | None) -> str:
+    """The backend path for a device: /<device>/<part>/<a>[/<c>[/<o>]]."""
+    return quote_path(node["device"], part, *[n for n in names if n is not None])

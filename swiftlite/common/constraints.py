@@ -1,0 +1,95 @@
+"""Request limits (Swift's defaults) and the name checks every server applies.
+
+Each check returns None when the value is acceptable, or a short reason for the 4xx body.
+"""
+
+from __future__ import annotations
+
+MAX_FILE_SIZE = 5 * 1024**3 + 2  # Swift's default: 5 GiB + 2 bytes
+MAX_META_NAME_LENGTH = 128
+MAX_META_VALUE_LENGTH = 256
+MAX_META_COUNT = 90
+MAX_META_OVERALL_SIZE = 4096
+MAX_HEADER_SIZE = 8192
+MAX_HEADER_COUNT = 90 + 32  # metadata plus the ordinary headers a client sends
+MAX_OBJECT_NAME_LENGTH = 1024
+MAX_CONTAINER_NAME_LENGTH = 256
+MAX_ACCOUNT_NAME_LENGTH = 256
+CONTAINER_LISTING_LIMIT = 10000
+ACCOUNT_LISTING_LIMIT = 10000
+EXTRA_HEADER_COUNT = 0
+MAX_URL_LENGTH = 8192
+
+META_PREFIXES = {
+    "object": "x-object-meta-",
+    "container": "x-container-meta-",
+    "account": "x-account-meta-",
+}
+
+
+def check_utf8(name: str) -> str | None:
+    """Names arrive decoded with surrogateescape; a lone surrogate means bad UTF-8."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "invalid UTF-8"
+    if "\x00" in name:
+        return "NUL byte in name"
+    return None
+
+
+def check_name(kind: str, name: str, max_len: int) -> str | None:
+    if not name:
+        return f"empty {kind} name"
+    bad = check_utf8(name)
+    if bad:
+        return f"{kind} name: {bad}"
+    if len(name.encode("utf-8")) > max_len:
+        return f"{kind} name longer than {max_len} bytes"
+    if kind != "object" and "/" in name:
+        return f"{kind} name contains '/'"
+    return None
+
+
+def check_account(name: str) -> str | None:
+    return check_name("account", name, MAX_ACCOUNT_NAME_LENGTH)
+
+
+def check_container(name: str) -> str | None:
+    return check_name("container", name, MAX_CONTAINER_NAME_LENGTH)
+
+
+def check_object(name: str) -> str | None:
+    bad = check_name("object", name, MAX_OBJECT_NAME_LENGTH)
+    if bad:
+        return bad
+    # Path tricks: a "." or ".." segment would be normalised away by some clients and proxies.
+    for seg in name.split("/"):
+        if seg in (".", ".."):
+            return "object name contains a '.' or '..' path segment"
+    return None
+
+
+def check_metadata(headers, kind: str) -> str | None:
+    """Swift's metadata limits, applied to the X-<kind>-Meta-* headers of a request."""
+    prefix = META_PREFIXES[kind]
+    count = 0
+    size = 0
+    for key, value in headers.items():
+        lk = key.lower()
+        if not lk.startswith(prefix):
+            continue
+        name = lk[len(prefix):]
+        if not name:
+            return "metadata name cannot be empty"
+        count += 1
+        size += len(name.encode()) + len(value.encode("utf-8", "surrogateescape"))
+        if len(name.encode()) > MAX_META_NAME_LENGTH:
+            return f"metadata name too long; max {MAX_META_NAME_LENGTH}"
+        if len(value.encode("utf-8", "surrogateescape")) > MAX_META_VALUE_LENGTH:
+            return f"metadata value longer than {MAX_META_VALUE_LENGTH}"
+        if count > MAX_META_COUNT:
+            return f"too many metadata items; max {MAX_META_COUNT}"
+        if size > MAX_META_OVERALL_SIZE:
+            return f"total metadata too large; max {MAX_META_OVERALL_SIZE}"
+    return None

@@ -1,0 +1,94 @@
+"""HTTP helpers shared by the proxy and the storage servers: paths, errors, request ids."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from urllib.parse import unquote_to_bytes
+
+from aiohttp import web
+
+# Request-scoped keys.
+TXID = "swiftlite.txid"
+
+
+def new_txid() -> str:
+    return f"tx{uuid.uuid4().hex[:21]}-{int(time.time()):010x}"
+
+
+def txid(request: web.Request) -> str:
+    return request.get(TXID) or request.headers.get("X-Trans-Id") or "-"
+
+
+def error(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
+    """A short plain-text error body: the reason a client (or operator) can act on."""
+    body = reason.encode() + b"\n" if reason else b""
+    return web.Response(status=status, body=body, content_type="text/plain", headers=headers)
+
+
+class HTTPError(Exception):
+    """Raised from deep in a handler; the middleware turns it into `error(status, reason)`."""
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+
+    def response(self) -> web.Response:
+        return error(self.status, self.reason, self.headers)
+
+
+def decode_path(raw_path: str) -> str:
+    """Percent-decode a raw request path; invalid UTF-8 is a 400, not a crash later."""
+    path = raw_path.split("?", 1)[0]
+    try:
+        return unquote_to_bytes(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise HTTPError(400, "Invalid UTF8 in path") from None
+
+
+def split_path(request: web.Request, minsegs: int, maxsegs: int,
+               rest_with_last: bool = True) -> list[str | None]:
+    """Split "/a/b/c..." into `maxsegs` parts; the last takes the remainder when asked.
+
+    Missing trailing segments come back as None. Fewer than `minsegs` is a 400.
+    """
+    path = decode_path(request.raw_path)
+    if not path.startswith("/"):
+        raise HTTPError(400, "Invalid path")
+    segs = path[1:].split("/", maxsegs - 1 if rest_with_last else -1)
+    if not rest_with_last and len(segs) > maxsegs:
+        raise HTTPError(400, "Invalid path")
+    count = len(segs)
+    if segs and segs[-1] == "" and count > minsegs and not (rest_with_last and count == maxsegs):
+        segs.pop()
+        count -= 1
+    if count < minsegs or any(not s for s in segs[:minsegs]):
+        raise HTTPError(400, "Invalid path")
+    # A middle segment may not be empty ("/a//o" is not an object in container "").
+    if any(not s for s in segs[: max(0, min(count, maxsegs) - 1)]):
+        raise HTTPError(400, "Invalid path")
+    out: list[str | None] = list(segs)
+    out.extend([None] * (maxsegs - count))
+    return out
+
+
+def query_str(request: web.Request, name: str) -> str | None:
+    """A query parameter, decoded strictly (bad UTF-8 is a 400)."""
+    try:
+        value = request.query.get(name)
+    except UnicodeDecodeError:
+        raise HTTPError(400, f"Invalid UTF8 in query parameter {name}") from None
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise HTTPError(400, f"Invalid UTF8 in query parameter {name}") from None
+        if "\x00" in value:
+            raise HTTPError(400, f"NUL byte in query parameter {name}")
+    return value
+
+
+def is_success(status: int) -> bool:
+    return 200 <= status < 300

@@ -1,0 +1,162 @@
+"""Running an aiohttp app on uvloop: middleware, request logging, workers on SO_REUSEPORT.
+
+Every server role (proxy, object, container, account) is started through `serve`, so they
+share one way of handling errors (logged with the request id, answered 5xx), one request log
+line, one healthcheck and one way of forking workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+
+import uvloop
+from aiohttp import web
+
+from swiftlite.common import threadpool
+from swiftlite.common.config import Section
+from swiftlite.common.http import TXID, HTTPError, error, new_txid
+from swiftlite.common.logs import RequestLogger, setup_logging
+
+AppFactory = Callable[[Section], web.Application | Awaitable[web.Application]]
+log = logging.getLogger("swiftlite.server")
+
+
+@web.middleware
+async def base_middleware(request: web.Request, handler):
+    """Request id, /healthcheck, and the last line of defence: no exception escapes as a hang."""
+    request[TXID] = request.headers.get("X-Trans-Id") or new_txid()
+    if request.path == "/healthcheck":
+        return web.Response(text="OK")
+    try:
+        return await handler(request)
+    except HTTPError as exc:
+        return exc.response()
+    except web.HTTPException:
+        raise
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:
+        log.exception("%s %s failed, txid=%s", request.method, request.raw_path, request[TXID])
+        return error(500, f"Internal Server Error (request {request[TXID]})")
+
+
+async def _add_txid(request: web.Request, response: web.StreamResponse) -> None:
+    txid = request.get(TXID)
+    if txid:
+        response.headers["X-Trans-Id"] = txid
+
+
+def make_app(**kwargs) -> web.Application:
+    """An aiohttp Application with the shared middleware installed."""
+    middlewares = [base_middleware, *kwargs.pop("middlewares", [])]
+    app = web.Application(middlewares=middlewares, client_max_size=8 * 1024**2, **kwargs)
+    app.on_response_prepare.append(_add_txid)
+    return app
+
+
+def listen_socket(ip: str, port: int, reuse_port: bool) -> socket.socket:
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((ip, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socket) -> None:
+    app = factory(conf)
+    if inspect.isawaitable(app):
+        app = await app
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        access_log_class=RequestLogger,
+        access_log=logging.getLogger(f"{name}.access"),
+        auto_decompress=False,  # object bodies are stored exactly as sent
+        max_field_size=conf.get_int("max_header_size", 8192) + 64,
+        max_line_size=conf.get_int("max_line_size", 16384),
+        keepalive_timeout=conf.get_float("keepalive_timeout", 75.0),
+    )
+    await runner.setup()
+    site = web.SockSite(runner, sock)
+    await site.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("%s listening on %s:%s", name, *sock.getsockname()[:2])
+    await stop.wait()
+    await runner.cleanup()
+
+
+def _worker(factory: AppFactory, conf: Section, name: str, sock: socket.socket | None) -> None:
+    threadpool.configure(conf.get_int("io_threads", 8))
+    if sock is None:
+        sock = listen_socket(conf.get_str("bind_ip", "127.0.0.1"), conf.get_int("bind_port", 0),
+                             reuse_port=True)
+    uvloop.run(_run(factory, conf, name, sock))
+
+
+def serve(factory: AppFactory, conf: Section, name: str) -> None:
+    """Run `factory`'s app per `conf` (bind_ip, bind_port, workers, log_level, log_file).
+
+    workers <= 1 serves in this process; more forks that many children, each with its own
+    SO_REUSEPORT socket so the kernel spreads connections, and restarts any that die.
+    """
+    setup_logging(name, conf.get_str("log_level", "INFO"), conf.get("log_file"))
+    workers = conf.get_int("workers", 1)
+    ip = conf.get_str("bind_ip", "127.0.0.1")
+    port = conf.get_int("bind_port", 0)
+    if workers <= 1:
+        _worker(factory, conf, name, listen_socket(ip, port, reuse_port=True))
+        return
+    # Bind once in the parent so a port clash fails loudly before any fork; closed before
+    # forking, or the kernel would queue connections on a socket nobody accepts from.
+    listen_socket(ip, port, reuse_port=True).close()
+    children: dict[int, int] = {}
+    stopping = False
+
+    def spawn(slot: int) -> None:
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            try:
+                _worker(factory, conf, name, None)
+            finally:
+                os._exit(0)
+        children[pid] = slot
+
+    def stop(signum, frame) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for slot in range(workers):
+        spawn(slot)
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        slot = children.pop(pid, None)
+        if slot is not None and not stopping:
+            log.error("%s worker %d exited with %d; restarting", name, pid, status)
+            spawn(slot)
+    sys.exit(0)

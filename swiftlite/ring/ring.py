@@ -1,0 +1,197 @@
+"""The ring: (account, container, object) -> (partition, devices), in O(1) table reads.
+
+The ring file is gzip'd msgpack written by the builder (ringbuilder/) with `write_ring`:
+
+    {"version": 1, "part_power": P, "replicas": R,
+     "devs": [dev dict or None, ...],                # index == dev id
+     "replica2part2dev": [bytes, ...]}               # R arrays of uint16 (little endian)
+
+Every server loads it with `Ring.load` and picks up a new file on disk by itself.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import tempfile
+import time
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import xxhash
+
+from swiftlite.common.hashing import hash_path, partition_of
+
+DEV_KEYS = ("id", "region", "zone", "ip", "port", "device", "weight")
+NONE_DEV = 0xFFFF  # a hole in the table (replica count not yet filled)
+
+
+@dataclass
+class RingData:
+    part_power: int
+    replicas: int
+    devs: list[dict[str, Any] | None]
+    replica2part2dev: list[array] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        tables = []
+        for row in self.replica2part2dev:
+            a = array("H", row)
+            if sys.byteorder != "little":
+                a.byteswap()
+            tables.append(a.tobytes())
+        devs = [None if d is None else {k: d.get(k) for k in (*DEV_KEYS, "meta") if k in d}
+                for d in self.devs]
+        payload = {"version": 1, "part_power": self.part_power, "replicas": self.replicas,
+                   "devs": devs, "replica2part2dev": tables}
+        return gzip.compress(msgpack.packb(payload), compresslevel=6, mtime=0)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RingData:
+        raw = msgpack.unpackb(gzip.decompress(data))
+        tables = []
+        for blob in raw["replica2part2dev"]:
+            a = array("H")
+            a.frombytes(blob)
+            if sys.byteorder != "little":
+                a.byteswap()
+            tables.append(a)
+        return cls(raw["part_power"], raw["replicas"], raw["devs"], tables)
+
+
+def write_ring(path: str, data: RingData) -> None:
+    """Atomically replace the ring file (readers never see half a ring)."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".ring-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.to_bytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class Ring:
+    """A loaded ring file; re-reads the file when its mtime changes (checked every few s)."""
+
+    def __init__(self, path: str, reload_interval: float = 15.0) -> None:
+        self.path = path
+        self.reload_interval = reload_interval
+        self._mtime = 0.0
+        self._next_check = 0.0
+        self._load()
+
+    @classmethod
+    def load(cls, path: str, reload_interval: float = 15.0) -> Ring:
+        return cls(path, reload_interval)
+
+    def _load(self) -> None:
+        st = os.stat(self.path)
+        with open(self.path, "rb") as f:
+            data = RingData.from_bytes(f.read())
+        self._mtime = st.st_mtime
+        self._data = data
+        self.part_power = data.part_power
+        self.partition_count = 1 << data.part_power
+        self.replica_count = data.replicas
+        self.devs = data.devs
+        self._tables = data.replica2part2dev
+        self._handoff_cache: dict[int, list[dict]] = {}
+        self._next_check = time.monotonic() + self.reload_interval
+
+    def _maybe_reload(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + self.reload_interval
+        try:
+            if os.stat(self.path).st_mtime != self._mtime:
+                self._load()
+        except (OSError, ValueError, KeyError):
+            pass  # keep serving the ring we have; a half-copied file is retried next check
+
+    def reload(self) -> None:
+        """Force a re-read now (tests, SIGHUP)."""
+        self._load()
+
+    def get_part(self, account: str, container: str | None = None, obj: str | None = None) -> int:
+        return partition_of(hash_path(account, container, obj), self.part_power)
+
+    def get_part_nodes(self, part: int) -> list[dict[str, Any]]:
+        """The primaries of `part`, each a copy carrying its replica `index`."""
+        self._maybe_reload()
+        out = []
+        seen = set()
+        for index, table in enumerate(self._tables):
+            dev_id = table[part]
+            if dev_id == NONE_DEV or dev_id in seen:
+                continue
+            seen.add(dev_id)
+            dev = self.devs[dev_id]
+            if dev is not None:
+                out.append({**dev, "index": index})
+        return out
+
+    def get_nodes(self, account: str, container: str | None = None,
+                  obj: str | None = None) -> tuple[int, list[dict[str, Any]]]:
+        part = self.get_part(account, container, obj)
+        return part, self.get_part_nodes(part)
+
+    def get_more_nodes(self, part: int) -> Iterator[dict[str, Any]]:
+        """Handoffs for `part` in a stable order: new zones first, then new hosts, then the rest."""
+        self._maybe_reload()
+        cached = self._handoff_cache.get(part)
+        if cached is None:
+            cached = self._handoffs(part)
+            if len(self._handoff_cache) < 65536:
+                self._handoff_cache[part] = cached
+        for dev in cached:
+            yield dict(dev)
+
+    def _handoffs(self, part: int) -> list[dict[str, Any]]:
+        primaries = self.get_part_nodes(part)
+        used_ids = {d["id"] for d in primaries}
+        zones = {(d["region"], d["zone"]) for d in primaries}
+        hosts = {(d["region"], d["zone"], d["ip"]) for d in primaries}
+        key = part.to_bytes(4, "big")
+        candidates = sorted(
+            (d for d in self.devs if d is not None and d["id"] not in used_ids and d["weight"] > 0),
+            key=lambda d: xxhash.xxh64_intdigest(key + d["id"].to_bytes(4, "big")),
+        )
+        out: list[dict[str, Any]] = []
+        for tier in ("zone", "host", "dev"):
+            for d in candidates:
+                if d["id"] in used_ids:
+                    continue
+                z = (d["region"], d["zone"])
+                h = (d["region"], d["zone"], d["ip"])
+                if tier == "zone" and z in zones:
+                    continue
+                if tier == "host" and h in hosts:
+                    continue
+                used_ids.add(d["id"])
+                zones.add(z)
+                hosts.add(h)
+                out.append({**d, "index": len(primaries) + len(out)})
+        return out
+
+    def devices_on(self, ip: str, port: int) -> list[dict[str, Any]]:
+        """The devices this ring places on one server (what a storage node serves)."""
+        return [d for d in self.devs if d is not None and d["ip"] == ip and d["port"] == port]
+
+    def parts_for_device(self, dev_id: int) -> list[int]:
+        """Partitions with a replica on `dev_id` (the replicator's work list)."""
+        parts = set()
+        for table in self._tables:
+            for part, d in enumerate(table):
+                if d == dev_id:
+                    parts.add(part)
+        return sorted(parts)

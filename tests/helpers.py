@@ -1,0 +1,98 @@
+"""Test support: free ports, real server processes, waiting on conditions with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,
+             what: str = "condition") -> Any:
+    """Poll `cond` until it returns a truthy value; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = cond()
+            if value:
+                return value
+        except Exception as exc:  # the condition may fail until the thing is up
+            last_exc = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                         + (f" (last error: {last_exc!r})" if last_exc else ""))
+
+
+async def async_wait_for(cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,
+                         what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = cond()
+            if asyncio.iscoroutine(value):
+                value = await value
+            if value:
+                return value
+        except Exception as exc:
+            last_exc = exc
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                         + (f" (last error: {last_exc!r})" if last_exc else ""))
+
+
+def healthy(port: int, ip: str = "127.0.0.1") -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{ip}:{port}/healthcheck", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+class ServerProcess:
+    """`swiftlite server <role> -c conf` as a real child process."""
+
+    def __init__(self, role: str, conf_path: str, port: int, log_path: str | None = None):
+        self.role = role
+        self.conf_path = conf_path
+        self.port = port
+        self.log_path = log_path or conf_path + f".{role}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 20.0) -> ServerProcess:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "swiftlite.cli", "server", self.role, "-c", self.conf_path,
+             "--port", str(self.port)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        wait_for(lambda: self.proc.poll() is None and healthy(self.port), timeout,
+                 what=f"{self.role} server on port {self.port} (log {self.log_path})")
+        return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+    def log_text(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
