@@ -1,0 +1,1 @@
+"""swiftlite-migrate: bulk upload of a file tree into a container, in ring (partition) order."""
