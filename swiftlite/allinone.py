@@ -1,0 +1,270 @@
+"""`swiftlite up`: build rings and configs for an all-in-one cluster, start it, supervise it.
+
+Layout under --root:
+    etc/        swiftlite.conf ([hash]), proxy.conf, node<N>.conf, *.builder, *.ring.gz
+    node<N>/    that node's devices d1..dK (its `devices` root)
+    logs/       one log per process
+    run/        daemon status files (see `swiftlite status`)
+    cluster.json  proxy URL and per node its servers' ports, pids and command lines
+Re-running `up` on the same root reuses the rings, configs and data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from argparse import Namespace
+from importlib.util import find_spec
+from typing import Any
+
+ROLES = ("account", "container", "object")
+ROLE_OFFSET = {"object": 0, "container": 1, "account": 2}
+DAEMONS = {  # daemon name -> module that must exist for it to be started
+    "object-replicator": "swiftlite.obj.replicator",
+    "object-updater": "swiftlite.obj.updater",
+    "object-auditor": "swiftlite.obj.auditor",
+    "container-replicator": "swiftlite.db.replicator",
+    "account-replicator": "swiftlite.db.replicator",
+}
+USERS = {  # those of Swift's all-in-one development setup
+    "user_test_tester": "testing .admin",
+    "user_test_tester2": "testing2 .admin",
+    "user_test_tester3": "testing3",
+    "user_test2_tester2": "testing2 .admin",
+    "user_test5_tester5": "testing5 service",
+    "user_admin_admin": "admin .admin .reseller_admin",
+}
+
+
+def _free_port(ip: str) -> int:
+    with socket.socket() as s:
+        s.bind((ip, 0))
+        return s.getsockname()[1]
+
+
+def _ini(sections: dict[str, dict[str, Any]]) -> str:
+    out = []
+    for name, items in sections.items():
+        out.append(f"[{name}]")
+        out.extend(f"{k} = {v}" for k, v in items.items())
+        out.append("")
+    return "\n".join(out)
+
+
+def _write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def build(args: Namespace) -> dict[str, Any]:
+    """Create rings and configs under args.root unless they exist; return the cluster plan."""
+    from ringbuilder.builder import RingBuilder
+
+    from swiftlite.ring import write_ring
+
+    root = os.path.abspath(args.root)
+    etc = os.path.join(root, "etc")
+    plan_path = os.path.join(etc, "plan.json")
+    if os.path.exists(plan_path):
+        with open(plan_path) as f:
+            return json.load(f)
+    for d in ("etc", "logs", "run"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    ring_ip = "127.0.0.1" if args.bind in ("0.0.0.0", "::", "") else args.bind
+    random_ports = args.port == 0
+    proxy_port = _free_port(args.bind) if random_ports else args.port
+    hash_conf = {"hash_path_prefix": secrets.token_hex(8),
+                 "hash_path_suffix": secrets.token_hex(8)}
+    _write(os.path.join(etc, "swiftlite.conf"), _ini({"hash": hash_conf}))
+    nodes = []
+    for n in range(1, args.nodes + 1):
+        ports = {role: (_free_port(args.bind) if random_ports else 6200 + 10 * n + off)
+                 for role, off in ROLE_OFFSET.items()}
+        devices_root = os.path.join(root, f"node{n}")
+        for d in range(1, args.devices + 1):
+            os.makedirs(os.path.join(devices_root, f"d{d}"), exist_ok=True)
+        conf_path = os.path.join(etc, f"node{n}.conf")
+        common = {"devices": devices_root, "mount_check": "false", "swift_dir": etc,
+                  "bind_ip": args.bind, "log_level": "INFO",
+                  "status_dir": os.path.join(root, "run", f"node{n}")}
+        sections: dict[str, dict[str, Any]] = {"DEFAULT": common, "hash": hash_conf}
+        for role in ROLES:
+            sections[f"{role}-server"] = {"bind_port": ports[role], "workers": 1}
+        for daemon in DAEMONS:
+            sections[daemon] = {"interval": 30}
+        _write(conf_path, _ini(sections))
+        nodes.append({"name": f"node{n}", "ip": ring_ip, "zone": n, "ports": ports,
+                      "devices_root": devices_root, "conf": conf_path,
+                      "devices": [f"d{d}" for d in range(1, args.devices + 1)]})
+    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    proxy_conf = os.path.join(etc, "proxy.conf")
+    _write(proxy_conf, _ini({
+        "DEFAULT": {"swift_dir": etc, "log_level": "INFO"},
+        "hash": hash_conf,
+        "proxy-server": {"bind_ip": args.bind, "bind_port": proxy_port, "workers": workers,
+                         "auth_secret": secrets.token_hex(32), **USERS},
+    }))
+    for kind, role in (("object", "object"), ("container", "container"),
+                       ("account", "account")):
+        builder = RingBuilder(args.part_power, args.replicas, 1)
+        for node in nodes:
+            for dev in node["devices"]:
+                builder.add_dev({"region": 1, "zone": node["zone"], "ip": node["ip"],
+                                 "port": node["ports"][role], "device": dev, "weight": 100.0})
+        builder.rebalance(seed=1)
+        builder.save(os.path.join(etc, f"{kind}.builder"))
+        write_ring(os.path.join(etc, f"{kind}.ring.gz"), builder.get_ring_data())
+    plan = {"root": root, "etc_dir": etc, "bind": args.bind, "proxy_ip": ring_ip,
+            "proxy_port": proxy_port, "proxy_conf": proxy_conf, "nodes": nodes,
+            "daemons": not args.no_daemons}
+    _write(plan_path, json.dumps(plan, indent=2))
+    return plan
+
+
+def _spawn(cmd: list[str], log_path: str) -> subprocess.Popen:
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _healthy(ip: str, port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{ip}:{port}/healthcheck", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def run_up(args: Namespace) -> int:
+    plan = build(args)
+    root = plan["root"]
+    try:  # a stale cluster.json would tell tools a cluster is ready before it is
+        os.unlink(os.path.join(root, "cluster.json"))
+    except FileNotFoundError:
+        pass
+    logs = os.path.join(root, "logs")
+    py = [sys.executable, "-m", "swiftlite.cli"]
+    procs: dict[str, subprocess.Popen] = {}
+    cluster: dict[str, Any] = {"root": root, "etc_dir": plan["etc_dir"], "nodes": []}
+    checks: list[tuple[str, int]] = []
+    for node in plan["nodes"]:
+        entry: dict[str, Any] = {"name": node["name"], "ip": node["ip"],
+                                 "devices_root": node["devices_root"], "conf": node["conf"],
+                                 "servers": {}, "daemons": {}}
+        for role in ROLES:
+            cmd = py + ["server", role, "-c", node["conf"]]
+            p = _spawn(cmd, os.path.join(logs, f"{node['name']}-{role}.log"))
+            procs[f"{node['name']}-{role}"] = p
+            entry["servers"][role] = {"port": node["ports"][role], "pid": p.pid, "cmd": cmd}
+            checks.append((node["ip"], node["ports"][role]))
+        if plan["daemons"]:
+            for daemon, module in DAEMONS.items():
+                if find_spec(module) is None:
+                    continue
+                cmd = py + ["daemon", daemon, "-c", node["conf"]]
+                p = _spawn(cmd, os.path.join(logs, f"{node['name']}-{daemon}.log"))
+                procs[f"{node['name']}-{daemon}"] = p
+                entry["daemons"][daemon] = {"pid": p.pid, "cmd": cmd}
+        cluster["nodes"].append(entry)
+    cmd = py + ["server", "proxy", "-c", plan["proxy_conf"]]
+    p = _spawn(cmd, os.path.join(logs, "proxy.log"))
+    procs["proxy"] = p
+    url = f"http://{plan['proxy_ip']}:{plan['proxy_port']}"
+    cluster["proxy"] = {"url": url, "auth_url": url + "/auth/v1.0", "port": plan["proxy_port"],
+                        "pid": p.pid, "cmd": cmd}
+    checks.append((plan["proxy_ip"], plan["proxy_port"]))
+
+    stopping = False
+
+    def stop(signum, frame) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    deadline = time.monotonic() + 60
+    pending = list(checks)
+    while pending and not stopping and time.monotonic() < deadline:
+        pending = [c for c in pending if not _healthy(*c)]
+        dead = [name for name, proc in procs.items() if proc.poll() is not None]
+        if dead:
+            print(f"swiftlite up: {', '.join(dead)} exited at start; see {logs}",
+                  file=sys.stderr)
+            _terminate(procs)
+            return 1
+        if pending:
+            time.sleep(0.1)
+    if pending and not stopping:
+        print(f"swiftlite up: servers not healthy after 60s: {pending}; see {logs}",
+              file=sys.stderr)
+        _terminate(procs)
+        return 1
+    _write(os.path.join(root, "cluster.json"), json.dumps(cluster, indent=2))
+    if not stopping:
+        print(f"swiftlite is up: {cluster['proxy']['auth_url']}\n"
+              f"  swift -A {cluster['proxy']['auth_url']} -U test:tester -K testing stat\n"
+              f"  data and logs under {root}; Ctrl-C stops everything", flush=True)
+    reported: set[str] = set()
+    while not stopping:
+        for name, proc in procs.items():
+            if proc.poll() is not None and name not in reported:
+                reported.add(name)  # a test may kill a node on purpose: report, don't respawn
+                print(f"swiftlite up: {name} (pid {proc.pid}) exited with {proc.returncode}",
+                      file=sys.stderr, flush=True)
+        time.sleep(0.5)
+    _terminate(procs)
+    return 0
+
+
+def _terminate(procs: dict[str, subprocess.Popen]) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 10
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_status(args: Namespace) -> int:
+    root = os.path.abspath(args.root)
+    try:
+        with open(os.path.join(root, "cluster.json")) as f:
+            cluster = json.load(f)
+    except FileNotFoundError:
+        print(f"no cluster under {root} (run `swiftlite up --root {args.root}`)",
+              file=sys.stderr)
+        return 1
+    proxy = cluster["proxy"]
+    up = _healthy(proxy["url"].split("//")[1].rsplit(":", 1)[0], proxy["port"])
+    print(f"proxy  {proxy['url']}  {'up' if up else 'DOWN'}")
+    for node in cluster["nodes"]:
+        states = [f"{role}:{'up' if _healthy(node['ip'], s['port']) else 'DOWN'}"
+                  for role, s in node["servers"].items()]
+        print(f"{node['name']}  " + "  ".join(states))
+        status_dir = os.path.join(root, "run", node["name"])
+        for name in sorted(os.listdir(status_dir)) if os.path.isdir(status_dir) else []:
+            if not name.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(status_dir, name)) as f:
+                    st = json.load(f)
+            except (OSError, ValueError):
+                continue
+            fields = " ".join(f"{k}={v}" for k, v in st.items() if k != "daemon")
+            print(f"  {name[:-5]}: {fields}")
+    return 0

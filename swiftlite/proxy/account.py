@@ -1,0 +1,87 @@
+"""Account requests: stats and container listings, metadata, auto-creation on first write."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from swiftlite.common.client import node_path
+from swiftlite.common.http import HTTPError, query_str
+from swiftlite.proxy.backend import best_response
+from swiftlite.proxy.common import metadata_headers, read_any, relay
+from swiftlite.proxy.container import LISTING_PARAMS
+
+
+async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
+    method = request.method
+    if not target.is_owner:
+        raise proxy.deny(target)
+    if method in ("GET", "HEAD"):
+        return await _read(proxy, request, target)
+    if method == "POST":
+        await ensure_account(proxy, request, target.account)
+        return await _write(proxy, request, target.account, "POST")
+    if method in ("PUT", "DELETE"):
+        if not (target.ident and target.ident.is_reseller_admin):
+            raise HTTPError(403, "Only a reseller admin may create or delete accounts")
+        return await _write(proxy, request, target.account, method)
+    raise HTTPError(405, "Method Not Allowed")
+
+
+async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
+    for p in LISTING_PARAMS:
+        query_str(request, p)
+    part = proxy.account_ring.get_part(target.account)
+    extra = {"Accept": request.headers["Accept"]} if "Accept" in request.headers else None
+    resp = await read_any(proxy, request, proxy.account_ring, part, request.method,
+                          (target.account,), request.query_string, extra)
+    if resp.status == 404 and proxy.account_autocreate:
+        return _empty_account(request)
+    return relay(resp, request)
+
+
+def _empty_account(request: web.Request) -> web.Response:
+    """What an owner sees before the first write auto-creates the account (as Swift does)."""
+    headers = {"X-Account-Container-Count": "0", "X-Account-Object-Count": "0",
+               "X-Account-Bytes-Used": "0"}
+    fmt = request.query.get("format", "")
+    accept = request.headers.get("Accept", "")
+    if request.method == "GET" and (fmt == "json" or "json" in accept):
+        return web.Response(status=200, text="[]", content_type="application/json",
+                            charset="utf-8", headers=headers)
+    if request.method == "GET" and (fmt == "xml" or "xml" in accept):
+        body = '<?xml version="1.0" encoding="UTF-8"?>\n<account name="x"></account>'
+        return web.Response(status=200, text=body, content_type="application/xml",
+                            charset="utf-8", headers=headers)
+    return web.Response(status=204, headers=headers)
+
+
+async def ensure_account(proxy, request: web.Request, acct: str) -> None:
+    """Create the account on first write (account_autocreate), remembering that it exists."""
+    if proxy.account_cache.get((acct,)):
+        return
+    part = proxy.account_ring.get_part(acct)
+    resp = await read_any(proxy, request, proxy.account_ring, part, "HEAD", (acct,))
+    if resp.status // 100 == 2:
+        proxy.account_cache.put((acct,), True)
+        return
+    if resp.status != 404 or not proxy.account_autocreate:
+        raise HTTPError(404 if resp.status == 404 else 503, "Account not available")
+    created = await _write(proxy, request, acct, "PUT", with_meta=False)
+    if created.status // 100 != 2:
+        raise HTTPError(503, "Could not create account")
+    proxy.account_cache.put((acct,), True)
+
+
+async def _write(proxy, request: web.Request, acct: str, method: str,
+                 with_meta: bool = True) -> web.Response:
+    headers = metadata_headers(request, "account") if with_meta and method != "DELETE" else {}
+    base = {**proxy.backend_headers(request, proxy.next_timestamp()), **headers}
+    part = proxy.account_ring.get_part(acct)
+    responses = await proxy.backend.fan_out(
+        proxy.account_ring, part, method, lambda n: node_path(n, part, acct),
+        lambda i, n: base)
+    if method == "DELETE":
+        proxy.account_cache.drop((acct,))
+    best = best_response(responses, proxy.account_ring.replica_count)
+    return web.Response(status=best.status, body=best.body if best.status >= 400 else b"")
+

@@ -1,0 +1,122 @@
+"""Talking to storage nodes: one request, fan-out to a ring's replicas, quorum decisions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDict
+
+from swiftlite.common.client import node_url
+from swiftlite.proxy.nodes import ErrorLimiter
+from swiftlite.ring import Ring
+
+log = logging.getLogger("swiftlite.proxy")
+
+NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+# Headers never copied from a backend response to the client.
+HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "date",
+               "server", "x-trans-id"}
+
+
+@dataclass
+class BackendResponse:
+    status: int
+    headers: CIMultiDict = field(default_factory=CIMultiDict)
+    body: bytes = b""
+    node: dict[str, Any] | None = None
+
+
+def quorum_size(n: int) -> int:
+    return n // 2 + 1
+
+
+def client_headers(resp_headers) -> CIMultiDict:
+    out: CIMultiDict = CIMultiDict()
+    for k, v in resp_headers.items():
+        lk = k.lower()
+        if lk in HOP_HEADERS or lk.startswith("x-backend-"):
+            continue
+        out.add(k, v)
+    return out
+
+
+class Backend:
+    def __init__(self, session: aiohttp.ClientSession, limiter: ErrorLimiter) -> None:
+        self.session = session
+        self.limiter = limiter
+
+    async def request(self, node: dict[str, Any], method: str, path: str,
+                      headers: dict[str, str], data: Any = None,
+                      query: str = "") -> BackendResponse | None:
+        """One backend request with the body read; None when the node could not answer."""
+        try:
+            async with self.session.request(method, node_url(node, path, query),
+                                            headers=headers, data=data) as resp:
+                body = await resp.read()
+                status = resp.status
+                hdrs = CIMultiDict(resp.headers)
+        except NETWORK_ERRORS as exc:
+            if isinstance(exc, aiohttp.ClientConnectorError):
+                self.limiter.fatal(node, f"{method} {path}: {exc}")
+            else:
+                self.limiter.error(node, f"{method} {path}: {exc!r}")
+            return None
+        if status == 507:
+            self.limiter.fatal(node, "507 Insufficient Storage")
+        elif status >= 500:
+            self.limiter.error(node, f"{method} {path}: {status}")
+        return BackendResponse(status, hdrs, body, node)
+
+    async def fan_out(self, ring: Ring, part: int, method: str, path_for: Callable[[dict], str],
+                      headers_for: Callable[[int, dict], dict[str, str]],
+                      data: Any = None, query: str = "",
+                      use_handoffs: bool = True) -> list[BackendResponse]:
+        """Send to every primary concurrently; a primary that cannot answer (down, 507, 5xx)
+        is replaced by the next handoff, so writes land somewhere durable."""
+        primaries = ring.get_part_nodes(part)
+        handoffs = (n for n in ring.get_more_nodes(part) if not self.limiter.limited(n)) \
+            if use_handoffs else iter(())
+        lock = asyncio.Lock()
+
+        async def next_handoff() -> dict | None:
+            async with lock:
+                return next(handoffs, None)
+
+        async def one(index: int, node: dict | None) -> BackendResponse | None:
+            tried = 0
+            last: BackendResponse | None = None
+            while node is not None and tried < 4:
+                tried += 1
+                if self.limiter.limited(node) and tried == 1 and use_handoffs:
+                    node = await next_handoff()
+                    continue
+                resp = await self.request(node, method, path_for(node), headers_for(index, node),
+                                          data, query)
+                if resp is not None and resp.status < 500:
+                    return resp
+                last = resp or last
+                node = await next_handoff() if use_handoffs else None
+            return last
+
+        results = await asyncio.gather(*(one(i, n) for i, n in enumerate(primaries)))
+        return [r for r in results if r is not None] + \
+            [BackendResponse(503) for r in results if r is None]
+
+
+def best_response(responses: list[BackendResponse], n: int) -> BackendResponse:
+    """The response class a quorum of `n` replicas agrees on, else 503."""
+    quorum = quorum_size(n)
+    for klass in (2, 3, 4):
+        group = [r for r in responses if r.status // 100 == klass]
+        if len(group) >= quorum:
+            # Prefer the most common exact status inside the class (e.g. 201 over 202).
+            statuses = [r.status for r in group]
+            best = max(set(statuses), key=statuses.count)
+            return next(r for r in group if r.status == best)
+    return BackendResponse(503, CIMultiDict(), b"Service Unavailable: no quorum\n")

@@ -1,0 +1,78 @@
+"""Pieces the account, container and object controllers share."""
+
+from __future__ import annotations
+
+import random
+
+from aiohttp import web
+
+from swiftlite.common import constraints
+from swiftlite.common.client import node_path
+from swiftlite.common.http import HTTPError
+from swiftlite.proxy.backend import BackendResponse, client_headers
+from swiftlite.ring import Ring
+
+# Per kind: request headers a client may set that are stored with the resource.
+STORED_HEADERS = {
+    "container": ("x-container-meta-", "x-container-read", "x-container-write",
+                  "x-versions-location", "x-history-location", "x-container-sync-to",
+                  "x-container-sync-key"),
+    "account": ("x-account-meta-",),
+    "object": ("x-object-meta-", "content-type", "content-encoding", "content-disposition",
+               "x-delete-at"),
+}
+
+
+def metadata_headers(request: web.Request, kind: str) -> dict[str, str]:
+    """Stored headers from the request; `X-Remove-<Kind>-Meta-X` becomes an empty value."""
+    bad = constraints.check_metadata(request.headers, kind)
+    if bad:
+        raise HTTPError(400, bad)
+    prefixes = STORED_HEADERS[kind]
+    out: dict[str, str] = {}
+    remove = f"x-remove-{kind}-"
+    for k, v in request.headers.items():
+        lk = k.lower()
+        if lk.startswith(remove):
+            out[f"X-{kind.capitalize()}-" + k[len(remove):]] = ""
+        elif lk.startswith(prefixes) or lk in prefixes:
+            out[k] = v
+    return out
+
+
+def relay(resp: BackendResponse, request: web.Request) -> web.Response:
+    """A backend answer as the client's response (HEAD keeps Content-Length, sends no body)."""
+    headers = client_headers(resp.headers)
+    if request.method == "HEAD":
+        r = web.Response(status=resp.status, headers=headers)
+        length = resp.headers.get("Content-Length")
+        r.content_length = int(length) if length and length.isdigit() else 0
+        return r
+    return web.Response(status=resp.status, headers=headers, body=resp.body)
+
+
+async def read_any(proxy, request: web.Request, ring: Ring, part: int, method: str,
+                   names: tuple[str, ...], query: str = "",
+                   extra: dict[str, str] | None = None) -> BackendResponse:
+    """GET/HEAD replicas in random order until one has it; 404 when all say so."""
+    headers = proxy.backend_headers(request)
+    if extra:
+        headers.update(extra)
+    nodes = ring.get_part_nodes(part)
+    random.shuffle(nodes)
+    nodes += [n for _, n in zip(range(len(nodes)), ring.get_more_nodes(part), strict=False)]
+    seen_404: BackendResponse | None = None
+    for node in nodes:
+        if proxy.limiter.limited(node):
+            continue
+        resp = await proxy.backend.request(node, method, node_path(node, part, *names), headers,
+                                           query=query)
+        if resp is None or resp.status >= 500:
+            continue
+        if resp.status == 404:
+            seen_404 = seen_404 or resp
+            continue
+        return resp
+    if seen_404 is not None:
+        return seen_404
+    return BackendResponse(503, body=b"Service Unavailable: no replica answered\n")

@@ -1,0 +1,78 @@
+"""Container requests: listings and stats from any replica, writes to a quorum."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from swiftlite.common.client import node_path
+from swiftlite.common.http import HTTPError, query_str
+from swiftlite.proxy import account
+from swiftlite.proxy.backend import BackendResponse, best_response
+from swiftlite.proxy.common import metadata_headers, read_any, relay
+
+LISTING_PARAMS = ("format", "prefix", "delimiter", "marker", "end_marker", "limit", "reverse",
+                  "path")
+
+
+async def head_any(proxy, request: web.Request, part: int, acct: str,
+                   cont: str) -> BackendResponse:
+    return await read_any(proxy, request, proxy.container_ring, part, "HEAD", (acct, cont))
+
+
+async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
+    method = request.method
+    if method in ("GET", "HEAD"):
+        return await _read(proxy, request, target)
+    if not target.is_owner:
+        raise proxy.deny(target)
+    if method == "PUT":
+        return await _write(proxy, request, target, "PUT")
+    if method == "POST":
+        return await _write(proxy, request, target, "POST")
+    if method == "DELETE":
+        return await _write(proxy, request, target, "DELETE")
+    raise HTTPError(405, "Method Not Allowed")
+
+
+async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
+    if not target.is_owner:
+        await proxy.authorize_container(request, target, write=False, listing=True)
+    for p in LISTING_PARAMS:
+        query_str(request, p)  # strict UTF-8 check before anything goes to a backend
+    part = proxy.container_ring.get_part(target.account, target.container)
+    extra = {}
+    if "Accept" in request.headers:
+        extra["Accept"] = request.headers["Accept"]
+    resp = await read_any(proxy, request, proxy.container_ring, part, request.method,
+                          (target.account, target.container), request.query_string, extra)
+    return relay(resp, request)
+
+
+async def _write(proxy, request: web.Request, target, method: str) -> web.Response:
+    acct, cont = target.account, target.container
+    headers = metadata_headers(request, "container") if method != "DELETE" else {}
+    if method == "PUT":
+        await account.ensure_account(proxy, request, acct)
+    ts = proxy.next_timestamp()
+    base = {**proxy.backend_headers(request, ts), **headers}
+    part = proxy.container_ring.get_part(acct, cont)
+    apart, anodes = proxy.account_ring.get_nodes(acct)
+
+    def headers_for(index: int, node: dict) -> dict[str, str]:
+        h = dict(base)
+        if anodes and method in ("PUT", "DELETE"):
+            an = anodes[index % len(anodes)]
+            h["X-Account-Host"] = f"{an['ip']}:{an['port']}"
+            h["X-Account-Device"] = an["device"]
+            h["X-Account-Partition"] = str(apart)
+        return h
+
+    responses = await proxy.backend.fan_out(
+        proxy.container_ring, part, method, lambda n: node_path(n, part, acct, cont),
+        headers_for, use_handoffs=(method != "DELETE"))
+    proxy.container_cache.drop((acct, cont))
+    best = best_response(responses, proxy.container_ring.replica_count)
+    if method == "DELETE" and best.status == 409:
+        return web.Response(status=409, text="There was a conflict when trying to complete "
+                            "your request: the container is not empty.\n")
+    return web.Response(status=best.status, body=best.body if best.status >= 400 else b"")

@@ -1,0 +1,357 @@
+"""Object requests: PUT fans one pass over the body out to every replica; GET reads one.
+
+PUT: the proxy assigns X-Timestamp, sends the body to all primaries at once (small bodies in
+one buffer, large or chunked ones streamed chunk by chunk through bounded queues, never held
+whole), substitutes a handoff for a primary that cannot be reached, and answers 201 once a
+quorum has the object durably.
+GET/HEAD: replicas in random order so all serve reads; a 404 falls through to the next, and a
+tombstone newer than a replica's data wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import mimetypes
+import random
+import time
+
+import aiohttp
+from aiohttp import web
+
+from swiftlite.common.client import node_path, node_url
+from swiftlite.common.http import HTTPError, error
+from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.proxy.backend import (
+    NETWORK_ERRORS,
+    BackendResponse,
+    best_response,
+    client_headers,
+    quorum_size,
+)
+from swiftlite.proxy.common import metadata_headers
+
+GET_PASS_HEADERS = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
+                    "If-Unmodified-Since")
+STREAM_CHUNK = 64 * 1024
+QUEUE_DEPTH = 4
+
+
+async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
+    method = request.method
+    if method in ("GET", "HEAD"):
+        if not target.is_owner:
+            await proxy.authorize_container(request, target, write=False)
+        return await _get(proxy, request, target)
+    if method in ("PUT", "POST", "DELETE"):
+        info = await proxy.authorize_container(request, target, write=True)
+        del info
+        if method == "PUT":
+            return await _put(proxy, request, target)
+        if method == "POST":
+            return await _post(proxy, request, target)
+        return await _delete(proxy, request, target)
+    raise HTTPError(405, "Method Not Allowed")
+
+
+# ---- GET / HEAD ----------------------------------------------------------------------------
+
+def _ts(value: str | None) -> Timestamp | None:
+    if not value:
+        return None
+    try:
+        return Timestamp.parse(value)
+    except TimestampError:
+        return None
+
+
+async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
+    acct, cont, name = target.account, target.container, target.obj
+    ring = proxy.object_ring
+    part = ring.get_part(acct, cont, name)
+    headers = proxy.backend_headers(request)
+    for h in GET_PASS_HEADERS:
+        if h in request.headers:
+            headers[h] = request.headers[h]
+    nodes = ring.get_part_nodes(part)
+    random.shuffle(nodes)
+    nodes += list(ring.get_more_nodes(part))[: len(nodes)]
+    if request.headers.get("X-Newest", "").lower() in ("true", "1", "yes"):
+        nodes = await _newest_first(proxy, request, part, nodes, (acct, cont, name))
+    newest_tombstone: Timestamp | None = None
+    session = proxy.backend.session
+    for node in nodes:
+        if proxy.limiter.limited(node):
+            continue
+        url = node_url(node, node_path(node, part, acct, cont, name))
+        try:
+            resp = await session.request(request.method, url, headers=headers)
+        except NETWORK_ERRORS as exc:
+            proxy.limiter.error(node, f"GET: {exc!r}")
+            continue
+        if resp.status == 404 or resp.status >= 500:
+            if resp.status == 404:
+                tomb = _ts(resp.headers.get("X-Backend-Timestamp"))
+                if tomb and (newest_tombstone is None or tomb > newest_tombstone):
+                    newest_tombstone = tomb
+            elif resp.status == 507:
+                proxy.limiter.fatal(node, "507")
+            else:
+                proxy.limiter.error(node, f"GET {resp.status}")
+            resp.release()
+            continue
+        data_ts = _ts(resp.headers.get("X-Timestamp"))
+        if newest_tombstone and data_ts and data_ts < newest_tombstone and resp.status < 300:
+            resp.release()  # a stale replica: a newer delete exists elsewhere
+            continue
+        return await _relay_stream(request, resp)
+    return error(404, "Not Found")
+
+
+async def _newest_first(proxy, request, part, nodes, names) -> list[dict]:
+    """X-Newest: HEAD every replica and try them newest first."""
+    async def head(node):
+        r = await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
+                                        proxy.backend_headers(request))
+        ts = _ts(r.headers.get("X-Timestamp") or r.headers.get("X-Backend-Timestamp")) \
+            if r else None
+        return (ts.ticks if ts else -1), node
+    ranked = await asyncio.gather(*(head(n) for n in nodes))
+    return [n for _, n in sorted(ranked, key=lambda x: -x[0])]
+
+
+async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse) -> web.StreamResponse:
+    try:
+        out = web.StreamResponse(status=resp.status, headers=client_headers(resp.headers))
+        length = resp.headers.get("Content-Length")
+        if length is not None:
+            out.content_length = int(length)
+        if request.method == "HEAD" or resp.status in (304, 412, 416) and not length:
+            await out.prepare(request)
+            await out.write_eof()
+            return out
+        await out.prepare(request)
+        async for chunk in resp.content.iter_chunked(STREAM_CHUNK * 4):
+            await out.write(chunk)
+        await out.write_eof()
+        return out
+    finally:
+        resp.release()
+
+
+# ---- PUT -----------------------------------------------------------------------------------
+
+def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str, str]:
+    headers = proxy.backend_headers(request, ts)
+    headers.update(metadata_headers(request, "object"))
+    if "Content-Type" not in headers or request.headers.get("X-Detect-Content-Type") == "true":
+        guessed = mimetypes.guess_type(target.obj)[0]
+        headers["Content-Type"] = guessed or "application/octet-stream"
+    if "X-Delete-After" in request.headers:
+        try:
+            after = int(request.headers["X-Delete-After"])
+        except ValueError:
+            raise HTTPError(400, "Non-integer X-Delete-After") from None
+        if after < 0:
+            raise HTTPError(400, "X-Delete-After in past")
+        headers["X-Delete-At"] = str(int(time.time()) + after)
+    if "X-Delete-At" in headers:
+        try:
+            at = int(headers["X-Delete-At"])
+        except ValueError:
+            raise HTTPError(400, "Non-integer X-Delete-At") from None
+        if at < time.time():
+            raise HTTPError(400, "X-Delete-At in past")
+    if "ETag" in request.headers:
+        headers["ETag"] = request.headers["ETag"].strip('"').lower()
+    return headers
+
+
+async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
+    acct, cont, name = target.account, target.container, target.obj
+    if "X-Copy-From" in request.headers:
+        return await _copy(proxy, request, target)
+    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    length = request.content_length
+    if length is None and not chunked:
+        raise HTTPError(411, "Length Required: send Content-Length or chunked encoding")
+    if length is not None and length > proxy.max_file_size:
+        raise HTTPError(413, f"Object larger than the maximum of {proxy.max_file_size} bytes")
+    ts = proxy.next_timestamp()
+    headers = _put_headers(proxy, request, target, ts)
+    ring = proxy.object_ring
+    part = ring.get_part(acct, cont, name)
+    cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
+    if length is not None and length <= proxy.put_buffer_size:
+        body = await request.read()
+        if len(body) != length:
+            raise HTTPError(499, "Client disconnected")
+        etag = hashlib.md5(body).hexdigest()
+        if "ETag" in headers and headers["ETag"] != etag:
+            raise HTTPError(422, "Unprocessable Entity: ETag does not match the body's MD5")
+        headers["Content-Length"] = str(length)
+        responses = await proxy.backend.fan_out(
+            ring, part, "PUT", lambda n: node_path(n, part, acct, cont, name),
+            _container_headers(headers, cpart, cnodes), data=body)
+    else:
+        etag, responses = await _put_streaming(proxy, request, target, part, headers,
+                                               _container_headers(headers, cpart, cnodes),
+                                               length)
+    return _put_answer(responses, ring.replica_count, etag, ts)
+
+
+def _container_headers(base: dict[str, str], cpart: int, cnodes: list[dict]):
+    """Each object replica tells a different container replica about the write."""
+    def headers_for(index: int, node: dict) -> dict[str, str]:
+        h = dict(base)
+        if cnodes:
+            cn = cnodes[index % len(cnodes)]
+            h["X-Container-Host"] = f"{cn['ip']}:{cn['port']}"
+            h["X-Container-Device"] = cn["device"]
+            h["X-Container-Partition"] = str(cpart)
+        return h
+    return headers_for
+
+
+def _put_answer(responses: list[BackendResponse], n: int, etag: str,
+                ts: Timestamp) -> web.Response:
+    best = best_response(responses, n)
+    if best.status == 201:
+        stored = best.headers.get("ETag", etag).strip('"')
+        if stored != etag:
+            return error(503, "Replicas disagree on the body's MD5")
+        return web.Response(status=201, headers={"ETag": etag,
+                                                 "Last-Modified": ts.http_date(),
+                                                 "X-Timestamp": ts.normal})
+    if best.status == 409:
+        return web.Response(status=202)  # an equal-or-newer write already won, as in Swift
+    if best.status == 422:
+        return error(422, "Unprocessable Entity: ETag does not match the body's MD5")
+    if best.status in (400, 413, 499):
+        return error(best.status, best.body.decode(errors="replace").strip() or "Bad Request")
+    return error(503, "Service Unavailable: the object could not be stored on a quorum")
+
+
+class _Feed:
+    """One replica's view of the client body: a bounded queue, so the slowest replica sets
+    the pace and memory stays at QUEUE_DEPTH chunks per replica."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUE_DEPTH)
+        self.started = False
+        self.dead = False
+
+    async def body(self):
+        while True:
+            chunk = await self.queue.get()
+            if chunk is None:
+                return
+            self.started = True
+            yield chunk
+
+    def kill(self) -> None:
+        self.dead = True
+        while not self.queue.empty():  # unblock a reader waiting on put()
+            self.queue.get_nowait()
+
+
+async def _put_streaming(proxy, request, target, part, headers, headers_for, length):
+    acct, cont, name = target.account, target.container, target.obj
+    ring = proxy.object_ring
+    primaries = ring.get_part_nodes(part)
+    handoffs = (n for n in ring.get_more_nodes(part) if not proxy.limiter.limited(n))
+    if length is not None:
+        headers["Content-Length"] = str(length)
+    session = proxy.backend.session
+    feeds = [_Feed() for _ in primaries]
+
+    async def send(index: int, node: dict | None) -> BackendResponse | None:
+        feed = feeds[index]
+        while node is not None:
+            if proxy.limiter.limited(node) and not feed.started:
+                node = next(handoffs, None)
+                continue
+            url = node_url(node, node_path(node, part, acct, cont, name))
+            try:
+                async with session.put(url, headers=headers_for(index, node),
+                                       data=feed.body()) as r:
+                    return BackendResponse(r.status, r.headers.copy(), await r.read(), node)
+            except NETWORK_ERRORS as exc:
+                proxy.limiter.error(node, f"PUT: {exc!r}")
+                if feed.started:
+                    break
+                node = next(handoffs, None)
+        feed.kill()
+        return None
+
+    tasks = [asyncio.ensure_future(send(i, n)) for i, n in enumerate(primaries)]
+    md5 = hashlib.md5()
+    received = 0
+    quorum = quorum_size(len(primaries))
+    try:
+        async for chunk in request.content.iter_chunked(STREAM_CHUNK):
+            received += len(chunk)
+            if received > proxy.max_file_size:
+                raise HTTPError(413, "Object larger than the maximum size")
+            md5.update(chunk)
+            for feed in feeds:
+                if not feed.dead:
+                    await feed.queue.put(chunk)
+            if sum(not f.dead for f in feeds) < quorum:
+                raise HTTPError(503, "Service Unavailable: lost quorum while sending")
+        if length is not None and received != length:
+            raise HTTPError(499, "Client disconnected before sending the whole body")
+        for feed in feeds:
+            if not feed.dead:
+                await feed.queue.put(None)
+        results = await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()  # the object servers drop their temp files on a cut connection
+        raise
+    responses = [r for r in results if r is not None]
+    responses += [BackendResponse(503) for r in results if r is None]
+    return md5.hexdigest(), responses
+
+
+async def _copy(proxy, request: web.Request, target) -> web.StreamResponse:
+    raise HTTPError(501, "Server-side copy is not supported yet")
+
+
+# ---- POST / DELETE -------------------------------------------------------------------------
+
+async def _post(proxy, request: web.Request, target) -> web.Response:
+    acct, cont, name = target.account, target.container, target.obj
+    ts = proxy.next_timestamp()
+    headers = _put_headers(proxy, request, target, ts)
+    headers.pop("ETag", None)
+    if "Content-Type" not in request.headers:
+        headers.pop("Content-Type", None)
+    ring = proxy.object_ring
+    part = ring.get_part(acct, cont, name)
+    responses = await proxy.backend.fan_out(
+        ring, part, "POST", lambda n: node_path(n, part, acct, cont, name),
+        lambda i, n: headers, use_handoffs=False)
+    best = best_response(responses, ring.replica_count)
+    if best.status // 100 == 2:
+        return web.Response(status=202, text="Accepted\n")
+    if best.status == 404:
+        return error(404, "Not Found")
+    return error(best.status if best.status < 500 else 503, best.body.decode(errors="replace"))
+
+
+async def _delete(proxy, request: web.Request, target) -> web.Response:
+    acct, cont, name = target.account, target.container, target.obj
+    ts = proxy.next_timestamp()
+    ring = proxy.object_ring
+    part = ring.get_part(acct, cont, name)
+    cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
+    responses = await proxy.backend.fan_out(
+        ring, part, "DELETE", lambda n: node_path(n, part, acct, cont, name),
+        _container_headers(proxy.backend_headers(request, ts), cpart, cnodes))
+    best = best_response(responses, ring.replica_count)
+    if best.status // 100 == 2:
+        return web.Response(status=204)
+    if best.status == 404:
+        return error(404, "Not Found")
+    return error(503, "Service Unavailable")

@@ -1,0 +1,233 @@
+"""The proxy: authenticates, authorizes, and routes Swift v1 API requests to the rings."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from swiftlite.common import constraints
+from swiftlite.common.client import make_session
+from swiftlite.common.config import Section
+from swiftlite.common.http import HTTPError, error, split_path, txid
+from swiftlite.common.server import make_app
+from swiftlite.common.timestamp import Timestamp
+from swiftlite.proxy import account, container, obj
+from swiftlite.proxy.acl import parse_acl, principal_allowed, referrer_allowed
+from swiftlite.proxy.auth import Identity, TempAuth
+from swiftlite.proxy.backend import Backend
+from swiftlite.proxy.info import ContainerInfo, InfoCache
+from swiftlite.proxy.nodes import ErrorLimiter
+from swiftlite.ring import Ring
+
+PROXY = web.AppKey("proxy", object)
+
+
+@dataclass
+class Target:
+    """What a /v1 request addresses, after validation."""
+
+    account: str
+    container: str | None
+    obj: str | None
+    ident: Identity | None
+    is_owner: bool
+
+
+class Proxy:
+    def __init__(self, conf: Section) -> None:
+        self.conf = conf
+        swift_dir = conf.get_str("swift_dir", "/etc/swiftlite")
+        self.object_ring = Ring.load(os.path.join(swift_dir, "object.ring.gz"))
+        self.container_ring = Ring.load(os.path.join(swift_dir, "container.ring.gz"))
+        self.account_ring = Ring.load(os.path.join(swift_dir, "account.ring.gz"))
+        self.auth = TempAuth(conf)
+        self.limiter = ErrorLimiter(conf.get_int("error_suppression_limit", 10),
+                                    conf.get_float("error_suppression_interval", 60.0))
+        self.conn_timeout = conf.get_float("conn_timeout", 0.5)
+        self.node_timeout = conf.get_float("node_timeout", 10.0)
+        self.client_timeout = conf.get_float("client_timeout", 60.0)
+        self.put_buffer_size = conf.get_size("put_buffer_size", 1024 * 1024)
+        self.account_autocreate = conf.get_bool("account_autocreate", True)
+        self.max_file_size = conf.get_size("max_file_size", constraints.MAX_FILE_SIZE)
+        self.container_cache = InfoCache(conf.get_float("recheck_container_existence", 10.0))
+        self.account_cache = InfoCache(conf.get_float("recheck_account_existence", 10.0))
+        self.backend: Backend | None = None
+        self._last_ts = Timestamp(0)
+
+    async def startup(self, app: web.Application) -> None:
+        session = make_session(self.conn_timeout, self.node_timeout,
+                               self.conf.get_int("backend_connections_per_host", 64))
+        self.backend = Backend(session, self.limiter)
+
+    async def cleanup(self, app: web.Application) -> None:
+        if self.backend:
+            await self.backend.session.close()
+
+    def next_timestamp(self) -> Timestamp:
+        """Wall clock, but strictly increasing within this process."""
+        ts = Timestamp.now()
+        if ts <= self._last_ts:
+            ts = Timestamp(self._last_ts.ticks + 1)
+        self._last_ts = ts
+        return ts
+
+    def backend_headers(self, request: web.Request, ts: Timestamp | None = None) -> dict[str, str]:
+        headers = {"X-Trans-Id": txid(request)}
+        if ts is not None:
+            headers["X-Timestamp"] = ts.internal
+        return headers
+
+    # ---- routing -------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path in ("/auth/v1.0", "/auth/v1.0/", "/auth/v1", "/v1.0"):
+            return self.handle_auth(request)
+        if path == "/info":
+            return self.handle_info(request)
+        if not path.startswith("/v1/"):
+            return error(404, "Not Found")
+        if len(request.raw_path) > constraints.MAX_URL_LENGTH:
+            return error(414, "URL too long")
+        _, acct, cont, name = split_path(request, 2, 4, rest_with_last=True)
+        target = self.check_target(request, acct, cont, name)
+        if name is not None:
+            return await obj.handle(self, request, target)
+        if cont is not None:
+            return await container.handle(self, request, target)
+        return await account.handle(self, request, target)
+
+    def check_target(self, request: web.Request, acct: str, cont: str | None,
+                     name: str | None) -> Target:
+        for check, value in ((constraints.check_account, acct),
+                             (constraints.check_container, cont),
+                             (constraints.check_object, name)):
+            if value is not None:
+                bad = check(value)
+                if bad:
+                    raise HTTPError(400, bad)
+        if len(request.headers) > constraints.MAX_HEADER_COUNT:
+            raise HTTPError(400, "Too many headers")
+        token = request.headers.get("X-Auth-Token") or request.headers.get("X-Storage-Token")
+        ident = self.auth.validate(token)
+        if token and ident is None:
+            raise HTTPError(401, "Invalid or expired token")
+        owner = ident is not None and (
+            ident.is_reseller_admin or ident.is_admin_of(acct, self.auth.reseller_prefix))
+        if not acct.startswith(self.auth.reseller_prefix) and not (ident and
+                                                                    ident.is_reseller_admin):
+            raise HTTPError(403 if ident else 401, "Forbidden")
+        return Target(acct, cont, name, ident, owner)
+
+    def deny(self, target: Target) -> HTTPError:
+        return HTTPError(403, "Forbidden") if target.ident else HTTPError(401, "Unauthorized")
+
+    async def authorize_container(self, request: web.Request, target: Target, write: bool,
+                                  listing: bool = False) -> ContainerInfo:
+        """Owner, or the container's read/write ACL; raises 401/403/404."""
+        info = await self.container_info(request, target.account, target.container)
+        if target.is_owner:
+            if info.status == 404:
+                raise HTTPError(404, "Container not found")
+            return info
+        if info.status == 404:
+            raise self.deny(target)
+        if write:
+            if principal_allowed(target.ident, parse_acl(info.write_acl).groups):
+                return info
+            raise self.deny(target)
+        acl = parse_acl(info.read_acl)
+        if principal_allowed(target.ident, acl.groups):
+            return info
+        if referrer_allowed(request.headers.get("Referer"), acl.referrers) and \
+                (not listing or acl.listings):
+            return info
+        raise self.deny(target)
+
+    # ---- cached info ---------------------------------------------------------------------
+
+    async def container_info(self, request: web.Request, acct: str, cont: str) -> ContainerInfo:
+        key = (acct, cont)
+        cached = self.container_cache.get(key)
+        if cached is not None:
+            return cached
+        part = self.container_ring.get_part(acct, cont)
+        resp = await container.head_any(self, request, part, acct, cont)
+        if resp.status // 100 != 2:
+            return ContainerInfo(404 if resp.status == 404 else resp.status)
+        h = resp.headers
+        info = ContainerInfo(
+            resp.status, h.get("X-Container-Read", ""), h.get("X-Container-Write", ""),
+            int(h.get("X-Container-Object-Count", 0) or 0),
+            int(h.get("X-Container-Bytes-Used", 0) or 0),
+            {k: v for k, v in h.items() if k.lower().startswith("x-container-meta-")})
+        self.container_cache.put(key, info)
+        return info
+
+    # ---- auth and info endpoints ---------------------------------------------------------
+
+    def handle_auth(self, request: web.Request) -> web.Response:
+        if request.method not in ("GET", "HEAD"):
+            return error(405, "Method Not Allowed")
+        user = request.headers.get("X-Auth-User") or request.headers.get("X-Storage-User")
+        key = request.headers.get("X-Auth-Key") or request.headers.get("X-Storage-Pass")
+        if not user or key is None:
+            return error(401, "Missing X-Auth-User or X-Auth-Key")
+        entry = self.auth.authenticate(user, key)
+        if entry is None:
+            return error(401, "Invalid credentials")
+        token, life = self.auth.issue_token(entry)
+        host_url = f"{request.scheme}://{request.host}"
+        url = self.auth.storage_url(host_url, entry.account)
+        headers = {"X-Storage-Url": url, "X-Auth-Token": token, "X-Storage-Token": token,
+                   "X-Auth-Token-Expires": str(life)}
+        body = json.dumps({"storage": {"default": "local", "local": url}})
+        return web.Response(text=body, content_type="application/json", headers=headers)
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "swift": {
+                "version": "swiftlite-0.1",
+                "max_file_size": self.max_file_size,
+                "max_meta_name_length": constraints.MAX_META_NAME_LENGTH,
+                "max_meta_value_length": constraints.MAX_META_VALUE_LENGTH,
+                "max_meta_count": constraints.MAX_META_COUNT,
+                "max_meta_overall_size": constraints.MAX_META_OVERALL_SIZE,
+                "max_header_size": constraints.MAX_HEADER_SIZE,
+                "max_object_name_length": constraints.MAX_OBJECT_NAME_LENGTH,
+                "max_container_name_length": constraints.MAX_CONTAINER_NAME_LENGTH,
+                "max_account_name_length": constraints.MAX_ACCOUNT_NAME_LENGTH,
+                "container_listing_limit": constraints.CONTAINER_LISTING_LIMIT,
+                "account_listing_limit": constraints.ACCOUNT_LISTING_LIMIT,
+                "extra_header_count": constraints.EXTRA_HEADER_COUNT,
+                "valid_api_versions": ["v1", "v1.0"],
+                "strict_cors_mode": True,
+                "policies": [{"name": "Policy-0", "default": True}],
+            },
+            "tempauth": {"account_acls": False},
+            "swiftlite": {"replicas": self.object_ring.replica_count,
+                          "part_power": self.object_ring.part_power},
+        }
+
+    def handle_info(self, request: web.Request) -> web.Response:
+        if request.method not in ("GET", "HEAD"):
+            return error(405, "Method Not Allowed")
+        return web.json_response(self.capabilities())
+
+
+async def _dispatch(request: web.Request) -> web.StreamResponse:
+    return await request.app[PROXY].handle(request)
+
+
+def create_app(conf: Section) -> web.Application:
+    proxy = Proxy(conf)
+    app = make_app()
+    app[PROXY] = proxy
+    app.on_startup.append(proxy.startup)
+    app.on_cleanup.append(proxy.cleanup)
+    app.router.add_route("*", "/{tail:.*}", _dispatch)
+    return app
