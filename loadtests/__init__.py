@@ -1,0 +1,1 @@
+"""Load generators for swiftlite (or any Swift v1 endpoint): bench.py and locustfile.py."""
