@@ -1,0 +1,20 @@
+"""Shared fixtures: a real all-in-one cluster per test module (real servers on loopback)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster import Cluster, start_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Cluster:
+    c = start_cluster(str(tmp_path_factory.mktemp("cluster")), nodes=1, devices=4,
+                      replicas=3, part_power=6)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def conn(cluster):
+    return cluster.connection()

@@ -1,0 +1,241 @@
+"""The Swift v1 API through the proxy of a real `swiftlite up` cluster, via swiftclient and raw
+HTTP (for what swiftclient would refuse to send)."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import urllib.parse
+import uuid
+
+import pytest
+import swiftclient
+from swiftclient.exceptions import ClientException
+
+
+def raw(cluster, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
+    """A request with an exact path (no client-side quoting or validation)."""
+    u = urllib.parse.urlsplit(cluster.proxy_url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, dict(r.getheaders()), data
+
+
+def token_and_url(cluster, user="test:tester", key="testing"):
+    url, token = swiftclient.get_auth(cluster.auth_url, user, key)
+    return url, token
+
+
+def storage_path(url: str) -> str:
+    return urllib.parse.urlsplit(url).path
+
+
+def name(prefix="c") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_auth_good_and_bad(cluster):
+    url, token = token_and_url(cluster)
+    assert url.endswith("/v1/AUTH_test") and token.startswith("AUTH_tk")
+    status, headers, _ = raw(cluster, "GET", "/auth/v1.0",
+                             {"X-Auth-User": "test:tester", "X-Auth-Key": "wrong"})
+    assert status == 401
+    status, headers, _ = raw(cluster, "GET", "/auth/v1.0",
+                             {"X-Auth-User": "test:tester", "X-Auth-Key": "testing"})
+    assert status == 200 and int(headers["X-Auth-Token-Expires"]) > 0
+    # A token for account test is refused on account test2.
+    status, _, _ = raw(cluster, "HEAD", "/v1/AUTH_test2", {"X-Auth-Token": token})
+    assert status == 403
+    # A forged or garbled token is refused.
+    status, _, _ = raw(cluster, "HEAD", "/v1/AUTH_test", {"X-Auth-Token": token[:-3] + "xyz"})
+    assert status == 401
+    # No token at all.
+    status, _, _ = raw(cluster, "HEAD", "/v1/AUTH_test")
+    assert status == 401
+
+
+def test_info_and_healthcheck(cluster):
+    status, _, body = raw(cluster, "GET", "/info")
+    info = json.loads(body)
+    assert status == 200
+    assert info["swift"]["max_file_size"] >= 5 * 1024**3
+    assert info["swift"]["container_listing_limit"] == 10000
+    assert "max_meta_count" in info["swift"]
+    assert raw(cluster, "GET", "/healthcheck")[0] == 200
+
+
+def test_account_stat_autocreates(cluster):
+    conn = cluster.connection("test2:tester2", "testing2")
+    headers = conn.head_account()
+    assert headers["x-account-container-count"] == "0"
+    conn.put_container("first")
+    headers = conn.head_account()
+    assert headers["x-account-container-count"] == "1"
+
+
+def test_object_lifecycle_and_metadata(conn):
+    c = name()
+    conn.put_container(c, headers={"X-Container-Meta-Color": "blue"})
+    assert conn.head_container(c)["x-container-meta-color"] == "blue"
+    body = b"hello image" * 1000
+    etag = conn.put_object(c, "dir/a.jpg", body, headers={"X-Object-Meta-Who": "me"})
+    assert etag == hashlib.md5(body).hexdigest()
+    headers, got = conn.get_object(c, "dir/a.jpg")
+    assert got == body
+    assert headers["etag"] == etag
+    assert headers["x-object-meta-who"] == "me"
+    assert headers["content-type"] == "image/jpeg"  # guessed from the name
+    assert int(headers["content-length"]) == len(body)
+    conn.post_object(c, "dir/a.jpg", headers={"X-Object-Meta-New": "yes"})
+    h = conn.head_object(c, "dir/a.jpg")
+    assert h["x-object-meta-new"] == "yes" and "x-object-meta-who" not in h
+    assert int(h["content-length"]) == len(body)
+    conn.delete_object(c, "dir/a.jpg")
+    with pytest.raises(ClientException) as e:
+        conn.get_object(c, "dir/a.jpg")
+    assert e.value.http_status == 404
+    with pytest.raises(ClientException) as e:
+        conn.delete_object(c, "dir/a.jpg")
+    assert e.value.http_status == 404
+
+
+def test_listing_prefix_delimiter_and_counts(conn):
+    c = name()
+    conn.put_container(c)
+    names = ["a/1.png", "a/2.png", "b/1.png", "c.png", "\u00e9t\u00e9.png"]
+    for n in names:
+        conn.put_object(c, n, b"x" * 10)
+    _, listing = conn.get_container(c)
+    assert [o["name"] for o in listing] == sorted(names, key=lambda s: s.encode())
+    _, listing = conn.get_container(c, prefix="a/")
+    assert [o["name"] for o in listing] == ["a/1.png", "a/2.png"]
+    _, listing = conn.get_container(c, delimiter="/")
+    assert [o.get("name") or o.get("subdir") for o in listing] == \
+        ["a/", "b/", "c.png", "\u00e9t\u00e9.png"]
+    h = conn.head_container(c)
+    assert h["x-container-object-count"] == "5" and h["x-container-bytes-used"] == "50"
+    _, containers = conn.get_account()
+    assert c in [x["name"] for x in containers]
+
+
+def test_ranges(conn):
+    c = name()
+    conn.put_container(c)
+    body = bytes(range(256)) * 4
+    conn.put_object(c, "r", body)
+    h, got = conn.get_object(c, "r", headers={"Range": "bytes=10-19"})
+    assert got == body[10:20] and h["content-range"] == f"bytes 10-19/{len(body)}"
+    h, got = conn.get_object(c, "r", headers={"Range": "bytes=-5"})
+    assert got == body[-5:]
+    with pytest.raises(ClientException) as e:
+        conn.get_object(c, "r", headers={"Range": "bytes=5000-6000"})
+    assert e.value.http_status == 416
+
+
+def test_large_object_streams(conn):
+    """Bigger than put_buffer_size: the streaming path."""
+    c = name()
+    conn.put_container(c)
+    body = hashlib.sha256(b"seed").digest() * (3 * 1024 * 1024 // 32)
+    etag = conn.put_object(c, "big.bin", body)
+    assert etag == hashlib.md5(body).hexdigest()
+    _, got = conn.get_object(c, "big.bin")
+    assert got == body
+
+
+def test_chunked_upload(conn):
+    c = name()
+    conn.put_container(c)
+    chunks = [b"a" * 70000, b"b" * 5, b"c" * 131072]
+    etag = conn.put_object(c, "chunked", (x for x in chunks), chunk_size=65536)
+    body = b"".join(chunks)
+    assert etag == hashlib.md5(body).hexdigest()
+    assert conn.get_object(c, "chunked")[1] == body
+
+
+def test_bad_input_is_refused_and_harms_nothing(cluster, conn):
+    c = name()
+    conn.put_container(c)
+    conn.put_object(c, "keep", b"precious")
+    url, token = token_and_url(cluster)
+    base = storage_path(url)
+    t = {"X-Auth-Token": token}
+    # Path tricks and bad names.
+    assert raw(cluster, "PUT", f"{base}/{c}/a/../keep", {**t, "Content-Length": "1"},
+               b"x")[0] == 400
+    assert raw(cluster, "PUT", f"{base}/{c}/bad%FFname", {**t, "Content-Length": "1"},
+               b"x")[0] == 400
+    assert raw(cluster, "PUT", f"{base}/{c}/{'n' * 1025}", {**t, "Content-Length": "1"},
+               b"x")[0] == 400
+    assert raw(cluster, "PUT", f"{base}/{'c' * 257}", t)[0] == 400
+    # Wrong ETag: 422 and the stored object is untouched.
+    status, _, _ = raw(cluster, "PUT", f"{base}/{c}/keep",
+                       {**t, "Content-Length": "5", "ETag": "0" * 32}, b"wrong")
+    assert status == 422
+    # Too much metadata.
+    status, _, body = raw(cluster, "PUT", f"{base}/{c}/keep",
+                          {**t, "Content-Length": "1", "X-Object-Meta-Big": "v" * 300}, b"x")
+    assert status == 400 and b"metadata" in body
+    # No length at all.
+    status, _, _ = raw(cluster, "PUT", f"{base}/{c}/nolength", t)
+    assert status == 411
+    # Listing limit over the maximum.
+    assert raw(cluster, "GET", f"{base}/{c}?limit=10001", t)[0] == 412
+    assert conn.get_object(c, "keep")[1] == b"precious"
+
+
+def test_public_and_private_containers(cluster, conn):
+    pub, priv = name("pub"), name("priv")
+    conn.put_container(pub, headers={"X-Container-Read": ".r:*"})
+    conn.put_container(priv)
+    conn.put_object(pub, "img.png", b"public bytes")
+    conn.put_object(priv, "img.png", b"private bytes")
+    url, _ = token_and_url(cluster)
+    base = storage_path(url)
+    status, _, body = raw(cluster, "GET", f"{base}/{pub}/img.png")
+    assert status == 200 and body == b"public bytes"
+    assert raw(cluster, "GET", f"{base}/{priv}/img.png")[0] == 401
+    assert raw(cluster, "GET", f"{base}/{pub}")[0] == 401  # no .rlistings
+    assert raw(cluster, "PUT", f"{base}/{pub}/x", {"Content-Length": "1"}, b"x")[0] == 401
+
+
+def test_acl_grants_other_user(cluster, conn):
+    c = name("shared")
+    conn.put_container(c)
+    conn.put_object(c, "o", b"data")
+    tester3 = cluster.connection("test:tester3", "testing3")
+    with pytest.raises(ClientException) as e:
+        tester3.get_object(c, "o")
+    assert e.value.http_status == 403
+    conn.post_container(c, headers={"X-Container-Read": "test:tester3",
+                                    "X-Container-Write": "test:tester3"})
+    assert tester3.get_object(c, "o")[1] == b"data"
+    tester3.put_object(c, "from3", b"hi")
+    assert conn.get_object(c, "from3")[1] == b"hi"
+    with pytest.raises(ClientException) as e:
+        tester3.delete_container(c)
+    assert e.value.http_status == 403
+
+
+def test_container_delete_conflict(conn):
+    c = name()
+    conn.put_container(c)
+    conn.put_object(c, "o", b"1")
+    with pytest.raises(ClientException) as e:
+        conn.delete_container(c)
+    assert e.value.http_status == 409
+    conn.delete_object(c, "o")
+    conn.delete_container(c)
+    with pytest.raises(ClientException) as e:
+        conn.head_container(c)
+    assert e.value.http_status == 404
+
+
+def test_put_into_missing_container_is_404(conn):
+    with pytest.raises(ClientException) as e:
+        conn.put_object(name("missing"), "o", b"1")
+    assert e.value.http_status == 404
