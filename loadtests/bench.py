@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import sys
@@ -62,7 +63,7 @@ def percentile(sorted_vals: list[float], p: float) -> float:
     """Nearest-rank percentile of an ascending list (0 for an empty one)."""
     if not sorted_vals:
         return 0.0
-    k = max(0, min(len(sorted_vals) - 1, int(round(p / 100.0 * len(sorted_vals) + 0.5)) - 1))
+    k = max(0, min(len(sorted_vals) - 1, math.ceil(p / 100.0 * len(sorted_vals)) - 1))
     return sorted_vals[k]
 
 
