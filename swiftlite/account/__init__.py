@@ -1,0 +1,1 @@
+"""Account server: one SQLite DB per account listing its containers and their stats."""

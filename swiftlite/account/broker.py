@@ -1,0 +1,129 @@
+"""The account DB: one row per container, merged newest-wins field by field.
+
+put/delete timestamps each keep their maximum; a container's counts come from the newest
+stat report (stats_timestamp); a row whose delete timestamp is newer than its put timestamp
+is a tombstone (deleted=1), left out of listings and totals.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from swiftlite.db.broker import ZERO_TS, DatabaseBroker
+from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, walk
+
+CONTAINER_SCHEMA = """
+CREATE TABLE container (
+    ROWID INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    put_timestamp TEXT NOT NULL,
+    delete_timestamp TEXT NOT NULL,
+    stats_timestamp TEXT NOT NULL,
+    object_count INTEGER NOT NULL,
+    bytes_used INTEGER NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+_CHUNK = 500
+_FIELDS = ("put_timestamp", "delete_timestamp", "stats_timestamp", "object_count",
+           "bytes_used", "deleted")
+
+
+class AccountBroker(DatabaseBroker):
+    ITEMS_TABLE = "container"
+    ITEMS_SCHEMA = CONTAINER_SCHEMA
+    ITEM_COLUMNS = ("name", *_FIELDS)
+
+    def _tombstone_column(self) -> str:
+        return "delete_timestamp"
+
+    def _empty_locked(self, conn: sqlite3.Connection) -> bool:
+        return True  # an account is deleted regardless of its containers (reaping is later)
+
+    @staticmethod
+    def _combine(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+        if old is None:
+            out = dict(new)
+        else:
+            out = dict(old)
+            out["put_timestamp"] = max(old["put_timestamp"], new["put_timestamp"])
+            out["delete_timestamp"] = max(old["delete_timestamp"], new["delete_timestamp"])
+            if new["stats_timestamp"] > old["stats_timestamp"]:
+                out["stats_timestamp"] = new["stats_timestamp"]
+                out["object_count"] = new["object_count"]
+                out["bytes_used"] = new["bytes_used"]
+        out["deleted"] = 1 if out["delete_timestamp"] > out["put_timestamp"] else 0
+        return out
+
+    def _merge_items_locked(self, conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> int:
+        norm: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            rec = {"name": r["name"],
+                   "put_timestamp": r.get("put_timestamp") or ZERO_TS,
+                   "delete_timestamp": r.get("delete_timestamp") or ZERO_TS,
+                   "stats_timestamp": r.get("stats_timestamp") or ZERO_TS,
+                   "object_count": int(r.get("object_count") or 0),
+                   "bytes_used": int(r.get("bytes_used") or 0)}
+            norm[rec["name"]] = self._combine(norm.get(rec["name"]), rec)
+        names = list(norm)
+        existing: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(names), _CHUNK):
+            chunk = names[i:i + _CHUNK]
+            q = ",".join("?" * len(chunk))
+            cur = conn.execute(f"SELECT name, {', '.join(_FIELDS)} FROM container"
+                               f" WHERE name IN ({q})", chunk)
+            for row in cur:
+                existing[row[0]] = dict(zip(("name", *_FIELDS), row, strict=True))
+        d_containers = d_objects = d_bytes = 0
+        drop: list[tuple[str]] = []
+        add: list[tuple] = []
+        for name, rec in norm.items():
+            old = existing.get(name)
+            merged = self._combine(old, rec)
+            if old is not None:
+                if all(merged[f] == old[f] for f in _FIELDS):
+                    continue  # nothing newer: a stale report changes nothing
+                drop.append((name,))
+                if not old["deleted"]:
+                    d_containers -= 1
+                    d_objects -= old["object_count"]
+                    d_bytes -= old["bytes_used"]
+            if not merged["deleted"]:
+                d_containers += 1
+                d_objects += merged["object_count"]
+                d_bytes += merged["bytes_used"]
+            add.append((name, *(merged[f] for f in _FIELDS)))
+        if drop:
+            conn.executemany("DELETE FROM container WHERE name = ?", drop)
+        if add:
+            conn.executemany(
+                f"INSERT INTO container (name, {', '.join(_FIELDS)})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)", add)
+        if d_containers or d_objects or d_bytes:
+            conn.execute("UPDATE stat SET container_count = container_count + ?,"
+                         " object_count = object_count + ?, bytes_used = bytes_used + ?",
+                         (d_containers, d_objects, d_bytes))
+        return len(add)
+
+    def list_containers(self, params: ListingParams) -> tuple[dict[str, Any], list[tuple]]:
+        """(info, rows): rows are (name, object_count, bytes_used, put_timestamp) or (subdir,)."""
+        with self._lock:
+            conn = self._get_conn()
+
+            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> list[tuple]:
+                where, args = bounds_sql(b, prefix)
+                order = "DESC" if reverse else "ASC"
+                return conn.execute(
+                    "SELECT name, object_count, bytes_used, put_timestamp FROM container"
+                    f" WHERE deleted = 0 AND {where} ORDER BY name {order} LIMIT ?",
+                    (*args, limit)).fetchall()
+
+            conn.execute("BEGIN")
+            try:
+                info = self._info_locked(conn)
+                rows = walk(fetch, params) if not info["deleted"] else []
+            finally:
+                conn.execute("COMMIT")
+            return info, rows

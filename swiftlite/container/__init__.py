@@ -1,0 +1,1 @@
+"""Container server: one SQLite DB per container, object listings, account roll-ups."""

@@ -1,0 +1,102 @@
+"""The container DB: one row per object name (live or tombstone), newest created_at wins."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from swiftlite.db.broker import DatabaseBroker
+from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, walk
+
+OBJECT_SCHEMA = """
+CREATE TABLE object (
+    ROWID INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    content_type TEXT NOT NULL,
+    etag TEXT NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+_CHUNK = 500  # names per IN (...) lookup; well under SQLite's variable limit
+
+
+class ContainerBroker(DatabaseBroker):
+    ITEMS_TABLE = "object"
+    ITEMS_SCHEMA = OBJECT_SCHEMA
+    ITEM_COLUMNS = ("name", "created_at", "size", "content_type", "etag", "deleted")
+
+    def _tombstone_column(self) -> str:
+        return "created_at"
+
+    def _merge_items_locked(self, conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> int:
+        # Newest per name within the batch first, so the table sees each name once.
+        newest: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            cur = newest.get(r["name"])
+            if cur is None or r["created_at"] > cur["created_at"]:
+                newest[r["name"]] = r
+        names = list(newest)
+        existing: dict[str, tuple[str, int, int]] = {}
+        for i in range(0, len(names), _CHUNK):
+            chunk = names[i:i + _CHUNK]
+            q = ",".join("?" * len(chunk))
+            for name, created_at, size, deleted in conn.execute(
+                    f"SELECT name, created_at, size, deleted FROM object WHERE name IN ({q})",
+                    chunk):
+                existing[name] = (created_at, size, deleted)
+        d_count = d_bytes = 0
+        drop: list[tuple[str]] = []
+        add: list[tuple] = []
+        for name, r in newest.items():
+            old = existing.get(name)
+            if old is not None:
+                if old[0] >= r["created_at"]:
+                    continue  # ours is as new or newer: a stale row changes nothing
+                drop.append((name,))
+                if not old[2]:
+                    d_count -= 1
+                    d_bytes -= old[1]
+            deleted = 1 if r.get("deleted") else 0
+            size = 0 if deleted else int(r.get("size") or 0)
+            if not deleted:
+                d_count += 1
+                d_bytes += size
+            add.append((name, r["created_at"], size, r.get("content_type") or "",
+                        r.get("etag") or "", deleted))
+        if drop:
+            # Delete + insert (not UPDATE) so a changed row gets a new ROWID for replication.
+            conn.executemany("DELETE FROM object WHERE name = ?", drop)
+        if add:
+            conn.executemany(
+                "INSERT INTO object (name, created_at, size, content_type, etag, deleted)"
+                " VALUES (?, ?, ?, ?, ?, ?)", add)
+        if d_count or d_bytes:
+            conn.execute("UPDATE stat SET object_count = object_count + ?,"
+                         " bytes_used = bytes_used + ?", (d_count, d_bytes))
+        return len(add)
+
+    def list_objects(self, params: ListingParams) -> tuple[dict[str, Any], list[tuple]]:
+        """(info, rows) in one hop: rows are (name, created_at, size, content_type, etag)
+        or (subdir,)."""
+        with self._lock:
+            conn = self._get_conn()
+
+            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> list[tuple]:
+                where, args = bounds_sql(b, prefix)
+                order = "DESC" if reverse else "ASC"
+                return conn.execute(
+                    "SELECT name, created_at, size, content_type, etag FROM object"
+                    f" WHERE deleted = 0 AND {where} ORDER BY name {order} LIMIT ?",
+                    (*args, limit)).fetchall()
+
+            # One read transaction so info and rows are a consistent snapshot.
+            conn.execute("BEGIN")
+            try:
+                info = self._info_locked(conn)
+                rows = walk(fetch, params) if not info["deleted"] else []
+            finally:
+                conn.execute("COMMIT")
+            return info, rows

@@ -1,0 +1,1 @@
+"""What containers and accounts share: the SQLite broker, group commit, listings."""

@@ -1,0 +1,395 @@
+"""The SQLite broker containers and accounts share: one WAL-mode file per DB.
+
+Every method here blocks; servers call them through threadpool.run_blocking, and a
+server-side operation is one method so it costs one thread hop. One connection per broker,
+serialised by a lock (SQLite serialises writers anyway; the lock keeps the connection
+single-threaded).
+
+Shape kept for the DB replicator and the sharder:
+- item rows (objects or containers) carry timestamps and merge newest-wins; a changed row is
+  deleted and re-inserted so it gets a new ROWID, and `get_items_since(row_id)` is exactly
+  "what changed after the peer's sync point";
+- deleted rows stay as tombstones (deleted=1) until `reclaim(age)`;
+- `sync` holds per-peer sync points, `shard_range` is the (empty for now) sharder's table;
+- metadata is {key: [value, timestamp]} merged per key; value "" is a deletion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from swiftlite.common.timestamp import Timestamp
+
+ZERO_TS = Timestamp(0).internal
+
+COMMON_SCHEMA = """
+CREATE TABLE stat (
+    account TEXT NOT NULL,
+    container TEXT,
+    id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    put_timestamp TEXT NOT NULL,
+    delete_timestamp TEXT NOT NULL DEFAULT '0000000000.00000',
+    status_changed_at TEXT NOT NULL,
+    object_count INTEGER NOT NULL DEFAULT 0,
+    bytes_used INTEGER NOT NULL DEFAULT 0,
+    container_count INTEGER NOT NULL DEFAULT 0,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    -- Containers: where and what was last reported to the account (coalesced updates).
+    account_nodes TEXT NOT NULL DEFAULT '{}',
+    reported_put_timestamp TEXT NOT NULL DEFAULT '0000000000.00000',
+    reported_delete_timestamp TEXT NOT NULL DEFAULT '0000000000.00000',
+    reported_object_count INTEGER NOT NULL DEFAULT -1,
+    reported_bytes_used INTEGER NOT NULL DEFAULT -1
+);
+CREATE TABLE sync (
+    remote_id TEXT PRIMARY KEY,
+    sync_point INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+);
+-- Filled by the sharder later: the namespace of a container split into ranges.
+CREATE TABLE shard_range (
+    ROWID INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    timestamp TEXT NOT NULL,
+    lower TEXT NOT NULL DEFAULT '',
+    upper TEXT NOT NULL DEFAULT '',
+    object_count INTEGER NOT NULL DEFAULT 0,
+    bytes_used INTEGER NOT NULL DEFAULT 0,
+    meta_timestamp TEXT NOT NULL DEFAULT '0000000000.00000',
+    deleted INTEGER NOT NULL DEFAULT 0,
+    state INTEGER NOT NULL DEFAULT 0,
+    state_timestamp TEXT NOT NULL DEFAULT '0000000000.00000'
+);
+"""
+
+STAT_KEYS = ("account", "container", "id", "created_at", "put_timestamp", "delete_timestamp",
+             "status_changed_at", "object_count", "bytes_used", "container_count")
+
+
+class DatabaseNotFound(Exception):
+    pass
+
+
+Metadata = dict[str, list[str]]  # key -> [value, timestamp]
+
+
+def merge_metadata(current: Metadata, incoming: Mapping[str, Any]) -> bool:
+    """Newest timestamp wins per key; returns whether anything changed."""
+    changed = False
+    for key, pair in incoming.items():
+        value, ts = pair[0], pair[1]
+        old = current.get(key)
+        if old is None or ts > old[1]:
+            current[key] = [value, ts]
+            changed = True
+    return changed
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DatabaseBroker:
+    """Base broker; subclasses define the item table and how its rows merge."""
+
+    ITEMS_TABLE = ""
+    ITEMS_SCHEMA = ""
+    ITEM_COLUMNS: tuple[str, ...] = ()
+
+    def __init__(self, db_file: str, synchronous: str = "FULL", busy_timeout: float = 25.0,
+                 account: str = "", container: str | None = None) -> None:
+        self.db_file = db_file
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self.account = account
+        self.container = container
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        # In-process counters: how many item transactions merged how many updates.
+        self.item_commits = 0
+        self.items_merged = 0
+
+    # -- connection ----------------------------------------------------------------------
+    def _connect(self, path: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=self.busy_timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: every commit fsyncs the WAL, so an acknowledged update survives power loss.
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        return conn
+
+    def _get_conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            if not os.path.exists(self.db_file):
+                raise DatabaseNotFound(self.db_file)
+            self._conn = self._connect(self.db_file)
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def exists(self) -> bool:
+        return self._conn is not None or os.path.exists(self.db_file)
+
+    # -- creation ------------------------------------------------------------------------
+    def _create_file(self, put_timestamp: str) -> None:
+        """Build the schema under a temp name and rename it in: no half-made DB is visible."""
+        d = os.path.dirname(self.db_file)
+        os.makedirs(d, exist_ok=True)
+        tmp = f"{self.db_file}.{uuid.uuid4().hex}.tmp"
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.executescript(COMMON_SCHEMA + self.ITEMS_SCHEMA)
+            now = Timestamp.now().internal
+            conn.execute(
+                "INSERT INTO stat (account, container, id, created_at, put_timestamp,"
+                " status_changed_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (self.account, self.container, str(uuid.uuid4()), now, put_timestamp, now))
+        finally:
+            conn.close()
+        if os.path.exists(self.db_file):  # lost a race with another worker: keep theirs
+            os.unlink(tmp)
+            return
+        os.rename(tmp, self.db_file)
+        fsync_dir(d)
+
+    def put_db(self, put_timestamp: str, metadata: Mapping[str, Any] | None = None,
+               account_nodes: Mapping[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
+        """Create or re-PUT the DB in one go; returns (created_or_revived, info)."""
+        with self._lock:
+            created = False
+            if self._conn is None and not os.path.exists(self.db_file):
+                self._create_file(put_timestamp)
+                created = True
+            conn = self._get_conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                was_deleted = self._is_deleted_locked(conn)
+                row = conn.execute("SELECT put_timestamp, metadata FROM stat").fetchone()
+                if put_timestamp > row[0]:
+                    conn.execute("UPDATE stat SET put_timestamp = ?", (put_timestamp,))
+                meta = json.loads(row[1])
+                if metadata and merge_metadata(meta, metadata):
+                    conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))
+                if account_nodes:
+                    conn.execute("UPDATE stat SET account_nodes = ?", (json.dumps(account_nodes),))
+                now_deleted = self._is_deleted_locked(conn)
+                if was_deleted != now_deleted:
+                    conn.execute("UPDATE stat SET status_changed_at = ?", (put_timestamp,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            created = created or (was_deleted and not now_deleted)
+            return created, self._info_locked(conn)
+
+    # -- state ---------------------------------------------------------------------------
+    def _is_deleted_locked(self, conn: sqlite3.Connection) -> bool:
+        put, delete, count = conn.execute(
+            "SELECT put_timestamp, delete_timestamp, object_count FROM stat").fetchone()
+        return delete > put
+
+    def _info_locked(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        cur = conn.execute("SELECT * FROM stat")
+        cols = [c[0] for c in cur.description]
+        info = dict(zip(cols, cur.fetchone(), strict=True))
+        info["metadata"] = json.loads(info["metadata"])
+        info["account_nodes"] = json.loads(info["account_nodes"])
+        info["deleted"] = info["delete_timestamp"] > info["put_timestamp"]
+        info["max_row"] = conn.execute(
+            f"SELECT IFNULL(MAX(ROWID), -1) FROM {self.ITEMS_TABLE}").fetchone()[0]
+        info["db_file"] = self.db_file
+        info["item_commits"] = self.item_commits
+        info["items_merged"] = self.items_merged
+        return info
+
+    def get_info(self) -> dict[str, Any]:
+        with self._lock:
+            return self._info_locked(self._get_conn())
+
+    def is_deleted(self) -> bool:
+        with self._lock:
+            return self._is_deleted_locked(self._get_conn())
+
+    def get_metadata(self) -> Metadata:
+        with self._lock:
+            return json.loads(self._get_conn().execute("SELECT metadata FROM stat").fetchone()[0])
+
+    def update_metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge {key: (value, timestamp)} newest-wins; returns the info after the merge."""
+        with self._lock:
+            conn = self._get_conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                meta = json.loads(conn.execute("SELECT metadata FROM stat").fetchone()[0])
+                if merge_metadata(meta, metadata):
+                    conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return self._info_locked(conn)
+
+    def merge_timestamps(self, put_timestamp: str | None = None,
+                         delete_timestamp: str | None = None) -> dict[str, Any]:
+        """Newest-wins merge of the DB's own put/delete timestamps (replication, DELETE)."""
+        with self._lock:
+            conn = self._get_conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                was = self._is_deleted_locked(conn)
+                if put_timestamp:
+                    conn.execute("UPDATE stat SET put_timestamp = ? WHERE put_timestamp < ?",
+                                 (put_timestamp, put_timestamp))
+                if delete_timestamp:
+                    conn.execute("UPDATE stat SET delete_timestamp = ? WHERE delete_timestamp < ?",
+                                 (delete_timestamp, delete_timestamp))
+                if self._is_deleted_locked(conn) != was:
+                    conn.execute("UPDATE stat SET status_changed_at = ?",
+                                 (Timestamp.now().internal,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return self._info_locked(conn)
+
+    def delete_db(self, delete_timestamp: str) -> tuple[str, dict[str, Any]]:
+        """Mark deleted if empty: returns ("notfound"|"conflict"|"deleted", info)."""
+        with self._lock:
+            conn = self._get_conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if self._is_deleted_locked(conn):
+                    conn.execute("ROLLBACK")
+                    return "notfound", self._info_locked(conn)
+                if not self._empty_locked(conn):
+                    conn.execute("ROLLBACK")
+                    return "conflict", self._info_locked(conn)
+                conn.execute("UPDATE stat SET delete_timestamp = ? WHERE delete_timestamp < ?",
+                             (delete_timestamp, delete_timestamp))
+                deleted = self._is_deleted_locked(conn)
+                if deleted:
+                    conn.execute("UPDATE stat SET status_changed_at = ?", (delete_timestamp,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return ("deleted" if deleted else "conflict"), self._info_locked(conn)
+
+    def _empty_locked(self, conn: sqlite3.Connection) -> bool:
+        return conn.execute("SELECT object_count FROM stat").fetchone()[0] == 0
+
+    def set_reported(self, put_timestamp: str, delete_timestamp: str, object_count: int,
+                     bytes_used: int) -> None:
+        with self._lock:
+            self._get_conn().execute(
+                "UPDATE stat SET reported_put_timestamp = ?, reported_delete_timestamp = ?,"
+                " reported_object_count = ?, reported_bytes_used = ?",
+                (put_timestamp, delete_timestamp, object_count, bytes_used))
+
+    # -- items ---------------------------------------------------------------------------
+    def _merge_items_locked(self, conn: sqlite3.Connection,
+                            rows: list[dict[str, Any]]) -> int:
+        """Subclass: apply rows newest-wins inside the open transaction; returns rows changed."""
+        raise NotImplementedError
+
+    def merge_items(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Apply a batch of item rows in ONE transaction (one fsync); returns rows changed."""
+        rows = [dict(r) for r in rows]
+        with self._lock:
+            conn = self._get_conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                changed = self._merge_items_locked(conn, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self.item_commits += 1
+            self.items_merged += len(rows)
+            return changed
+
+    def get_items_since(self, row_id: int, limit: int) -> list[dict[str, Any]]:
+        """Rows changed after `row_id` (a peer's sync point), oldest change first."""
+        cols = ", ".join(self.ITEM_COLUMNS)
+        with self._lock:
+            cur = self._get_conn().execute(
+                f"SELECT ROWID, {cols} FROM {self.ITEMS_TABLE} WHERE ROWID > ?"
+                " ORDER BY ROWID LIMIT ?", (row_id, limit))
+            names = ["ROWID", *self.ITEM_COLUMNS]
+            return [dict(zip(names, r, strict=True)) for r in cur]
+
+    def get_max_row(self) -> int:
+        with self._lock:
+            return self._get_conn().execute(
+                f"SELECT IFNULL(MAX(ROWID), -1) FROM {self.ITEMS_TABLE}").fetchone()[0]
+
+    def get_sync(self, peer_id: str) -> int:
+        with self._lock:
+            row = self._get_conn().execute(
+                "SELECT sync_point FROM sync WHERE remote_id = ?", (peer_id,)).fetchone()
+            return row[0] if row else -1
+
+    def get_syncs(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._get_conn().execute("SELECT remote_id, sync_point FROM sync"))
+
+    def set_sync(self, peer_id: str, row_id: int) -> None:
+        """Sync points only move forward."""
+        with self._lock:
+            self._get_conn().execute(
+                "INSERT INTO sync (remote_id, sync_point, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT(remote_id) DO UPDATE SET sync_point = excluded.sync_point,"
+                " updated_at = excluded.updated_at WHERE excluded.sync_point > sync_point",
+                (peer_id, row_id, Timestamp.now().internal))
+
+    def get_shard_ranges(self) -> list[dict[str, Any]]:
+        with self._lock:
+            cur = self._get_conn().execute("SELECT * FROM shard_range ORDER BY lower")
+            cols = [c[0] for c in cur.description]
+            return [dict(zip(cols, r, strict=True)) for r in cur]
+
+    # -- reclaim -------------------------------------------------------------------------
+    def _tombstone_column(self) -> str:
+        """Subclass: the timestamp column compared against reclaim_age for tombstones."""
+        raise NotImplementedError
+
+    def reclaim(self, reclaim_age: float, now: float | None = None) -> int:
+        """Drop tombstone rows and deleted metadata keys older than reclaim_age seconds."""
+        cutoff = Timestamp.parse((now if now is not None else time.time()) - reclaim_age)
+        cut = cutoff.internal
+        with self._lock:
+            conn = self._get_conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute(
+                    f"DELETE FROM {self.ITEMS_TABLE} WHERE deleted = 1 AND "
+                    f"{self._tombstone_column()} < ?", (cut,))
+                removed = cur.rowcount
+                meta = json.loads(conn.execute("SELECT metadata FROM stat").fetchone()[0])
+                keep = {k: v for k, v in meta.items() if v[0] != "" or v[1] >= cut}
+                if len(keep) != len(meta):
+                    conn.execute("UPDATE stat SET metadata = ?", (json.dumps(keep),))
+                    removed += len(meta) - len(keep)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return removed

@@ -1,0 +1,240 @@
+"""Listings shared by containers and accounts: query parameters, the delimiter walk, formats.
+
+Names are compared as UTF-8 bytes (SQLite's BINARY collation on TEXT); for valid UTF-8,
+Python's code point order is the same order, so bounds can be computed on str.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from aiohttp import web
+
+from swiftlite.common.http import HTTPError, query_str
+
+TRUE_VALUES = {"1", "true", "yes", "on", "t", "y"}
+MAX_CHAR = 0x10FFFF
+
+
+
+@dataclass
+class ListingParams:
+    limit: int
+    marker: str | None
+    end_marker: str | None
+    prefix: str | None
+    delimiter: str | None
+    reverse: bool
+    out_format: str  # "json" | "xml" | "plain"
+
+
+def next_after(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with `prefix` (None: no bound)."""
+    s = prefix
+    while s:
+        cp = ord(s[-1])
+        if cp < MAX_CHAR:
+            cp += 1
+            if 0xD800 <= cp <= 0xDFFF:  # surrogates are not valid UTF-8: skip past them
+                cp = 0xE000
+            return s[:-1] + chr(cp)
+        s = s[:-1]
+    return None
+
+
+def _accept_format(accept: str | None) -> str:
+    """Pick plain/json/xml from an Accept header (q-values honoured); 406 if none fits."""
+    if not accept:
+        return "plain"
+    offers = [("text/plain", "plain"), ("application/json", "json"),
+              ("application/xml", "xml"), ("text/xml", "xml")]
+    best: tuple[float, int, str] | None = None
+    for part in accept.split(","):
+        fields = [f.strip() for f in part.split(";")]
+        mtype = fields[0].lower()
+        q = 1.0
+        for f in fields[1:]:
+            if f.startswith("q="):
+                try:
+                    q = float(f[2:])
+                except ValueError:
+                    q = 0.0
+        if q <= 0 or not mtype:
+            continue
+        for order, (offer, fmt) in enumerate(offers):
+            otype, osub = offer.split("/")
+            mt, _, ms = mtype.partition("/")
+            if mtype == offer:
+                spec = 2
+            elif mt == otype and ms == "*":
+                spec = 1
+            elif mtype == "*/*" or mtype == "*":
+                spec = 0
+            else:
+                continue
+            cand = (q, spec, -order)
+            if best is None or cand > best[:3]:
+                best = (q, spec, -order, fmt)  # type: ignore[assignment]
+    if best is None:
+        raise HTTPError(406, "no acceptable listing format")
+    return best[3]  # type: ignore[misc]
+
+
+def parse_params(request: web.Request, max_limit: int) -> ListingParams:
+    """Validate the listing query; anything malformed is a 400 (412 for limit > max)."""
+    raw_limit = query_str(request, "limit")
+    limit = max_limit
+    if raw_limit is not None and raw_limit != "":
+        if not raw_limit.isdigit() or not raw_limit.isascii():
+            raise HTTPError(400, "limit must be a non-negative integer")
+        limit = int(raw_limit)
+        if limit > max_limit:
+            raise HTTPError(412, f"Maximum limit is {max_limit}")
+    delimiter = query_str(request, "delimiter") or None
+    fmt = (query_str(request, "format") or "").lower()
+    if fmt:
+        if fmt not in ("json", "xml", "plain"):
+            raise HTTPError(400, "format must be json, xml or plain")
+        out = fmt
+    else:
+        out = _accept_format(request.headers.get("Accept"))
+    reverse = (query_str(request, "reverse") or "").lower() in TRUE_VALUES
+    return ListingParams(limit=limit, marker=query_str(request, "marker") or None,
+                         end_marker=query_str(request, "end_marker") or None,
+                         prefix=query_str(request, "prefix") or None, delimiter=delimiter,
+                         reverse=reverse, out_format=out)
+
+
+@dataclass
+class Bounds:
+    """One page's name window: lo (exclusive unless lo_incl) < name < hi, within the prefix."""
+
+    lo: str | None
+    lo_incl: bool
+    hi: str | None
+
+
+def bounds_sql(b: Bounds, prefix: str | None) -> tuple[str, list[str]]:
+    conds, args = [], []
+    if b.lo is not None:
+        conds.append("name >= ?" if b.lo_incl else "name > ?")
+        args.append(b.lo)
+    if b.hi is not None:
+        conds.append("name < ?")
+        args.append(b.hi)
+    if prefix:
+        conds.append("name >= ?")
+        args.append(prefix)
+        up = next_after(prefix)
+        if up is not None:
+            conds.append("name < ?")
+            args.append(up)
+    return (" AND ".join(conds) or "1"), args
+
+
+# fetch(bounds, prefix, limit, reverse) -> rows (tuples whose first item is the name)
+Fetch = Callable[[Bounds, str | None, int, bool], list[tuple]]
+
+
+def walk(fetch: Fetch, p: ListingParams) -> list[tuple]:
+    """The listing, delimiter rollups included: rows as fetched, subdirs as ("name/",).
+
+    For reverse listings `marker` is the upper bound and `end_marker` the lower one. With a
+    delimiter, each name containing it past the prefix collapses into one subdir entry and
+    the next page starts past everything under that subdir (Swift's algorithm).
+    """
+    if p.reverse:
+        b = Bounds(lo=p.end_marker, lo_incl=False, hi=p.marker)
+    else:
+        b = Bounds(lo=p.marker, lo_incl=False, hi=p.end_marker)
+    results: list[tuple] = []
+    prefix = p.prefix or ""
+    delim = p.delimiter
+    while len(results) < p.limit:
+        want = p.limit - len(results)
+        rows = fetch(b, p.prefix, want, p.reverse)
+        if not delim:
+            results.extend(rows)
+            break
+        rolled = False
+        for row in rows:
+            name = row[0]
+            end = name.find(delim, len(prefix))
+            if end < 0:
+                results.append(row)
+                if p.reverse:
+                    b.hi = name
+                else:
+                    b.lo, b.lo_incl = name, False
+                continue
+            dir_name = name[: end + len(delim)]
+            if dir_name != p.marker:
+                results.append((dir_name,))
+            if p.reverse:
+                b.hi = dir_name  # everything under the subdir sorts at or above it
+            else:
+                nxt = next_after(dir_name)
+                if nxt is None:
+                    return results
+                b.lo, b.lo_incl = nxt, True
+            rolled = True
+            break
+        if not rolled and len(rows) < want:
+            break
+    return results[: p.limit]
+
+
+# -- output --------------------------------------------------------------------------------
+def _iso(ts: str) -> str:
+    from swiftlite.common.timestamp import Timestamp
+
+    return Timestamp.parse(ts).iso()
+
+
+def container_json_row(row: tuple) -> dict[str, Any]:
+    if len(row) == 1:
+        return {"subdir": row[0]}
+    name, created_at, size, content_type, etag = row
+    return {"name": name, "hash": etag, "bytes": size, "content_type": content_type,
+            "last_modified": _iso(created_at)}
+
+
+def account_json_row(row: tuple) -> dict[str, Any]:
+    if len(row) == 1:
+        return {"subdir": row[0]}
+    name, count, nbytes, put_ts = row
+    return {"name": name, "count": count, "bytes": nbytes, "last_modified": _iso(put_ts)}
+
+
+def render(rows: list[tuple], fmt: str, kind: str, owner: str,
+           headers: dict[str, str]) -> web.Response:
+    """Build the listing response; 204 for an empty plain listing, as Swift does."""
+    to_json = container_json_row if kind == "container" else account_json_row
+    if fmt == "json":
+        body = json.dumps([to_json(r) for r in rows]).encode()
+        ctype = "application/json"
+    elif fmt == "xml":
+        item = "object" if kind == "container" else "container"
+        out = ['<?xml version="1.0" encoding="UTF-8"?>\n', f"<{kind} name={quoteattr(owner)}>"]
+        for r in rows:
+            if len(r) == 1:
+                out.append(f"<subdir name={quoteattr(r[0])}><name>{escape(r[0])}</name></subdir>")
+                continue
+            out.append(f"<{item}>")
+            for k, v in to_json(r).items():
+                out.append(f"<{k}>{escape(str(v))}</{k}>")
+            out.append(f"</{item}>")
+        out.append(f"</{kind}>")
+        body = "".join(out).encode()
+        ctype = "application/xml"
+    else:
+        if not rows:
+            return web.Response(status=204, headers=headers)
+        body = "".join(r[0] + "\n" for r in rows).encode()
+        ctype = "text/plain"
+    return web.Response(status=200, body=body, headers=headers, content_type=ctype,
+                        charset="utf-8")
