@@ -1,0 +1,323 @@
+"""Incremental suffix digests: per partition, one 128-bit digest per suffix, kept exact in O(1).
+
+A suffix's digest is the XOR, over every object hash dir in it, of
+``xxh3_128(hash + "/" + state)`` where ``state`` is the object's current file names
+(``diskfile.state_of``: newest .data/.ts, then a newer .meta, joined by "|"). An object with no
+files contributes nothing. Because XOR is its own inverse, a write that moves an object from
+state ``s0`` to ``s1`` changes its suffix digest by ``h(s0) ^ h(s1)``, whatever the object count.
+
+On disk, under ``<device>/objects/<part>/``:
+
+- ``hashes.journal``: append-only msgpack records. The first is ``["J", id(16 bytes)]`` (the
+  file's identity, written before the file is linked into place); every later one is
+  ``[suffix(int 0..4095), delta(16 bytes)]``. Deltas commute, so concurrent appends in any
+  order are fine (each is one small O_APPEND write).
+- ``hashes.digests``: ``b"SLD1" + journal id(16) + folded offset(u64 LE) + 4096 * 16 bytes``:
+  the digests with every journal record before ``offset`` of journal ``id`` folded in. Folding
+  writes this file (tmp, fsync, rename) then unlinks the journal; a crash in between re-reads
+  the same journal from ``offset``, so no delta is ever applied twice.
+
+Locking (``flock`` on the journal, so it holds across threads and worker processes): a write
+holds it shared from before it reads the object's old state until its delta is appended; a fold
+or a suffix rehash holds it exclusive, so a listing never sees a state whose delta is still to
+come. A kill -9 between an object's rename and its journal append leaves that one suffix
+drifted; ``rehash_suffixes`` (REPLICATE with a suffix list, the replicator, the auditor) heals
+it. Nothing here lists a suffix directory except ``rehash_suffixes`` and ``object_states``.
+
+API for the server and the replicator (all blocking: call through the thread pool):
+
+- ``get_digests(device_path, part) -> {suffix: 16-byte digest}`` for every non-empty suffix;
+  folds the journal into the digest file when it has grown past ``FOLD_BYTES``.
+- ``fold(device_path, part)``: fold now (the server runs it in the background).
+- ``rehash_suffixes(device_path, part, suffixes) -> {suffix: digest}`` (all non-empty suffixes
+  of the partition, after re-deriving the listed ones from their directories).
+- ``object_states(device_path, part, suffix) -> {hash: state}`` (non-empty states only).
+- ``journal(device_path, part)``: context manager used by every writer (see ``Journal``).
+- ``recompute(device_path, part) -> {suffix: digest}``: the full listing, for tests/benchmarks.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+from collections.abc import Iterable
+
+import msgpack
+import xxhash
+
+from swiftlite.obj import diskfile
+
+JOURNAL = "hashes.journal"
+DIGESTS = "hashes.digests"
+SUFFIXES = 4096
+_MAGIC = b"SLD1"
+_HEAD = struct.Struct("<4s16sQ")
+FOLD_BYTES = 256 * 1024  # ~11k records; past this a read folds (and the server folds early)
+
+
+def state_hash(hexhash: str, state: str) -> int:
+    """An object's contribution to its suffix digest (0 when it has no files)."""
+    if not state:
+        return 0
+    return int.from_bytes(xxhash.xxh3_128_digest(f"{hexhash}/{state}".encode()), "big")
+
+
+def _part_dir(device_path: str, part: int | str) -> str:
+    return os.path.join(device_path, diskfile.OBJECTS, str(part))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Journal:
+    """A locked handle on a partition's journal; ``record`` appends one delta.
+
+    ``with journal(dev, part) as j:`` takes the shared lock (writers); ``exclusive=True``
+    takes it exclusively (folds, rehashes). The partition dir is created when missing.
+    """
+
+    def __init__(self, device_path: str, part: int | str, exclusive: bool = False) -> None:
+        self.part_dir = _part_dir(device_path, part)
+        self.path = os.path.join(self.part_dir, JOURNAL)
+        self.exclusive = exclusive
+        self.fd = -1
+        self.size = 0
+
+    def _open(self) -> None:
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+            except FileNotFoundError:
+                self._create()
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+            if os.fstat(fd).st_nlink == 0:  # folded and unlinked while we waited
+                os.close(fd)
+                continue
+            self.fd = fd
+            self.size = os.fstat(fd).st_size
+            return
+
+    def _create(self) -> None:
+        # The header must be the file's first record, so it is written before the file
+        # appears under its name; link() does not replace a journal another writer made.
+        os.makedirs(self.part_dir, exist_ok=True)
+        tmp = os.path.join(self.part_dir, f".journal-{os.getpid()}-{os.urandom(4).hex()}")
+        with open(tmp, "wb") as f:
+            f.write(msgpack.packb(["J", os.urandom(16)]))
+        try:
+            os.link(tmp, self.path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+
+    def __enter__(self) -> Journal:
+        self._open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # releases the lock
+        self.fd = -1
+
+    def record(self, suffix: str, hexhash: str, old_state: str, new_state: str) -> None:
+        delta = state_hash(hexhash, old_state) ^ state_hash(hexhash, new_state)
+        self.record_delta(suffix, delta)
+
+    def record_delta(self, suffix: str, delta: int) -> None:
+        if delta:
+            os.write(self.fd, msgpack.packb([int(suffix, 16), delta.to_bytes(16, "big")]))
+        self.size = os.fstat(self.fd).st_size
+
+    def read(self) -> tuple[bytes, list[tuple[int, int, int]]]:
+        """(journal id, [(offset after record, suffix, delta)]); a torn tail is ignored."""
+        with os.fdopen(os.dup(self.fd), "rb") as f:
+            f.seek(0)
+            data = f.read()
+        unpacker = msgpack.Unpacker()
+        unpacker.feed(data)
+        jid = b""
+        out: list[tuple[int, int, int]] = []
+        try:
+            for rec in unpacker:
+                if rec[0] == "J":
+                    jid = jid or rec[1]
+                    continue
+                out.append((unpacker.tell(), rec[0], int.from_bytes(rec[1], "big")))
+        except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+            pass
+        return jid, out
+
+
+def journal(device_path: str, part: int | str, exclusive: bool = False) -> Journal:
+    return Journal(device_path, part, exclusive)
+
+
+def _read_digest_file(part_dir: str) -> tuple[bytes, int, list[int]]:
+    """(journal id folded, offset folded, digests as 4096 ints); zeros when absent or bad."""
+    try:
+        with open(os.path.join(part_dir, DIGESTS), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        data = b""
+    if len(data) != _HEAD.size + SUFFIXES * 16 or not data.startswith(_MAGIC):
+        return b"", 0, [0] * SUFFIXES
+    _, jid, offset = _HEAD.unpack_from(data)
+    mv = memoryview(data)[_HEAD.size:]
+    digests = [int.from_bytes(mv[i * 16:(i + 1) * 16], "big") for i in range(SUFFIXES)]
+    return jid, offset, digests
+
+
+def _write_digest_file(part_dir: str, jid: bytes, offset: int, digests: list[int]) -> None:
+    body = b"".join(d.to_bytes(16, "big") for d in digests)
+    tmp = os.path.join(part_dir, f".digests-{os.getpid()}-{os.urandom(4).hex()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(_HEAD.pack(_MAGIC, jid.ljust(16, b"\0"), offset) + body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(part_dir, DIGESTS))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(part_dir)
+
+
+def _apply(j: Journal, digests_state: tuple[bytes, int, list[int]]) -> tuple[bytes, int, bool]:
+    """Fold the journal's unfolded records into the digests list in place.
+
+    Returns (journal id, offset folded to, whether anything was applied)."""
+    fjid, foffset, digests = digests_state
+    jid, records = j.read()
+    start = foffset if jid and jid == fjid else 0
+    end = start
+    changed = False
+    for off, suffix, delta in records:
+        if off <= start:
+            continue
+        digests[suffix] ^= delta
+        end = off
+        changed = True
+    return jid, end, changed
+
+
+def _fold_locked(j: Journal) -> list[int]:
+    state = _read_digest_file(j.part_dir)
+    jid, end, changed = _apply(j, state)
+    digests = state[2]
+    if changed:
+        _write_digest_file(j.part_dir, jid, end, digests)
+    os.unlink(j.path)  # waiting writers see nlink == 0 and start a new journal
+    return digests
+
+
+def _as_dict(digests: list[int]) -> dict[str, bytes]:
+    return {f"{i:03x}": d.to_bytes(16, "big") for i, d in enumerate(digests) if d}
+
+
+def _part_exists(device_path: str, part: int | str) -> bool:
+    return os.path.isdir(_part_dir(device_path, part))
+
+
+def fold(device_path: str, part: int | str) -> dict[str, bytes]:
+    """Fold the journal into the digest file now; returns the digests."""
+    if not _part_exists(device_path, part):
+        return {}
+    with journal(device_path, part, exclusive=True) as j:
+        return _as_dict(_fold_locked(j))
+
+
+def get_digests(device_path: str, part: int | str) -> dict[str, bytes]:
+    """{suffix: digest} for every non-empty suffix, from the digest file and the journal."""
+    if not _part_exists(device_path, part):
+        return {}
+    with journal(device_path, part) as j:
+        if j.size <= FOLD_BYTES:
+            state = _read_digest_file(j.part_dir)
+            _apply(j, state)
+            return _as_dict(state[2])
+    return fold(device_path, part)
+
+
+def _suffix_listing(part_dir: str, suffix: str) -> dict[str, str]:
+    sdir = os.path.join(part_dir, suffix)
+    try:
+        names = os.listdir(sdir)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    out: dict[str, str] = {}
+    for h in names:
+        if len(h) != 32:
+            continue
+        try:
+            files = os.listdir(os.path.join(sdir, h))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        state = diskfile.state_of(files)
+        if state:
+            out[h] = state
+    return out
+
+
+def _suffix_digest(part_dir: str, suffix: str) -> int:
+    d = 0
+    for h, state in _suffix_listing(part_dir, suffix).items():
+        d ^= state_hash(h, state)
+    return d
+
+
+def object_states(device_path: str, part: int | str, suffix: str) -> dict[str, str]:
+    """{hash: state} of every object (or tombstone) in one suffix; lists that suffix only."""
+    return _suffix_listing(_part_dir(device_path, part), suffix)
+
+
+def rehash_suffixes(device_path: str, part: int | str,
+                    suffixes: Iterable[str]) -> dict[str, bytes]:
+    """Re-derive the listed suffixes from disk (healing drift); return all digests."""
+    wanted = sorted({s.lower() for s in suffixes if _valid_suffix(s)})
+    if not _part_exists(device_path, part):
+        return {}
+    with journal(device_path, part, exclusive=True) as j:
+        state = _read_digest_file(j.part_dir)
+        jid, end, _ = _apply(j, state)
+        digests = state[2]
+        for s in wanted:
+            digests[int(s, 16)] = _suffix_digest(j.part_dir, s)
+        _write_digest_file(j.part_dir, jid, end, digests)
+        os.unlink(j.path)
+        return _as_dict(digests)
+
+
+def recompute(device_path: str, part: int | str) -> dict[str, bytes]:
+    """Every suffix re-derived by listing (what a listing-based store pays); read only."""
+    part_dir = _part_dir(device_path, part)
+    try:
+        names = os.listdir(part_dir)
+    except FileNotFoundError:
+        return {}
+    out: dict[str, bytes] = {}
+    for s in names:
+        if _valid_suffix(s):
+            d = _suffix_digest(part_dir, s)
+            if d:
+                out[s] = d.to_bytes(16, "big")
+    return out
+
+
+def _valid_suffix(s: str) -> bool:
+    if len(s) != 3:
+        return False
+    try:
+        int(s, 16)
+    except ValueError:
+        return False
+    return True

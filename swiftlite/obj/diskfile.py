@@ -1,0 +1,649 @@
+"""One object on disk: its files, how they are written durably, read back, and quarantined.
+
+Layout: ``<device>/objects/<part>/<suffix>/<hash>/<timestamp>.data | .ts | .meta``, with
+temp files in ``<device>/tmp/`` and quarantined hash dirs in
+``<device>/quarantined/objects/``.
+
+File format (every kind): ``body || metadata || footer``. ``metadata`` is a msgpack map of
+str -> str and ``footer`` is ``struct("<I4s")``: the metadata length and the magic ``b"SLO1"``.
+A .data file carries the object body and Content-Type, Content-Length, ETag (MD5 hex of the
+body), X-Timestamp, X-Object-Meta-*, Content-Encoding, Content-Disposition, X-Delete-At and
+``name`` ("/a/c/o"). A .meta file (POST) has no body: X-Timestamp, X-Object-Meta-* and
+optionally Content-Type, Content-Encoding, Content-Disposition, X-Delete-At, which replace the
+.data's. A .ts (tombstone) has no body: X-Timestamp and name. The metadata trails the body so
+a PUT can stream the body before its ETag is known; a reader finds it from the end of the file.
+Files are self-contained, so replication copies them byte for byte.
+
+Durable write: stream to ``tmp/obj-<pid>-<random>``, fsync, then under the partition journal
+lock (shared) and a flock on the hash dir: re-check the timestamp, rename into the hash dir,
+fsync the hash dir (and the parent of every directory just created), remove files the new one
+makes obsolete, and append the suffix-digest delta to the journal (see ``digests``). A reader
+only ever sees whole files, and stale temp files are removed by ``clean_tmp`` at start-up.
+
+The current files of an object (its ``state``): the newest .data or .ts (a .ts wins a tie),
+plus the newest .meta when it is newer than a .data (or when there is no .data/.ts at all).
+
+API used by the server and the replicator (blocking; call through the thread pool):
+``DataWriter`` (PUT a body, or ``commit_raw`` a file copied from a peer), ``write_marker``
+(.ts / .meta), ``open_object`` (GET/HEAD), ``read_chunk``, ``quarantine``,
+``current_paths`` (the files a sync must send), ``read_file_metadata``, ``clean_tmp``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import shutil
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+OBJECTS = "objects"
+TMP = "tmp"
+QUARANTINE = os.path.join("quarantined", "objects")
+FOOTER = struct.Struct("<I4s")
+MAGIC = b"SLO1"
+EXTS = ("data", "ts", "meta")
+# Replaced as a set by a .meta (POST); everything else comes from the .data.
+POSTABLE = ("content-type", "content-encoding", "content-disposition", "x-delete-at")
+USER_META = "x-object-meta-"
+
+
+class DeviceMissing(Exception):
+    """The device dir does not exist (or is not mounted): 507."""
+
+
+class Conflict(Exception):
+    """Not newer than what is stored: 409 with the stored timestamp."""
+
+    def __init__(self, stored: str) -> None:
+        super().__init__(stored)
+        self.stored = stored
+
+
+class NotFound(Exception):
+    """POST to an object that does not exist; ``tombstone`` is the .ts timestamp if any."""
+
+    def __init__(self, tombstone: str | None = None) -> None:
+        super().__init__(tombstone or "")
+        self.tombstone = tombstone
+
+
+class ETagMismatch(Exception):
+    pass
+
+
+class CorruptFile(Exception):
+    pass
+
+
+def is_enospc(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# ---- names and state ------------------------------------------------------------------------
+
+def hash_dir(device_path: str, part: int | str, hexhash: str) -> str:
+    return os.path.join(device_path, OBJECTS, str(part), hexhash[-3:], hexhash)
+
+
+def _split(name: str) -> tuple[str, str]:
+    stem, _, ext = name.rpartition(".")
+    return stem, ext
+
+
+def current_files(names: list[str]) -> tuple[str | None, str | None]:
+    """(newest .data/.ts, newer .meta) among a hash dir's file names."""
+    best: tuple[str, bool] | None = None
+    best_name = None
+    meta_stem = None
+    meta_name = None
+    for n in names:
+        stem, ext = _split(n)
+        if not stem[:1].isdigit():
+            continue
+        if ext == "data" or ext == "ts":
+            key = (stem, ext == "ts")
+            if best is None or key > best:
+                best, best_name = key, n
+        elif ext == "meta" and (meta_stem is None or stem > meta_stem):
+            meta_stem, meta_name = stem, n
+    if meta_name is not None and best is not None and (best[1] or meta_stem <= best[0]):
+        meta_name = None
+    return best_name, meta_name
+
+
+def state_of(names: list[str]) -> str:
+    """The object's state for its suffix digest: current file names joined by "|"."""
+    a, b = current_files(names)
+    if a and b:
+        return f"{a}|{b}"
+    return a or b or ""
+
+
+def obsolete(names: list[str]) -> list[str]:
+    keep = set(current_files(names))
+    return [n for n in names if _split(n)[1] in EXTS and n not in keep]
+
+
+def _newest_stem(names: list[str], exts: tuple[str, ...]) -> str | None:
+    stems = [s for s, e in map(_split, names) if e in exts and s[:1].isdigit()]
+    return max(stems) if stems else None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+# ---- file format ----------------------------------------------------------------------------
+
+def pack_trailer(metadata: dict[str, str]) -> bytes:
+    raw = msgpack.packb(metadata, use_bin_type=True)
+    return raw + FOOTER.pack(len(raw), MAGIC)
+
+
+def parse_tail(tail: bytes | memoryview, file_size: int) -> tuple[dict[str, str], int] | int:
+    """(metadata, body length) from the last bytes of a file, or how many tail bytes it needs."""
+    if len(tail) < FOOTER.size:
+        raise CorruptFile("file too short")
+    mlen, magic = FOOTER.unpack_from(tail, len(tail) - FOOTER.size)
+    if magic != MAGIC or mlen + FOOTER.size > file_size:
+        raise CorruptFile("bad footer")
+    need = mlen + FOOTER.size
+    if len(tail) < need:
+        return need
+    start = len(tail) - need
+    try:
+        meta = msgpack.unpackb(bytes(tail[start:start + mlen]), raw=False)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise CorruptFile("bad metadata") from exc
+    if not isinstance(meta, dict):
+        raise CorruptFile("bad metadata")
+    return meta, file_size - need
+
+
+def read_fd_metadata(fd: int, size: int) -> tuple[dict[str, str], int]:
+    want = min(size, 4096)
+    while True:
+        res = parse_tail(os.pread(fd, want, size - want), size)
+        if isinstance(res, tuple):
+            return res
+        want = res
+
+
+def read_file_metadata(path: str) -> tuple[dict[str, str], int]:
+    """(metadata, body length) of one object file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return read_fd_metadata(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+
+
+def merge_metadata(data_meta: dict[str, str], meta_meta: dict[str, str] | None) -> dict[str, str]:
+    if not meta_meta:
+        return data_meta
+    out = {k: v for k, v in data_meta.items()
+           if not (k.lower().startswith(USER_META) or k.lower() in POSTABLE[1:])}
+    for k, v in meta_meta.items():
+        lk = k.lower()
+        if lk.startswith(USER_META) or lk in POSTABLE:
+            out[k] = v
+    return out
+
+
+def is_expired(metadata: dict[str, str], now: float | None = None) -> bool:
+    v = metadata.get("X-Delete-At")
+    if not v:
+        return False
+    try:
+        return int(v) <= (time.time() if now is None else now)
+    except ValueError:
+        return False
+
+
+# ---- writing --------------------------------------------------------------------------------
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _makedirs(path: str) -> list[str]:
+    """Create `path` and missing parents; returns the dirs created, outermost first."""
+    created: list[str] = []
+    todo = []
+    p = path
+    while not os.path.isdir(p):
+        todo.append(p)
+        p = os.path.dirname(p)
+    for d in reversed(todo):
+        try:
+            os.mkdir(d)
+            created.append(d)
+        except FileExistsError:
+            pass
+    return created
+
+
+def _write_all(fd: int, chunks: list[bytes]) -> int:
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    mv = memoryview(data)
+    while mv:
+        n = os.write(fd, mv)
+        mv = mv[n:]
+    return len(data)
+
+
+@dataclass
+class CommitResult:
+    old_state: str
+    new_state: str
+    journal_size: int
+    metadata: dict[str, str] = field(default_factory=dict)  # merged, before the write
+    existed: bool = False  # a live (unexpired) .data was current before the write
+
+
+def _commit(device_path: str, part: int | str, hexhash: str, tmp: str | None, filename: str,
+            check: Callable[[str, list[str]], dict[str, str] | None],
+            fsync: bool = True) -> CommitResult:
+    """Move `tmp` (already fsynced) into the hash dir as `filename`, atomically and durably.
+
+    `check(hash_dir, names)` raises Conflict/NotFound to refuse; it may return the current
+    merged metadata. With tmp None, `filename` is written there as an empty-bodied marker by
+    the caller-built trailer in ``_marker_bytes`` (see write_marker).
+    """
+    from swiftlite.obj import digests  # digests imports diskfile for state_of
+
+    hdir = hash_dir(device_path, part, hexhash)
+    while True:
+        created = _makedirs(hdir)
+        with digests.journal(device_path, part) as j:
+            dfd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(dfd, fcntl.LOCK_EX)
+                try:
+                    same = os.stat(hdir).st_ino == os.fstat(dfd).st_ino
+                except FileNotFoundError:
+                    same = False
+                if not same:  # quarantined or removed while we waited: start again
+                    continue
+                names = os.listdir(hdir)
+                old = state_of(names)
+                current = check(hdir, names)
+                os.rename(tmp, os.path.join(hdir, filename))
+                if fsync:
+                    os.fsync(dfd)
+                    for d in created:
+                        _fsync_dir(os.path.dirname(d))
+                names.append(filename)
+                for n in obsolete(names):
+                    try:
+                        os.unlink(os.path.join(hdir, n))
+                    except FileNotFoundError:
+                        pass
+                    names.remove(n)
+                new = state_of(names)
+                j.record(hexhash[-3:], hexhash, old, new)
+                existed = current is not None and not is_expired(current)
+                return CommitResult(old, new, j.size, current or {}, existed)
+            finally:
+                os.close(dfd)
+
+
+def _tmp_path(device_path: str) -> str:
+    return os.path.join(device_path, TMP, f"obj-{os.getpid()}-{os.urandom(8).hex()}")
+
+
+def _open_tmp(device_path: str) -> tuple[int, str]:
+    path = _tmp_path(device_path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        return os.open(path, flags, 0o644), path
+    except FileNotFoundError:
+        if not os.path.isdir(device_path):
+            raise DeviceMissing(device_path) from None
+        os.makedirs(os.path.join(device_path, TMP), exist_ok=True)
+        return os.open(path, flags, 0o644), path
+
+
+def _check_newer_than(ts: str, exts: tuple[str, ...] = ("data", "ts")):
+    def check(hdir: str, names: list[str]) -> None:
+        stored = _newest_stem(names, exts)
+        if stored is not None and stored >= ts:
+            raise Conflict(stored)
+        return None
+    return check
+
+
+def _current_metadata(hdir: str, names: list[str]) -> dict[str, str] | None:
+    """Merged metadata of the current .data (+ .meta), or None when there is no .data."""
+    main, meta = current_files(names)
+    if not main or not main.endswith(".data"):
+        return None
+    try:
+        md, _ = read_file_metadata(os.path.join(hdir, main))
+        if meta:
+            md = merge_metadata(md, read_file_metadata(os.path.join(hdir, meta))[0])
+    except (OSError, CorruptFile):
+        return None
+    return md
+
+
+class DataWriter:
+    """Streams one object file to tmp in batches (one thread hop per batch), then commits."""
+
+    def __init__(self, device_path: str, part: int | str, hexhash: str,
+                 fsync: bool = True) -> None:
+        self.device_path = device_path
+        self.part = part
+        self.hexhash = hexhash
+        self.fsync = fsync
+        self.fd = -1
+        self.tmp: str | None = None
+        self.md5 = hashlib.md5()
+        self.size = 0
+
+    def check_newer(self, ts: str) -> None:
+        """Early refusal (no lock): a PUT not newer than the stored object is a 409."""
+        _check_newer_than(ts)(None, _listdir(hash_dir(self.device_path, self.part,
+                                                      self.hexhash)))
+
+    def write(self, chunks: list[bytes], hash_body: bool = True) -> None:
+        if self.fd < 0:
+            self.fd, self.tmp = _open_tmp(self.device_path)
+        if not chunks:
+            return
+        if hash_body:
+            for c in chunks:
+                self.md5.update(c)
+        try:
+            self.size += _write_all(self.fd, chunks)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _close_synced(self) -> None:
+        if self.fsync:
+            os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+
+    def put(self, chunks: list[bytes], metadata: dict[str, str], timestamp: str,
+            expected_etag: str | None = None) -> CommitResult:
+        """The last hop of a PUT: rest of the body, ETag check, trailer, fsync, commit."""
+        try:
+            if self.fd < 0:
+                self.check_newer(timestamp)
+            self.write(chunks)
+            etag = self.md5.hexdigest()
+            if expected_etag and expected_etag.strip('"').lower() != etag:
+                raise ETagMismatch(etag)
+            metadata = dict(metadata, ETag=etag)
+            metadata["Content-Length"] = str(self.size)
+            metadata["X-Timestamp"] = timestamp
+            _write_all(self.fd, [pack_trailer(metadata)])
+            self._close_synced()
+            res = _commit(self.device_path, self.part, self.hexhash, self.tmp,
+                          f"{timestamp}.data", _check_newer_than(timestamp), self.fsync)
+            self.tmp = None
+            res.metadata = metadata
+            return res
+        except BaseException:
+            self.abort()
+            raise
+
+    def commit_raw(self, filename: str) -> CommitResult:
+        """Commit a whole file copied from a peer (replication); refused unless newer."""
+        try:
+            if self.fd < 0:
+                self.write([])
+            self._close_synced()
+            stem, ext = _split(filename)
+            if ext not in EXTS or not stem[:1].isdigit():
+                raise ValueError(f"bad object file name {filename!r}")
+            exts = ("meta", "data", "ts") if ext == "meta" else ("data", "ts")
+            res = _commit(self.device_path, self.part, self.hexhash, self.tmp, filename,
+                          _check_newer_than(stem, exts), self.fsync)
+            self.tmp = None
+            return res
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self.tmp:
+            try:
+                os.unlink(self.tmp)
+            except FileNotFoundError:
+                pass
+            self.tmp = None
+
+
+def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str, ext: str,
+                 metadata: dict[str, str], fsync: bool = True) -> CommitResult:
+    """Write a .ts (DELETE) or .meta (POST) durably; one thread hop.
+
+    .ts: Conflict unless newer than the newest .data/.ts; always written otherwise.
+    .meta: NotFound without a live .data, Conflict unless newer than the .data and .meta.
+    ``CommitResult.existed`` says whether a live object was current before.
+    """
+    hdir = hash_dir(device_path, part, hexhash)
+    if ext == "ts":
+        base = _check_newer_than(timestamp)
+
+        def check(d: str, names: list[str]) -> dict[str, str] | None:
+            base(d, names)
+            return _current_metadata(d, names)
+    else:
+        def check(d: str, names: list[str]) -> dict[str, str] | None:
+            main, _ = current_files(names)
+            if not main or main.endswith(".ts"):
+                raise NotFound(_split(main)[0] if main else None)
+            current = _current_metadata(d, names)
+            if current is None or is_expired(current):
+                raise NotFound(None)
+            _check_newer_than(timestamp, ("data", "ts", "meta"))(d, names)
+            return current
+    # Early refusal without writing anything (the locked check in _commit is the real one).
+    names = _listdir(hdir)
+    if not names and not os.path.isdir(device_path):
+        raise DeviceMissing(device_path)
+    check(hdir, names)
+    metadata = dict(metadata, **{"X-Timestamp": timestamp})
+    fd, tmp = _open_tmp(device_path)
+    try:
+        _write_all(fd, [pack_trailer(metadata)])
+        if fsync:
+            os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        return _commit(device_path, part, hexhash, tmp, f"{timestamp}.{ext}", check, fsync)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+# ---- reading --------------------------------------------------------------------------------
+
+@dataclass
+class ObjectInfo:
+    """What GET/HEAD needs: found (and live), tombstoned, or absent."""
+
+    status: str  # "ok" | "deleted" | "missing"
+    timestamp: str | None = None  # data or tombstone timestamp
+    meta_timestamp: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    body_len: int = 0
+    fd: int = -1  # open on the .data when the body was not read whole
+    body: bytes | None = None  # the whole body, when small enough to read in the same hop
+    etag_ok: bool | None = None  # MD5 of `body` checked against the ETag (None: not checked)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int = 0,
+                verify: bool = False) -> ObjectInfo:
+    """Find the current files, read metadata; read the body too when <= `read_whole` bytes.
+
+    A file with a corrupt trailer is quarantined and reported missing. `verify` checks the
+    MD5 of a body read whole (for a full GET), so the caller can quarantine after sending.
+    """
+    hdir = hash_dir(device_path, part, hexhash)
+    try:
+        names = os.listdir(hdir)
+    except (FileNotFoundError, NotADirectoryError):
+        if not os.path.isdir(device_path):
+            raise DeviceMissing(device_path) from None
+        return ObjectInfo("missing")
+    main, meta = current_files(names)
+    if main is None:
+        return ObjectInfo("missing")
+    stem = _split(main)[0]
+    if main.endswith(".ts"):
+        return ObjectInfo("deleted", timestamp=stem)
+    try:
+        fd = os.open(os.path.join(hdir, main), os.O_RDONLY)
+    except FileNotFoundError:  # replaced under us; the newer file wins next time
+        return open_object(device_path, part, hexhash, read_whole, verify)
+    info = ObjectInfo("ok", timestamp=stem)
+    try:
+        size = os.fstat(fd).st_size
+        if size - FOOTER.size <= read_whole:
+            whole = os.pread(fd, size, 0)
+            res = parse_tail(whole, size)
+            if not isinstance(res, tuple):
+                raise CorruptFile("short file")
+            md, body_len = res
+            info.body = whole[:body_len] if body_len < len(whole) else whole
+            if verify:
+                info.etag_ok = hashlib.md5(info.body).hexdigest() == md.get("ETag")
+        else:
+            md, body_len = read_fd_metadata(fd, size)
+            info.fd, fd = fd, -1
+        if meta:
+            try:
+                md = merge_metadata(md, read_file_metadata(os.path.join(hdir, meta))[0])
+                info.meta_timestamp = _split(meta)[0]
+            except FileNotFoundError:
+                pass
+    except CorruptFile:
+        if fd >= 0:
+            os.close(fd)
+            fd = -1
+        info.close()
+        quarantine(device_path, part, hexhash)
+        return ObjectInfo("missing")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    info.metadata = md
+    info.body_len = body_len
+    return info
+
+
+def read_chunk(fd: int, offset: int, length: int, md5: Any = None) -> bytes:
+    """One hop of a streamed GET; updates `md5` with the bytes read when given."""
+    data = os.pread(fd, length, offset)
+    if md5 is not None:
+        md5.update(data)
+    return data
+
+
+def current_paths(device_path: str, part: int | str, hexhash: str) -> list[str]:
+    """Full paths of the object's current files (what a sync sends to a peer)."""
+    hdir = hash_dir(device_path, part, hexhash)
+    return [os.path.join(hdir, n) for n in current_files(_listdir(hdir)) if n]
+
+
+def quarantine(device_path: str, part: int | str, hexhash: str) -> bool:
+    """Move the object's hash dir under quarantined/objects/ and update its suffix digest."""
+    from swiftlite.obj import digests
+
+    hdir = hash_dir(device_path, part, hexhash)
+    if not os.path.isdir(hdir):
+        return False
+    with digests.journal(device_path, part) as j:
+        try:
+            dfd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(dfd, fcntl.LOCK_EX)
+            try:
+                if os.stat(hdir).st_ino != os.fstat(dfd).st_ino:
+                    return False
+            except FileNotFoundError:
+                return False
+            old = state_of(os.listdir(hdir))
+            qdir = os.path.join(device_path, QUARANTINE)
+            os.makedirs(qdir, exist_ok=True)
+            os.rename(hdir, os.path.join(qdir, f"{hexhash}-{os.urandom(4).hex()}"))
+            j.record(hexhash[-3:], hexhash, old, "")
+            return True
+        finally:
+            os.close(dfd)
+
+
+def clean_tmp(device_path: str, max_age: float = 3600.0) -> int:
+    """Remove temp files left by dead processes (and anything older than `max_age`)."""
+    tdir = os.path.join(device_path, TMP)
+    removed = 0
+    now = time.time()
+    for name in _listdir(tdir):
+        path = os.path.join(tdir, name)
+        stale = False
+        if name.startswith("obj-"):
+            try:
+                pid = int(name.split("-")[1])
+                stale = pid == os.getpid() or not _pid_alive(pid)
+            except (ValueError, IndexError):
+                stale = True
+        if not stale:
+            try:
+                stale = now - os.stat(path).st_mtime > max_age
+            except FileNotFoundError:
+                continue
+        if stale:
+            try:
+                if os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

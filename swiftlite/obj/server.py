@@ -1,0 +1,434 @@
+"""The object server: PUT/GET/HEAD/POST/DELETE of objects and REPLICATE of partition digests.
+
+Paths: ``/{device}/{partition}/{account}/{container}/{object}`` and
+``/{device}/{partition}[/{suffix}-{suffix}...]`` for REPLICATE. Disk work goes through the
+thread pool in as few hops as possible: a small PUT is one hop (write, fsync, rename, dir
+fsync, cleanup, journal append), a small GET is one hop (list, open, read, MD5). The on-disk
+format is described in ``diskfile``, the suffix digests in ``digests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import time
+
+import msgpack
+from aiohttp import web
+
+from swiftlite.common import constraints
+from swiftlite.common.config import Section
+from swiftlite.common.hashing import hash_path
+from swiftlite.common.http import HTTPError, error, split_path, txid
+from swiftlite.common.methods import install_method_aliases
+from swiftlite.common.server import make_app
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.obj import digests, diskfile, ranges
+from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
+
+log = logging.getLogger("swiftlite.object")
+_PART_RE = re.compile(r"[0-9]{1,10}")
+_SUFFIX_RE = re.compile(r"[0-9a-f]{3}(-[0-9a-f]{3})*")
+PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At")
+DEFAULT_CT = "application/octet-stream"
+
+
+class ObjectServer:
+    def __init__(self, conf: Section) -> None:
+        self.devices = conf.get_str("devices", "/srv/node")
+        self.mount_check = conf.get_bool("mount_check", False)
+        self.max_object_size = conf.get_size("max_object_size", constraints.MAX_FILE_SIZE)
+        self.batch = conf.get_size("write_batch_size", 1024 * 1024)
+        self.read_chunk = conf.get_size("read_chunk_size", 1024 * 1024)
+        self.fsync = conf.get_bool("fsync", True)
+        self.fold_bytes = conf.get_size("journal_fold_bytes", digests.FOLD_BYTES)
+        self.updater = ContainerUpdater(conf)
+        self._folding: set[tuple[str, int]] = set()
+        self._mounted: dict[str, float] = {}
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    async def on_startup(self, app: web.Application) -> None:
+        await self.updater.start()
+        n = await run_blocking(self._clean_all_tmp)
+        if n:
+            log.info("removed %d stale temp files", n)
+
+    def _clean_all_tmp(self) -> int:
+        try:
+            devs = os.listdir(self.devices)
+        except FileNotFoundError:
+            return 0
+        return sum(diskfile.clean_tmp(os.path.join(self.devices, d)) for d in devs)
+
+    async def on_cleanup(self, app: web.Application) -> None:
+        await self.updater.close()
+
+    def device_path(self, device: str) -> str:
+        if device in (".", "..") or "\x00" in device:
+            raise HTTPError(400, "Invalid device")
+        path = os.path.join(self.devices, device)
+        if self.mount_check:
+            # ismount is two lstat calls; cached briefly so it is not paid per request.
+            now = time.monotonic()
+            if self._mounted.get(path, 0) < now:
+                if not os.path.ismount(path):
+                    raise HTTPError(507, f"{device} is not mounted")
+                self._mounted[path] = now + 1.0
+        return path
+
+    @staticmethod
+    def partition(value: str) -> int:
+        if not _PART_RE.fullmatch(value) or int(value) >= 2**32:
+            raise HTTPError(400, "Invalid partition")
+        return int(value)
+
+    @staticmethod
+    def timestamp(request: web.Request) -> Timestamp:
+        raw = request.headers.get("X-Timestamp")
+        if not raw:
+            raise HTTPError(400, "Missing X-Timestamp")
+        try:
+            return Timestamp.parse(raw)
+        except TimestampError:
+            raise HTTPError(400, f"Invalid X-Timestamp {raw!r}") from None
+
+    def object_path(self, request: web.Request) -> tuple[str, int, str, str, str]:
+        dev, part, acc, cont, obj = split_path(request, 5, 5, True)
+        assert dev and part and acc and cont and obj is not None
+        for bad in (constraints.check_account(acc), constraints.check_container(cont),
+                    constraints.check_object(obj)):
+            if bad:
+                raise HTTPError(400, bad)
+        return self.device_path(dev), self.partition(part), acc, cont, obj
+
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        handler = {"GET": self.GET, "HEAD": self.GET, "PUT": self.PUT, "POST": self.POST,
+                   "DELETE": self.DELETE, "REPLICATE": self.REPLICATE,
+                   "REPORT": self.REPLICATE}.get(request.method)
+        if handler is None:
+            return error(405, "Method not allowed")
+        try:
+            return await handler(request)
+        except diskfile.DeviceMissing:
+            return error(507, "Insufficient Storage")
+        except OSError as exc:
+            if diskfile.is_enospc(exc):
+                return error(507, "Insufficient Storage")
+            raise
+
+    def _maybe_fold(self, dev_path: str, part: int, journal_size: int) -> None:
+        key = (dev_path, part)
+        if journal_size <= self.fold_bytes or key in self._folding:
+            return
+        self._folding.add(key)
+
+        async def run() -> None:
+            try:
+                await run_blocking(digests.fold, dev_path, part)
+            except Exception:
+                log.exception("folding digests of %s/%s", dev_path, part)
+            finally:
+                self._folding.discard(key)
+
+        task = asyncio.ensure_future(run())
+        self.updater.tasks.add(task)
+        task.add_done_callback(self.updater.tasks.discard)
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _delete_at(request: web.Request, ts: Timestamp) -> str | None:
+        v = request.headers.get("X-Delete-At")
+        if v is None:
+            return None
+        if not v.isdigit():
+            raise HTTPError(400, "Non-integer X-Delete-At")
+        if int(v) <= ts.seconds:
+            raise HTTPError(400, "X-Delete-At in past")
+        return v
+
+    def _user_metadata(self, request: web.Request, ts: Timestamp) -> dict[str, str]:
+        bad = constraints.check_metadata(request.headers, "object")
+        if bad:
+            raise HTTPError(400, bad)
+        md = {k.title(): v for k, v in request.headers.items()
+              if k.lower().startswith(diskfile.USER_META)}
+        for h in PASSED_HEADERS[:2]:
+            if h in request.headers:
+                md[h] = request.headers[h]
+        delete_at = self._delete_at(request, ts)
+        if delete_at is not None:
+            md["X-Delete-At"] = delete_at
+        return md
+
+    async def PUT(self, request: web.Request) -> web.Response:
+        dev_path, part, acc, cont, obj = self.object_path(request)
+        ts = self.timestamp(request)
+        try:
+            cl = request.content_length
+        except ValueError:
+            raise HTTPError(400, "Invalid Content-Length") from None
+        chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+        if cl is None and not chunked:
+            return error(411, "Length Required")
+        if cl is not None and cl > self.max_object_size:
+            return error(413, "Request Entity Too Large")
+        metadata = self._user_metadata(request, ts)
+        metadata["name"] = f"/{acc}/{cont}/{obj}"
+        metadata["Content-Type"] = request.headers.get("Content-Type") or DEFAULT_CT
+        hexhash = hash_path(acc, cont, obj)
+        writer = diskfile.DataWriter(dev_path, part, hexhash, fsync=self.fsync)
+        try:
+            res = await self._receive(request, writer, cl, metadata, ts)
+        except diskfile.Conflict as exc:
+            return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
+        except diskfile.ETagMismatch:
+            return error(422, "Unprocessable Entity: ETag mismatch")
+        finally:
+            if writer.tmp is not None:
+                await run_blocking(writer.abort)
+        targets = parse_targets(request.headers)
+        if targets:
+            await self.updater.update(dev_path, "PUT", acc, cont, obj, {
+                "X-Timestamp": ts.internal, "X-Size": res.metadata["Content-Length"],
+                "X-Content-Type": res.metadata["Content-Type"],
+                "X-Etag": res.metadata["ETag"]}, targets, txid(request))
+        self._maybe_fold(dev_path, part, res.journal_size)
+        return web.Response(status=201, headers={"ETag": res.metadata["ETag"]})
+
+    async def _receive(self, request: web.Request, writer: diskfile.DataWriter, cl: int | None,
+                       metadata: dict[str, str], ts: Timestamp) -> diskfile.CommitResult:
+        """Stream the body to the writer, one thread hop per `batch` bytes, then commit."""
+        pending: list[bytes] = []
+        pending_len = 0
+        total = 0
+        first = True
+        while True:
+            try:
+                chunk = await request.content.readany()
+            except Exception:  # reset, payload error, truncated chunked body
+                raise HTTPError(499, "Client disconnected") from None
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > self.max_object_size:
+                raise HTTPError(413, "Request Entity Too Large")
+            pending.append(chunk)
+            pending_len += len(chunk)
+            if pending_len >= self.batch or len(pending) >= 512:
+                batch, pending, pending_len = pending, [], 0
+                if first:
+                    first = False
+                    await run_blocking(self._first_write, writer, batch, ts.internal)
+                else:
+                    await run_blocking(writer.write, batch)
+        if cl is not None and total < cl:
+            raise HTTPError(499, "Client disconnected")
+        if cl is not None and total > cl:
+            raise HTTPError(400, "Body longer than Content-Length")
+        return await run_blocking(writer.put, pending, metadata, ts.internal,
+                                  request.headers.get("ETag"))
+
+    @staticmethod
+    def _first_write(writer: diskfile.DataWriter, batch: list[bytes], ts: str) -> None:
+        writer.check_newer(ts)  # refuse a stale PUT before writing megabytes of it
+        writer.write(batch)
+
+    async def POST(self, request: web.Request) -> web.Response:
+        dev_path, part, acc, cont, obj = self.object_path(request)
+        ts = self.timestamp(request)
+        metadata = self._user_metadata(request, ts)
+        if request.headers.get("Content-Type"):
+            metadata["Content-Type"] = request.headers["Content-Type"]
+        hexhash = hash_path(acc, cont, obj)
+        try:
+            res = await run_blocking(diskfile.write_marker, dev_path, part, hexhash,
+                                     ts.internal, "meta", metadata, self.fsync)
+        except diskfile.NotFound as exc:
+            hdrs = {"X-Backend-Timestamp": exc.tombstone} if exc.tombstone else None
+            return error(404, "Not Found", hdrs)
+        except diskfile.Conflict as exc:
+            return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
+        self._maybe_fold(dev_path, part, res.journal_size)
+        return web.Response(status=202)
+
+    async def DELETE(self, request: web.Request) -> web.Response:
+        dev_path, part, acc, cont, obj = self.object_path(request)
+        ts = self.timestamp(request)
+        hexhash = hash_path(acc, cont, obj)
+        try:
+            res = await run_blocking(diskfile.write_marker, dev_path, part, hexhash,
+                                     ts.internal, "ts", {"name": f"/{acc}/{cont}/{obj}"},
+                                     self.fsync)
+        except diskfile.Conflict as exc:
+            return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
+        targets = parse_targets(request.headers)
+        if targets:
+            await self.updater.update(dev_path, "DELETE", acc, cont, obj,
+                                      {"X-Timestamp": ts.internal}, targets, txid(request))
+        self._maybe_fold(dev_path, part, res.journal_size)
+        if res.existed:
+            return web.Response(status=204)
+        return error(404, "Not Found", {"X-Backend-Timestamp": ts.internal})
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    async def GET(self, request: web.Request) -> web.StreamResponse:
+        dev_path, part, acc, cont, obj = self.object_path(request)
+        hexhash = hash_path(acc, cont, obj)
+        is_get = request.method == "GET"
+        full = is_get and not request.headers.get("Range")
+        info = await run_blocking(diskfile.open_object, dev_path, part, hexhash,
+                                  self.read_chunk if is_get else 0, full)
+        try:
+            return await self._answer(request, info, dev_path, part, hexhash, is_get, full)
+        finally:
+            info.close()
+
+    async def _answer(self, request: web.Request, info: diskfile.ObjectInfo, dev_path: str,
+                      part: int, hexhash: str, is_get: bool, full: bool) -> web.StreamResponse:
+        if info.status == "deleted":
+            return error(404, "Not Found", {"X-Backend-Timestamp": info.timestamp or ""})
+        md = info.metadata
+        if info.status != "ok" or diskfile.is_expired(md):
+            return error(404, "Not Found")
+        assert info.timestamp is not None
+        ts = Timestamp.parse(info.timestamp)
+        length = info.body_len
+        etag = md.get("ETag", "")
+        headers = {
+            "Content-Type": md.get("Content-Type", DEFAULT_CT),
+            "ETag": etag,
+            "Last-Modified": ts.http_date(),
+            "X-Timestamp": ts.normal,
+            "X-Backend-Timestamp": ts.internal,
+            "Accept-Ranges": "bytes",
+        }
+        if info.meta_timestamp:
+            headers["X-Backend-Meta-Timestamp"] = info.meta_timestamp
+        for k, v in md.items():
+            if k.lower().startswith(diskfile.USER_META) or k in PASSED_HEADERS:
+                headers[k] = v
+        cond = ranges.check_conditions(request.headers, etag, -(-ts.ticks // 100000))
+        if cond is not None:
+            headers.pop("Content-Type")
+            return web.Response(status=cond, headers=headers)
+        spans = ranges.parse_range(request.headers.get("Range"), length)
+        if spans is not None and not spans:
+            return error(416, "Requested Range Not Satisfiable",
+                         {"Content-Range": f"bytes */{length}"})
+        if not is_get:
+            headers["Content-Length"] = str(length)
+            return web.Response(status=200, headers=headers)
+        if spans is None:
+            return await self._send_full(request, info, headers, dev_path, part, hexhash, full)
+        if len(spans) == 1:
+            a, b = spans[0]
+            headers["Content-Range"] = f"bytes {a}-{b - 1}/{length}"
+            if info.body is not None:
+                return web.Response(status=206, body=info.body[a:b], headers=headers)
+            resp = self._stream_response(206, headers, b - a)
+            await resp.prepare(request)
+            await self._stream(resp, info.fd, a, b)
+            await resp.write_eof()
+            return resp
+        ctype = headers["Content-Type"]
+        bound = ranges.boundary()
+        heads, tail, total = ranges.multipart_parts(spans, length, ctype, bound)
+        headers["Content-Type"] = f"multipart/byteranges;boundary={bound}"
+        resp = self._stream_response(206, headers, total)
+        await resp.prepare(request)
+        for head, (a, b) in zip(heads, spans, strict=True):
+            await resp.write(head)
+            if info.body is not None:
+                await resp.write(info.body[a:b])
+            else:
+                await self._stream(resp, info.fd, a, b)
+            await resp.write(b"\r\n")
+        await resp.write(tail)
+        await resp.write_eof()
+        return resp
+
+    @staticmethod
+    def _stream_response(status: int, headers: dict[str, str],
+                         length: int) -> web.StreamResponse:
+        resp = web.StreamResponse(status=status, headers=headers)
+        resp.content_length = length
+        return resp
+
+    async def _stream(self, resp: web.StreamResponse, fd: int, start: int, end: int,
+                      md5=None) -> None:
+        off = start
+        while off < end:
+            data = await run_blocking(diskfile.read_chunk, fd, off,
+                                      min(self.read_chunk, end - off), md5)
+            if not data:
+                raise OSError("object file shrank while reading")
+            await resp.write(data)
+            off += len(data)
+
+    async def _send_full(self, request: web.Request, info: diskfile.ObjectInfo,
+                         headers: dict[str, str], dev_path: str, part: int, hexhash: str,
+                         verify: bool) -> web.StreamResponse:
+        if info.body is not None:
+            resp: web.StreamResponse = web.Response(status=200, body=info.body, headers=headers)
+            await resp.prepare(request)
+            await resp.write_eof()
+            bad = info.etag_ok is False
+        else:
+            resp = self._stream_response(200, headers, info.body_len)
+            await resp.prepare(request)
+            md5 = hashlib.md5() if verify else None
+            await self._stream(resp, info.fd, 0, info.body_len, md5)
+            await resp.write_eof()
+            bad = md5 is not None and md5.hexdigest() != headers["ETag"]
+        if bad:
+            # The body went out already (the proxy checks the ETag); take this copy out of
+            # service so the next GET is a 404 and the replicator restores a good one.
+            log.error("ETag mismatch, quarantining %s/objects/%s/%s", dev_path, part, hexhash)
+            await run_blocking(diskfile.quarantine, dev_path, part, hexhash)
+        return resp
+
+    # ---- replication ------------------------------------------------------------------------
+
+    async def REPLICATE(self, request: web.Request) -> web.Response:
+        dev, part_s, sufs = split_path(request, 2, 3, True)
+        assert dev and part_s
+        dev_path = self.device_path(dev)
+        part = self.partition(part_s)
+        if sufs and not _SUFFIX_RE.fullmatch(sufs):
+            raise HTTPError(400, "Invalid suffix list")
+        if sufs:
+            result = await run_blocking(self._rehash, dev_path, part, sufs.split("-"))
+        else:
+            result = await run_blocking(self._digests, dev_path, part)
+        return web.Response(status=200, body=msgpack.packb(result, use_bin_type=True),
+                            content_type="application/x-msgpack")
+
+    @staticmethod
+    def _digests(dev_path: str, part: int) -> dict[str, bytes]:
+        if not os.path.isdir(dev_path):
+            raise diskfile.DeviceMissing(dev_path)
+        return digests.get_digests(dev_path, part)
+
+    @staticmethod
+    def _rehash(dev_path: str, part: int, sufs: list[str]) -> dict[str, bytes]:
+        if not os.path.isdir(dev_path):
+            raise diskfile.DeviceMissing(dev_path)
+        return digests.rehash_suffixes(dev_path, part, sufs)
+
+
+async def create_app(conf: Section) -> web.Application:
+    install_method_aliases()  # REPLICATE arrives as REPORT (see swiftlite.common.methods)
+    server = ObjectServer(conf)
+    app = make_app()
+    app["object_server"] = server
+    app.router.add_route("*", "/{tail:.*}", server.dispatch)
+    app.on_startup.append(server.on_startup)
+    app.on_cleanup.append(server.on_cleanup)
+    return app
