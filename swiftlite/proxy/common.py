@@ -44,10 +44,9 @@ def relay(resp: BackendResponse, request: web.Request) -> web.Response:
     """A backend answer as the client's response (HEAD keeps Content-Length, sends no body)."""
     headers = client_headers(resp.headers)
     if request.method == "HEAD":
-        r = web.Response(status=resp.status, headers=headers)
-        length = resp.headers.get("Content-Length")
-        r.content_length = int(length) if length and length.isdigit() else 0
-        return r
+        # aiohttp keeps an explicit Content-Length on a HEAD response (the size a GET sends).
+        headers["Content-Length"] = resp.headers.get("Content-Length", "0")
+        return web.Response(status=resp.status, headers=headers)
     return web.Response(status=resp.status, headers=headers, body=resp.body)
 
 
