@@ -68,6 +68,7 @@ def write_ring(path: str, data: RingData) -> None:
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".ring-")
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; servers may run as another user
         with os.fdopen(fd, "wb") as f:
             f.write(data.to_bytes())
             f.flush()
@@ -85,7 +86,7 @@ class Ring:
     def __init__(self, path: str, reload_interval: float = 15.0) -> None:
         self.path = path
         self.reload_interval = reload_interval
-        self._mtime = 0.0
+        self._mtime: tuple[int, int, int] = (0, 0, 0)
         self._next_check = 0.0
         self._load()
 
@@ -94,10 +95,10 @@ class Ring:
         return cls(path, reload_interval)
 
     def _load(self) -> None:
-        st = os.stat(self.path)
         with open(self.path, "rb") as f:
+            st = os.fstat(f.fileno())  # of the file we read, even if replaced meanwhile
             data = RingData.from_bytes(f.read())
-        self._mtime = st.st_mtime
+        self._mtime = self._identity(st)
         self._data = data
         self.part_power = data.part_power
         self.partition_count = 1 << data.part_power
@@ -107,13 +108,19 @@ class Ring:
         self._handoff_cache: dict[int, list[dict]] = {}
         self._next_check = time.monotonic() + self.reload_interval
 
+    @staticmethod
+    def _identity(st: os.stat_result) -> tuple[int, int, int]:
+        # mtime alone misses a rewrite within one timestamp tick (coarse on Linux); write_ring
+        # renames a new file into place, so the inode changes on every write.
+        return (st.st_mtime_ns, st.st_ino, st.st_size)
+
     def _maybe_reload(self) -> None:
         now = time.monotonic()
         if now < self._next_check:
             return
         self._next_check = now + self.reload_interval
         try:
-            if os.stat(self.path).st_mtime != self._mtime:
+            if self._identity(os.stat(self.path)) != self._mtime:
                 self._load()
         except (OSError, ValueError, KeyError):
             pass  # keep serving the ring we have; a half-copied file is retried next check
