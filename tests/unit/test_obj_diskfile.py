@@ -1,0 +1,183 @@
+"""Object files: format, current-file rules, durable writes, refusals, reads, quarantine."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from swiftlite.obj import diskfile
+
+H = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture
+def dev(tmp_path):
+    d = tmp_path / "sda"
+    d.mkdir()
+    return str(d)
+
+
+def put(dev, ts, body=b"hello", part=0, h=H, **md):
+    w = diskfile.DataWriter(dev, part, h)
+    return w.put([body], {"name": "/a/c/o", "Content-Type": "text/plain", **md}, ts)
+
+
+def test_trailer_roundtrip():
+    md = {"X-Timestamp": "1.00000", "X-Object-Meta-K": "v\u00e9"}
+    blob = b"body" + diskfile.pack_trailer(md)
+    assert diskfile.parse_tail(blob, len(blob)) == (md, 4)
+    # A short tail asks for the bytes it needs.
+    need = diskfile.parse_tail(blob[-10:], len(blob))
+    assert need == len(blob) - 4
+    with pytest.raises(diskfile.CorruptFile):
+        diskfile.parse_tail(b"garbage-garbage", 15)
+
+
+@pytest.mark.parametrize("names,state", [
+    ([], ""),
+    (["1.00000.data"], "1.00000.data"),
+    (["1.00000.data", "2.00000.meta"], "1.00000.data|2.00000.meta"),
+    (["3.00000.data", "2.00000.meta"], "3.00000.data"),
+    (["1.00000.data", "2.00000.ts", "3.00000.meta"], "2.00000.ts"),
+    (["2.00000.data", "2.00000.ts"], "2.00000.ts"),
+    (["5.00000.meta", "4.00000.meta"], "5.00000.meta"),
+    (["1.00000.data", "1.00000_0000000000000001.ts"], "1.00000_0000000000000001.ts"),
+    (["1.00000.data", ".lock", "junk"], "1.00000.data"),
+])
+def test_state_rules(names, state):
+    assert diskfile.state_of(names) == state
+
+
+def test_put_writes_one_file_with_metadata_and_no_temp(dev):
+    res = put(dev, "0000000001.00000", b"abc", **{"X-Object-Meta-Color": "red"})
+    assert res.new_state == "0000000001.00000.data" and res.old_state == ""
+    hdir = diskfile.hash_dir(dev, 0, H)
+    assert os.listdir(hdir) == ["0000000001.00000.data"]
+    md, blen = diskfile.read_file_metadata(os.path.join(hdir, "0000000001.00000.data"))
+    assert blen == 3
+    assert md["ETag"] == hashlib.md5(b"abc").hexdigest()
+    assert md["Content-Length"] == "3" and md["X-Object-Meta-Color"] == "red"
+    assert md["X-Timestamp"] == "0000000001.00000" and md["name"] == "/a/c/o"
+    assert os.listdir(os.path.join(dev, "tmp")) == []
+    # A newer PUT replaces the old file.
+    put(dev, "0000000002.00000", b"new")
+    assert os.listdir(hdir) == ["0000000002.00000.data"]
+
+
+def test_put_refusals_leave_no_temp(dev):
+    put(dev, "0000000005.00000")
+    for ts in ("0000000005.00000", "0000000004.00000"):
+        with pytest.raises(diskfile.Conflict) as ei:
+            put(dev, ts)
+        assert ei.value.stored == "0000000005.00000"
+    w = diskfile.DataWriter(dev, 0, H)
+    with pytest.raises(diskfile.ETagMismatch):
+        w.put([b"abc"], {}, "0000000009.00000", expected_etag='"' + "0" * 32 + '"')
+    assert os.listdir(os.path.join(dev, "tmp")) == []
+    assert os.listdir(diskfile.hash_dir(dev, 0, H)) == ["0000000005.00000.data"]
+
+
+def test_multi_batch_write_and_read(dev):
+    w = diskfile.DataWriter(dev, 0, H)
+    w.write([b"a" * 1000, b"b" * 1000])
+    w.write([b"c" * 10])
+    res = w.put([b"tail"], {"Content-Type": "x/y"}, "0000000001.00000")
+    body = b"a" * 1000 + b"b" * 1000 + b"c" * 10 + b"tail"
+    assert res.metadata["ETag"] == hashlib.md5(body).hexdigest()
+    small = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
+    assert small.status == "ok" and small.body == body and small.etag_ok is True
+    big = diskfile.open_object(dev, 0, H, read_whole=100)
+    try:
+        assert big.body is None and big.fd >= 0 and big.body_len == len(body)
+        assert diskfile.read_chunk(big.fd, 1995, 19) == b"b" * 5 + b"c" * 10 + b"tail"
+    finally:
+        big.close()
+
+
+def test_markers_and_merge(dev):
+    with pytest.raises(diskfile.NotFound) as ei:
+        diskfile.write_marker(dev, 0, H, "0000000001.00000", "meta", {})
+    assert ei.value.tombstone is None
+    put(dev, "0000000002.00000", b"x", **{"X-Object-Meta-A": "1", "X-Delete-At": "9999999999"})
+    with pytest.raises(diskfile.Conflict):
+        diskfile.write_marker(dev, 0, H, "0000000002.00000", "meta", {})
+    diskfile.write_marker(dev, 0, H, "0000000003.00000", "meta",
+                          {"X-Object-Meta-B": "2", "Content-Type": "new/type"})
+    info = diskfile.open_object(dev, 0, H, read_whole=100)
+    assert info.metadata["X-Object-Meta-B"] == "2"
+    assert "X-Object-Meta-A" not in info.metadata and "X-Delete-At" not in info.metadata
+    assert info.metadata["Content-Type"] == "new/type"
+    assert info.metadata["X-Timestamp"] == "0000000002.00000"
+    assert info.meta_timestamp == "0000000003.00000"
+    res = diskfile.write_marker(dev, 0, H, "0000000004.00000", "ts", {"name": "/a/c/o"})
+    assert res.existed
+    assert os.listdir(diskfile.hash_dir(dev, 0, H)) == ["0000000004.00000.ts"]
+    info = diskfile.open_object(dev, 0, H)
+    assert info.status == "deleted" and info.timestamp == "0000000004.00000"
+    with pytest.raises(diskfile.NotFound) as ei:
+        diskfile.write_marker(dev, 0, H, "0000000005.00000", "meta", {})
+    assert ei.value.tombstone == "0000000004.00000"
+    res = diskfile.write_marker(dev, 0, H, "0000000006.00000", "ts", {})
+    assert not res.existed
+
+
+def test_expired_object_counts_as_absent_for_delete(dev):
+    put(dev, "0000000002.00000", b"x", **{"X-Delete-At": "3"})
+    assert diskfile.is_expired(diskfile.open_object(dev, 0, H).metadata)
+    assert not diskfile.write_marker(dev, 0, H, "0000000004.00000", "ts", {}).existed
+
+
+def test_missing_device(tmp_path):
+    gone = str(tmp_path / "nope")
+    with pytest.raises(diskfile.DeviceMissing):
+        put(gone, "0000000001.00000")
+    with pytest.raises(diskfile.DeviceMissing):
+        diskfile.open_object(gone, 0, H)
+    with pytest.raises(diskfile.DeviceMissing):
+        diskfile.write_marker(gone, 0, H, "0000000001.00000", "ts", {})
+    assert not os.path.exists(gone)
+
+
+def test_corrupt_trailer_is_quarantined_on_open(dev):
+    put(dev, "0000000001.00000", b"abc")
+    path = os.path.join(diskfile.hash_dir(dev, 0, H), "0000000001.00000.data")
+    with open(path, "r+b") as f:
+        f.seek(-2, os.SEEK_END)
+        f.write(b"!!")
+    assert diskfile.open_object(dev, 0, H, read_whole=100).status == "missing"
+    assert not os.path.exists(diskfile.hash_dir(dev, 0, H))
+    qdir = os.path.join(dev, "quarantined", "objects")
+    assert os.listdir(qdir)[0].startswith(H)
+
+
+def test_commit_raw_copies_a_peer_file(dev, tmp_path):
+    other = str(tmp_path / "sdb")
+    os.makedirs(other)
+    put(other, "0000000007.00000", b"replica")
+    (src,) = diskfile.current_paths(other, 0, H)
+    w = diskfile.DataWriter(dev, 0, H)
+    w.write([open(src, "rb").read()], hash_body=False)
+    w.commit_raw(os.path.basename(src))
+    info = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
+    assert info.body == b"replica" and info.etag_ok
+    w = diskfile.DataWriter(dev, 0, H)
+    w.write([b"old"], hash_body=False)
+    with pytest.raises(diskfile.Conflict):
+        w.commit_raw("0000000006.00000.data")
+    assert os.listdir(os.path.join(dev, "tmp")) == []
+
+
+def test_clean_tmp_removes_dead_writers_only(dev):
+    tdir = os.path.join(dev, "tmp")
+    os.makedirs(tdir)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    open(os.path.join(tdir, f"obj-{dead}-aa"), "wb").close()
+    live = f"obj-{os.getppid()}-bb"
+    open(os.path.join(tdir, live), "wb").close()
+    assert diskfile.clean_tmp(dev) == 1
+    assert os.listdir(tdir) == [live]
