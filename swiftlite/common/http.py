@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from urllib.parse import unquote_to_bytes
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from aiohttp import web
 
@@ -76,8 +76,11 @@ def split_path(request: web.Request, minsegs: int, maxsegs: int,
 
 def query_str(request: web.Request, name: str) -> str | None:
     """A query parameter, decoded strictly (bad UTF-8 is a 400)."""
+    # request.query decodes bad UTF-8 to U+FFFD silently, so parse the raw string strictly.
     try:
-        value = request.query.get(name)
+        value = next((v for k, v in parse_qsl(request.rel_url.raw_query_string,
+                                               keep_blank_values=True, errors="strict")
+                      if k == name), None)
     except UnicodeDecodeError:
         raise HTTPError(400, f"Invalid UTF8 in query parameter {name}") from None
     if value is not None:

@@ -1,7 +1,11 @@
 """Container server: container PUT/POST/DELETE/HEAD/GET and the object-update routes.
 
-/{dev}/{part}/{a}/{c}      container operations, UPDATE (msgpack batch of object rows)
+/{dev}/{part}/{a}/{c}      container operations; MERGE (or UPDATE): msgpack batch of object rows
 /{dev}/{part}/{a}/{c}/{o}  PUT/DELETE object rows from object servers
+
+aiohttp's C HTTP parser (llhttp) only knows registered methods and answers 400 to
+"UPDATE", so the batch form is also served as MERGE (a WebDAV method llhttp accepts);
+UPDATE still works behind a parser that passes it through.
 
 Every SQLite access is one run_blocking hop; object updates go through the DB's group
 committer so concurrent updates share a transaction.
@@ -159,7 +163,8 @@ class ContainerServer:
                 return await self.object_delete(request, broker, dev_path, obj)
             return error(405, "Method Not Allowed")
         handler = {"PUT": self.put, "POST": self.post, "DELETE": self.delete,
-                   "HEAD": self.head, "GET": self.get, "UPDATE": self.update}.get(method)
+                   "HEAD": self.head, "GET": self.get, "MERGE": self.update,
+                   "UPDATE": self.update}.get(method)
         if handler is None:
             return error(405, "Method Not Allowed")
         return await handler(request, broker, dev_path)

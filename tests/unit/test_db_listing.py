@@ -1,0 +1,137 @@
+"""The listing walk (prefix, delimiter, markers, reverse, limit) against a plain model."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swiftlite.db.listing import Bounds, ListingParams, _accept_format, next_after, walk
+
+
+def make_fetch(names: list[str]):
+    ordered = sorted(set(names), key=lambda n: n.encode())
+    calls = []
+
+    def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> list[tuple]:
+        calls.append(limit)
+        out = []
+        seq = reversed(ordered) if reverse else ordered
+        for n in seq:
+            if b.lo is not None and (n < b.lo or (n == b.lo and not b.lo_incl)):
+                continue
+            if b.hi is not None and n >= b.hi:
+                continue
+            if prefix and not n.startswith(prefix):
+                continue
+            out.append((n, "row"))
+            if len(out) >= limit:
+                break
+        return out
+
+    return fetch, calls
+
+
+def model(names: list[str], p: ListingParams) -> list[tuple]:
+    """Swift's documented semantics, written the obvious (slow) way."""
+    ordered = sorted(set(names), key=lambda n: n.encode())
+    lo, hi = (p.end_marker, p.marker) if p.reverse else (p.marker, p.end_marker)
+    prefix = p.prefix or ""
+    sel = [n for n in ordered if (lo is None or n > lo) and (hi is None or n < hi)
+           and n.startswith(prefix)]
+    if p.reverse:
+        sel.reverse()
+    out: list[tuple] = []
+    for n in sel:
+        if p.delimiter:
+            i = n.find(p.delimiter, len(prefix))
+            if i >= 0:
+                d = n[: i + len(p.delimiter)]
+                if d != p.marker and (not out or out[-1] != (d,)):
+                    out.append((d,))
+                continue
+        out.append((n, "row"))
+    return out[: p.limit]
+
+
+def params(**kw) -> ListingParams:
+    base = dict(limit=10000, marker=None, end_marker=None, prefix=None, delimiter=None,
+                reverse=False, out_format="json")
+    base.update(kw)
+    return ListingParams(**base)
+
+
+NAMES = ["a", "a/b", "a/c/d", "a/c/e", "b", "b/x", "c", "é", "é/1", "z/", "\U0001F600", "aa"]
+
+
+def names_of(rows):
+    return [r[0] for r in rows]
+
+
+def test_plain_order_is_utf8_bytes():
+    fetch, _ = make_fetch(NAMES)
+    got = names_of(walk(fetch, params()))
+    assert got == sorted(NAMES, key=lambda n: n.encode())
+    assert got[-3:] == ["é", "é/1", "\U0001F600"]
+
+
+def test_delimiter_rolls_up_subdirs():
+    fetch, _ = make_fetch(NAMES)
+    rows = walk(fetch, params(delimiter="/"))
+    assert names_of(rows) == ["a", "a/", "aa", "b", "b/", "c", "z/", "é", "é/", "\U0001F600"]
+    assert [len(r) for r in rows][:2] == [2, 1]  # subdir entries carry only the name
+
+
+def test_prefix_and_delimiter():
+    fetch, _ = make_fetch(NAMES)
+    assert names_of(walk(fetch, params(prefix="a/", delimiter="/"))) == ["a/b", "a/c/"]
+
+
+def test_markers_and_reverse():
+    fetch, _ = make_fetch(NAMES)
+    assert names_of(walk(fetch, params(marker="b", end_marker="é"))) == ["b/x", "c", "z/"]
+    assert names_of(walk(fetch, params(reverse=True, marker="b", limit=3))) == [
+        "aa", "a/c/e", "a/c/d"]
+    assert names_of(walk(fetch, params(reverse=True, marker="c", end_marker="a/c/e"))) == [
+        "b/x", "b", "aa"]
+    # A marker equal to a subdir skips that subdir, as Swift does.
+    assert names_of(walk(fetch, params(marker="a/", delimiter="/"))) == [
+        "aa", "b", "b/", "c", "z/", "é", "é/", "\U0001F600"]
+
+
+def test_limit_counts_subdirs():
+    fetch, _ = make_fetch(NAMES)
+    assert names_of(walk(fetch, params(delimiter="/", limit=2))) == ["a", "a/"]
+    assert walk(fetch, params(limit=0)) == []
+
+
+def test_next_after():
+    assert next_after("a/") == "a0"
+    assert next_after("a\U0010FFFF") == "b"
+    assert next_after("\ud7ff") == "\ue000"
+    assert next_after("\U0010FFFF") is None
+
+
+def test_accept_negotiation():
+    assert _accept_format(None) == "plain"
+    assert _accept_format("application/json") == "json"
+    assert _accept_format("text/xml") == "xml"
+    assert _accept_format("application/xml;q=0.5, application/json;q=0.9") == "json"
+    assert _accept_format("*/*") == "plain"
+    assert _accept_format("application/*") == "json"
+
+
+alphabet = st.sampled_from(["a", "b", "/", "-", "é", "\U0001F600"])
+name_st = st.text(alphabet, min_size=1, max_size=5)
+opt = st.one_of(st.none(), name_st)
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(name_st, max_size=25), marker=opt, end_marker=opt,
+       prefix=st.one_of(st.none(), st.text(alphabet, min_size=1, max_size=2)),
+       delimiter=st.sampled_from([None, "/", "-", "a/"]), reverse=st.booleans(),
+       limit=st.integers(0, 8))
+def test_walk_matches_model(names, marker, end_marker, prefix, delimiter, reverse, limit):
+    p = params(marker=marker, end_marker=end_marker, prefix=prefix, delimiter=delimiter,
+               reverse=reverse, limit=limit)
+    fetch, _ = make_fetch(names)
+    assert walk(fetch, p) == model(names, p)
