@@ -84,7 +84,8 @@ class PhaseStats:
     def summary(self) -> dict:
         lat = sorted(self.latencies)
         secs = max(self.secs, 1e-9)
-        return {"ops": self.ops, "errors": self.errors, "secs": round(self.secs, 3),
+        return {"ops": self.ops, "errors": self.errors, "bytes": self.bytes,
+                "secs": round(self.secs, 3),
                 "ops_s": self.ops / secs, "mb_s": self.bytes / secs / MIB,
                 "p50_ms": percentile(lat, 50) * 1000, "p95_ms": percentile(lat, 95) * 1000,
                 "p99_ms": percentile(lat, 99) * 1000, "reasons": dict(self.reasons),
