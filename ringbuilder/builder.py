@@ -151,7 +151,8 @@ class RingBuilder:
         def movable(p: int) -> bool:
             return not window or now - last[p] >= window
 
-        placer = Placer(tiers, self._tables, self.parts, movable, random.Random(seed))
+        placer = Placer(tiers, self._tables, self.parts, movable, random.Random(seed),
+                        one_per_part=window > 0)
         placer.run()
         moved = 0
         for old, new in zip(before, self._tables, strict=True):

@@ -24,14 +24,19 @@ BALANCE_ROUNDS = 6
 
 class Placer:
     def __init__(self, tiers: Tiers, tables: list[array], parts: int,
-                 movable: Callable[[int], bool], rng: random.Random) -> None:
+                 movable: Callable[[int], bool], rng: random.Random,
+                 one_per_part: bool = True) -> None:
         self.t = tiers
         self.tables = tables
         self.parts = parts
         self.replicas = len(tables)
         self.movable = movable
         self.rng = rng
+        # With min_part_hours > 0 a partition moves at most one replica per rebalance.
         self.touched = bytearray(parts)
+        self.one_per_part = one_per_part
+        # Slots re-placed in this run: moving one again costs no extra movement.
+        self.fresh: set[tuple[int, int]] = set()
         self.active = set(tiers.path)
         self.wanted: list[int] = []
 
@@ -115,13 +120,15 @@ class Placer:
             self.rng.shuffle(plist)
             for p in plist:
                 self._assign(r, p, self.choose(self._others(r, p)))
+                self.fresh.add((r, p))
         # 2. dispersion
         for r, p in self.dispersion_faults(pick=True):
-            if self.touched[p] or not self.movable(p):
+            if (self.one_per_part and self.touched[p]) or not self.movable(p):
                 continue
             self.touched[p] = 1
             self._unassign(r, p)
             self._assign(r, p, self.choose(self._others(r, p)))
+            self.fresh.add((r, p))
         # 3. balance
         for _ in range(BALANCE_ROUNDS):
             if not self._balance_round():
@@ -138,15 +145,18 @@ class Placer:
                 if d in over:
                     holdings[d].append((r, p))
         moved = 0
+        fresh = self.fresh
         for d in sorted(over, key=lambda d: (wanted[t.path[d][-1]], d)):
             dn = t.path[d][-1]
             cand = holdings[d]
             self.rng.shuffle(cand)
+            cand.sort(key=lambda rp: rp not in fresh)  # stable: fresh ones first, shuffled
             budget = max(500, -20 * wanted[dn])
             for r, p in cand:
                 if wanted[dn] >= 0 or budget <= 0:
                     break
-                if self.touched[p] or not self.movable(p):
+                if (r, p) not in fresh and ((self.one_per_part and self.touched[p])
+                                            or not self.movable(p)):
                     continue
                 budget -= 1
                 self._unassign(r, p)
@@ -154,6 +164,7 @@ class Placer:
                 if best != d and wanted[t.path[best][-1]] > 0:
                     self._assign(r, p, best)
                     self.touched[p] = 1
+                    fresh.add((r, p))
                     moved += 1
                 else:
                     self._assign(r, p, d)
