@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -23,6 +24,7 @@ from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import meta_headers, req_int, req_metadata, req_timestamp
 from swiftlite.db.listing import parse_params, render
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
+from swiftlite.db.reclaimer import reclaim_loop
 
 KEY = web.AppKey("account_server", object)
 
@@ -55,6 +57,7 @@ class AccountServer:
         self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
                                      conf.get_bool("mount_check", False))
         self.reclaim_age = conf.get_float("reclaim_age", 604800.0)
+        self.reclaim_interval = conf.get_float("reclaim_interval", 3600.0)
         synchronous = conf.get_str("db_synchronous", "FULL").upper()
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError("db_synchronous must be FULL, NORMAL or EXTRA")
@@ -77,6 +80,13 @@ class AccountServer:
                 raise DatabaseNotFound(broker.db_file)
             return broker.merge_items(rows)
         return merge
+
+    async def on_startup(self, app: web.Application) -> None:
+        self.reclaimer = asyncio.create_task(reclaim_loop(
+            self.brokers.values, self.reclaim_age, self.reclaim_interval))
+
+    async def on_cleanup(self, app: web.Application) -> None:
+        self.reclaimer.cancel()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         dev, part_s, account, container = split_path(request, 3, 4)
@@ -182,5 +192,7 @@ def create_app(conf: Section) -> web.Application:
     server = AccountServer(conf)
     app = make_app()
     app[KEY] = server
+    app.on_startup.append(server.on_startup)
+    app.on_cleanup.append(server.on_cleanup)
     app.router.add_route("*", "/{tail:.*}", server.handle)
     return app

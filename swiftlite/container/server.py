@@ -13,6 +13,7 @@ committer so concurrent updates share a transaction.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgpack
@@ -45,6 +46,7 @@ from swiftlite.db.headers import (
 )
 from swiftlite.db.listing import parse_params, render
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
+from swiftlite.db.reclaimer import reclaim_loop
 
 # Stored alongside X-Container-Meta-*; the proxy and middlewares read them back.
 SAVED_HEADERS = ("x-container-read", "x-container-write", "x-versions-location",
@@ -114,6 +116,7 @@ class ContainerServer:
         self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
                                      conf.get_bool("mount_check", False))
         self.reclaim_age = conf.get_float("reclaim_age", 604800.0)
+        self.reclaim_interval = conf.get_float("reclaim_interval", 3600.0)
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 3.0)
         synchronous = conf.get_str("db_synchronous", "FULL").upper()
@@ -136,8 +139,11 @@ class ContainerServer:
     async def on_startup(self, app: web.Application) -> None:
         self.session = make_session(self.conn_timeout, self.node_timeout)
         self.reporter.start(self.session)
+        self.reclaimer = asyncio.create_task(reclaim_loop(
+            self.brokers.values, self.reclaim_age, self.reclaim_interval))
 
     async def on_cleanup(self, app: web.Application) -> None:
+        self.reclaimer.cancel()
         await self.reporter.stop()
         await self.session.close()
 

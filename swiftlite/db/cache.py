@@ -29,5 +29,8 @@ class BrokerCache(Generic[B]):
             self._brokers.move_to_end(db_file)
         return broker
 
+    def values(self) -> list[B]:
+        return list(self._brokers.values())
+
     def __len__(self) -> int:
         return len(self._brokers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -378,3 +379,39 @@ async def test_account_down_saves_async_pending(servers, http):
     def saved_stat():
         return any(r["headers"]["X-Bytes-Used"] == "7" for _, r in iter_updates(dev))
     await async_wait_for(saved_stat, timeout=10, what="async_pending stat report")
+
+
+async def test_tombstones_reclaimed_after_reclaim_age(tmp_path, http):
+    s = start_db_servers(tmp_path, account=False,
+                         extra="reclaim_age = 5\nreclaim_interval = 0.1\n")
+    try:
+        async with http.put(s.url("sda", "1", A, "c"), headers={"X-Timestamp": ts()}) as r:
+            assert r.status == 201
+        old, recent = ts(-60), ts(-1)
+        for name, when in (("old", old), ("recent", recent)):
+            assert await put_obj(s, http, name, when=ts(-120)) == 201
+            async with http.delete(s.url("sda", "1", A, "c", name),
+                                   headers={"X-Timestamp": when}) as r:
+                assert r.status == 204
+        async with http.post(s.url("sda", "1", A, "c"), headers={
+                "X-Timestamp": old, "X-Container-Meta-Gone": ""}) as r:
+            assert r.status == 204
+        db = next(os.path.join(d, f) for d, _, fs in os.walk(s.devices) for f in fs
+                  if f.endswith(".db"))
+
+        def tombstones() -> list[str]:
+            conn = sqlite3.connect(db)
+            try:
+                rows = conn.execute("SELECT name FROM object WHERE deleted = 1").fetchall()
+                meta = json.loads(conn.execute("SELECT metadata FROM stat").fetchone()[0])
+            finally:
+                conn.close()
+            return sorted([r[0] for r in rows] + list(meta))
+        # Only the tombstone older than reclaim_age (and the old deleted key) go.
+        await async_wait_for(lambda: tombstones() == ["recent"], timeout=10,
+                             what="old tombstones reclaimed")
+        st, hd = await head(http, s.url("sda", "1", A, "c"))
+        assert hd["X-Container-Object-Count"] == "0"
+    finally:
+        for p in s.procs.values():
+            p.stop()
