@@ -15,10 +15,12 @@ import hashlib
 import mimetypes
 import random
 import time
+from urllib.parse import quote, unquote
 
 import aiohttp
 from aiohttp import web
 
+from swiftlite.common import constraints
 from swiftlite.common.client import node_path, node_url
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.timestamp import Timestamp, TimestampError
@@ -51,6 +53,11 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
         if method == "POST":
             return await _post(proxy, request, target)
         return await _delete(proxy, request, target)
+    if method == "COPY":
+        put, d_cont, d_name, d_acct = copy_to_put(request, target)
+        dest = proxy.check_target(put, d_acct or target.account, d_cont, d_name)
+        await proxy.authorize_container(put, dest, write=True)
+        return await _copy(proxy, put, dest)
     raise HTTPError(405, "Method Not Allowed")
 
 
@@ -66,13 +73,26 @@ def _ts(value: str | None) -> Timestamp | None:
 
 
 async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
-    acct, cont, name = target.account, target.container, target.obj
+    headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
+    resp = await open_object(proxy, request, request.method, target.account, target.container,
+                             target.obj, headers)
+    if resp is None:
+        return error(404, "Not Found")
+    return await _relay_stream(request, resp)
+
+
+async def open_object(proxy, request: web.Request, method: str, acct: str, cont: str, name: str,
+                      extra: dict[str, str] | None = None) -> aiohttp.ClientResponse | None:
+    """The first replica's answer worth relaying (the caller releases it); None for 404.
+
+    Replicas are tried in random order; 404s and errors fall through to the next (and to
+    handoffs); a replica whose data is older than a tombstone seen elsewhere is skipped.
+    """
     ring = proxy.object_ring
     part = ring.get_part(acct, cont, name)
     headers = proxy.backend_headers(request)
-    for h in GET_PASS_HEADERS:
-        if h in request.headers:
-            headers[h] = request.headers[h]
+    if extra:
+        headers.update(extra)
     nodes = ring.get_part_nodes(part)
     random.shuffle(nodes)
     nodes += list(ring.get_more_nodes(part))[: len(nodes)]
@@ -85,9 +105,9 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
             continue
         url = node_url(node, node_path(node, part, acct, cont, name))
         try:
-            resp = await session.request(request.method, url, headers=headers)
+            resp = await session.request(method, url, headers=headers)
         except NETWORK_ERRORS as exc:
-            proxy.limiter.error(node, f"GET: {exc!r}")
+            proxy.limiter.error(node, f"{method}: {exc!r}")
             continue
         if resp.status == 404 or resp.status >= 500:
             if resp.status == 404:
@@ -97,15 +117,15 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
             elif resp.status == 507:
                 proxy.limiter.fatal(node, "507")
             else:
-                proxy.limiter.error(node, f"GET {resp.status}")
+                proxy.limiter.error(node, f"{method} {resp.status}")
             resp.release()
             continue
         data_ts = _ts(resp.headers.get("X-Timestamp"))
         if newest_tombstone and data_ts and data_ts < newest_tombstone and resp.status < 300:
             resp.release()  # a stale replica: a newer delete exists elsewhere
             continue
-        return await _relay_stream(request, resp)
-    return error(404, "Not Found")
+        return resp
+    return None
 
 
 async def _newest_first(proxy, request, part, nodes, names) -> list[dict]:
@@ -168,7 +188,6 @@ def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str
 
 
 async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
-    acct, cont, name = target.account, target.container, target.obj
     if "X-Copy-From" in request.headers:
         return await _copy(proxy, request, target)
     chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
@@ -177,27 +196,41 @@ async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
         raise HTTPError(411, "Length Required: send Content-Length or chunked encoding")
     if length is not None and length > proxy.max_file_size:
         raise HTTPError(413, f"Object larger than the maximum of {proxy.max_file_size} bytes")
-    ts = proxy.next_timestamp()
-    headers = _put_headers(proxy, request, target, ts)
-    ring = proxy.object_ring
-    part = ring.get_part(acct, cont, name)
-    cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
+    headers = _put_headers(proxy, request, target, proxy.next_timestamp())
     if length is not None and length <= proxy.put_buffer_size:
         body = await request.read()
         if len(body) != length:
             raise HTTPError(499, "Client disconnected")
+        return await _store(proxy, target, headers, body)
+    return await _store(proxy, target, headers, request.content.iter_chunked(STREAM_CHUNK),
+                        length)
+
+
+async def _store(proxy, target, headers: dict[str, str], body, length: int | None = None,
+                 extra_response: dict[str, str] | None = None) -> web.Response:
+    """Write one object to its replicas from `body`: bytes (one buffer for all replicas) or
+    an async iterator of chunks (streamed). Answers as the client's PUT response."""
+    acct, cont, name = target.account, target.container, target.obj
+    ring = proxy.object_ring
+    part = ring.get_part(acct, cont, name)
+    cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
+    headers_for = _container_headers(headers, cpart, cnodes)
+    if isinstance(body, bytes):
         etag = hashlib.md5(body).hexdigest()
         if "ETag" in headers and headers["ETag"] != etag:
             raise HTTPError(422, "Unprocessable Entity: ETag does not match the body's MD5")
-        headers["Content-Length"] = str(length)
+        headers["Content-Length"] = str(len(body))
         responses = await proxy.backend.fan_out(
-            ring, part, "PUT", lambda n: node_path(n, part, acct, cont, name),
-            _container_headers(headers, cpart, cnodes), data=body)
+            ring, part, "PUT", lambda n: node_path(n, part, acct, cont, name), headers_for,
+            data=body)
     else:
-        etag, responses = await _put_streaming(proxy, request, target, part, headers,
-                                               _container_headers(headers, cpart, cnodes),
+        etag, responses = await _put_streaming(proxy, body, target, part, headers, headers_for,
                                                length)
-    return _put_answer(responses, ring.replica_count, etag, ts)
+    ts = Timestamp.parse(headers["X-Timestamp"])
+    answer = _put_answer(responses, ring.replica_count, etag, ts)
+    if extra_response and answer.status == 201:
+        answer.headers.update(extra_response)
+    return answer
 
 
 def _container_headers(base: dict[str, str], cpart: int, cnodes: list[dict]):
@@ -255,7 +288,7 @@ class _Feed:
             self.queue.get_nowait()
 
 
-async def _put_streaming(proxy, request, target, part, headers, headers_for, length):
+async def _put_streaming(proxy, chunks, target, part, headers, headers_for, length):
     acct, cont, name = target.account, target.container, target.obj
     ring = proxy.object_ring
     primaries = ring.get_part_nodes(part)
@@ -289,7 +322,7 @@ async def _put_streaming(proxy, request, target, part, headers, headers_for, len
     received = 0
     quorum = quorum_size(len(primaries))
     try:
-        async for chunk in request.content.iter_chunked(STREAM_CHUNK):
+        async for chunk in chunks:
             received += len(chunk)
             if received > proxy.max_file_size:
                 raise HTTPError(413, "Object larger than the maximum size")
@@ -314,8 +347,77 @@ async def _put_streaming(proxy, request, target, part, headers, headers_for, len
     return md5.hexdigest(), responses
 
 
+COPY_META = ("content-type", "content-encoding", "content-disposition")
+
+
+def _copy_source(request: web.Request) -> tuple[str, str, str]:
+    """(account, container, object) named by X-Copy-From[-Account] (or the COPY's own path)."""
+    src = unquote(request.headers["X-Copy-From"]).lstrip("/")
+    cont, _, name = src.partition("/")
+    if not cont or not name:
+        raise HTTPError(412, "X-Copy-From header must be of the form <container>/<object>")
+    for check, value in ((constraints.check_container, cont),
+                         (constraints.check_object, name)):
+        bad = check(value)
+        if bad:
+            raise HTTPError(400, bad)
+    return request.headers.get("X-Copy-From-Account", ""), cont, name
+
+
 async def _copy(proxy, request: web.Request, target) -> web.StreamResponse:
-    raise HTTPError(501, "Server-side copy is not supported yet")
+    """Server-side copy: read the source through the ring, write it as a new PUT."""
+    src_acct, src_cont, src_name = _copy_source(request)
+    src_acct = src_acct or target.account
+    src_target = type(target)(src_acct, src_cont, src_name, target.ident,
+                              target.is_owner and src_acct == target.account)
+    if not src_target.is_owner:
+        await proxy.authorize_container(request, src_target, write=False)
+    resp = await open_object(proxy, request, "GET", src_acct, src_cont, src_name)
+    if resp is None:
+        raise HTTPError(404, "Copy source not found")
+    try:
+        if resp.status != 200:
+            raise HTTPError(resp.status if resp.status < 500 else 503, "Copy source unreadable")
+        length = int(resp.headers.get("Content-Length", "0"))
+        if length > proxy.max_file_size:
+            raise HTTPError(413, "Copy source larger than the maximum object size")
+        fresh = request.headers.get("X-Fresh-Metadata", "").lower() in ("true", "1", "yes")
+        headers = {} if fresh else {
+            k: v for k, v in resp.headers.items()
+            if k.lower().startswith("x-object-meta-") or k.lower() in COPY_META}
+        own = _put_headers(proxy, request, target, proxy.next_timestamp())
+        if "Content-Type" not in request.headers:
+            own.pop("Content-Type", None)
+        headers.update(own)
+        headers.setdefault("Content-Type", "application/octet-stream")
+        headers.pop("ETag", None)
+        extra = {"X-Copied-From": quote(f"{src_cont}/{src_name}"),
+                 "X-Copied-From-Last-Modified": resp.headers.get("Last-Modified", "")}
+        if src_acct != target.account:
+            extra["X-Copied-From-Account"] = quote(src_acct)
+        if length <= proxy.put_buffer_size:
+            body = await resp.read()
+            return await _store(proxy, target, headers, body, extra_response=extra)
+        return await _store(proxy, target, headers, resp.content.iter_chunked(STREAM_CHUNK),
+                            length, extra_response=extra)
+    finally:
+        resp.release()
+
+
+def copy_to_put(request: web.Request, target) -> tuple[web.Request, str, str, str | None]:
+    """COPY /a/c/o with Destination: c2/o2 is a PUT of c2/o2 with X-Copy-From: c/o."""
+    dest = request.headers.get("Destination")
+    if not dest:
+        raise HTTPError(412, "Destination header required")
+    d_cont, _, d_name = unquote(dest).lstrip("/").partition("/")
+    if not d_cont or not d_name:
+        raise HTTPError(412, "Destination header must be of the form <container>/<object>")
+    headers = request.headers.copy()
+    headers["X-Copy-From"] = quote(f"{target.container}/{target.obj}")
+    if "Destination-Account" in request.headers:
+        headers["X-Copy-From-Account"] = target.account
+    return request.clone(method="PUT", headers=headers), d_cont, d_name, \
+        request.headers.get("Destination-Account")
 
 
 # ---- POST / DELETE -------------------------------------------------------------------------

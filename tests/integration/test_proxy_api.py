@@ -243,3 +243,32 @@ def test_put_into_missing_container_is_404(conn):
     with pytest.raises(ClientException) as e:
         conn.put_object(name("missing"), "o", b"1")
     assert e.value.http_status == 404
+
+
+def test_server_side_copy(cluster, conn):
+    src, dst = name("src"), name("dst")
+    conn.put_container(src)
+    conn.put_container(dst)
+    small = b"small image" * 100
+    big = hashlib.sha256(b"big").digest() * (2 * 1024 * 1024 // 32)  # > put_buffer_size
+    conn.put_object(src, "s.jpg", small, headers={"X-Object-Meta-Kind": "cat"})
+    conn.put_object(src, "b.bin", big)
+    # PUT with X-Copy-From keeps the source's metadata and adds the request's own.
+    conn.put_object(dst, "s-copy.jpg", None, headers={
+        "X-Copy-From": f"/{src}/s.jpg", "X-Object-Meta-Extra": "1"})
+    h, body = conn.get_object(dst, "s-copy.jpg")
+    assert body == small and h["x-object-meta-kind"] == "cat" and h["x-object-meta-extra"] == "1"
+    assert h["content-type"] == "image/jpeg"
+    # COPY with Destination (what `swift copy` and rclone's server-side copy send).
+    url, token = token_and_url(cluster)
+    status, headers, _ = raw(cluster, "COPY", f"{storage_path(url)}/{src}/b.bin",
+                             {"X-Auth-Token": token, "Destination": f"{dst}/b-copy.bin"})
+    assert status == 201 and headers["X-Copied-From"] == f"{src}/b.bin"
+    assert conn.get_object(dst, "b-copy.bin")[1] == big
+    assert {o["name"] for o in conn.get_container(dst)[1]} == {"s-copy.jpg", "b-copy.bin"}
+    # A missing source is a 404 and writes nothing.
+    with pytest.raises(ClientException) as e:
+        conn.put_object(dst, "nothing", None, headers={"X-Copy-From": f"/{src}/missing"})
+    assert e.value.http_status == 404
+    with pytest.raises(ClientException):
+        conn.head_object(dst, "nothing")
