@@ -1,0 +1,190 @@
+"""What every background daemon shares: the pass loop, pacing, local devices, status files.
+
+A daemon is one coroutine `run_pass(stats)` called once (`--once`) or every `interval`
+seconds. After each pass `<status_dir>/<daemon>.json` records its start, duration and
+counters (partitions/objects examined, synced, failures...), which `swiftlite status` prints.
+Pacing is a token bucket on objects/s and bytes/s, so background I/O never starves clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import uvloop
+
+from swiftlite.common import threadpool
+from swiftlite.common.config import Section, load_sections
+from swiftlite.ring import Ring
+
+log = logging.getLogger("swiftlite.daemon")
+
+
+class Pacer:
+    """Token buckets on objects/s and bytes/s (0 = unlimited); `pace` sleeps off any debt."""
+
+    def __init__(self, objects_per_second: float = 0.0, bytes_per_second: float = 0.0,
+                 burst_seconds: float = 1.0) -> None:
+        self.ops = objects_per_second
+        self.bps = bytes_per_second
+        self.burst = burst_seconds
+        now = time.monotonic()
+        self._obj_tokens = objects_per_second * burst_seconds
+        self._byte_tokens = bytes_per_second * burst_seconds
+        self._last = now
+        self.slept = 0.0
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        dt = now - self._last
+        self._last = now
+        if self.ops:
+            self._obj_tokens = min(self.ops * self.burst, self._obj_tokens + dt * self.ops)
+        if self.bps:
+            self._byte_tokens = min(self.bps * self.burst, self._byte_tokens + dt * self.bps)
+
+    def delay_for(self, objects: int = 1, nbytes: int = 0) -> float:
+        """Take the tokens for this much work; return how long to wait to pay for it."""
+        self._refill()
+        wait = 0.0
+        if self.ops and objects:
+            self._obj_tokens -= objects
+            if self._obj_tokens < 0:
+                wait = max(wait, -self._obj_tokens / self.ops)
+        if self.bps and nbytes:
+            self._byte_tokens -= nbytes
+            if self._byte_tokens < 0:
+                wait = max(wait, -self._byte_tokens / self.bps)
+        return wait
+
+    async def pace(self, objects: int = 1, nbytes: int = 0) -> None:
+        wait = self.delay_for(objects, nbytes)
+        if wait > 0:
+            self.slept += wait
+            await asyncio.sleep(wait)
+
+
+def new_stats() -> dict[str, Any]:
+    return {"partitions": 0, "objects": 0, "synced": 0, "failures": 0}
+
+
+def status_dir(conf: Section) -> str:
+    devices = conf.get_str("devices", "/srv/node")
+    default = os.path.join(os.path.dirname(os.path.abspath(devices.rstrip("/"))), "run")
+    return conf.get_str("status_dir", default)
+
+
+def write_status(conf: Section, daemon: str, status: dict[str, Any]) -> str:
+    """Atomically replace `<status_dir>/<daemon>.json`."""
+    d = status_dir(conf)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{daemon}.json")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"daemon": daemon, **status}, f)
+    os.replace(tmp, path)
+    return path
+
+
+def read_status(conf: Section, daemon: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(status_dir(conf), f"{daemon}.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def server_section(conf: Section, role: str) -> Section:
+    """The [<role>-server] section of the daemon's own config file (bind_ip, bind_port)."""
+    path = conf.get("__file__")
+    if path:
+        try:
+            sections = load_sections(path)
+        except FileNotFoundError:
+            sections = {}
+        if f"{role}-server" in sections:
+            return sections[f"{role}-server"]
+    return Section(conf)
+
+
+def load_ring(conf: Section, kind: str) -> Ring:
+    swift_dir = conf.get_str("swift_dir", "/etc/swiftlite")
+    return Ring(os.path.join(swift_dir, f"{kind}.ring.gz"),
+                conf.get_float("ring_reload_interval", 15.0))
+
+
+def local_devices(conf: Section, ring: Ring, role: str) -> list[dict[str, Any]]:
+    """The ring devices this node serves: those at this node's server bind_ip/bind_port.
+
+    A wildcard bind address matches by port alone (the ring holds a routable address).
+    """
+    srv = server_section(conf, role)
+    ip = srv.get_str("bind_ip", "127.0.0.1")
+    port = srv.get_int("bind_port", 0)
+    if ip in ("0.0.0.0", "::", ""):
+        return [d for d in ring.devs if d is not None and d["port"] == port]
+    return ring.devices_on(ip, port)
+
+
+PassFn = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def run_loop(conf: Section, daemon: str, run_pass: PassFn, once: bool,
+                   setup: Callable[[], Awaitable[None]] | None = None,
+                   teardown: Callable[[], Awaitable[None]] | None = None) -> int:
+    """Call `run_pass(stats)` once or every `interval` s until SIGTERM; record each pass."""
+    interval = conf.get_float("interval", 30.0)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    if not once:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+    if setup is not None:
+        await setup()
+    failed_passes = 0
+    try:
+        while True:
+            stats = new_stats()
+            start = time.time()
+            t0 = time.monotonic()
+            try:
+                await run_pass(stats)
+            except Exception:
+                log.exception("%s pass failed", daemon)
+                stats["failures"] += 1
+                stats["error"] = "pass aborted"
+                failed_passes += 1
+            duration = time.monotonic() - t0
+            status = {"start": round(start, 3), "duration": round(duration, 3), **stats}
+            try:
+                write_status(conf, daemon, status)
+            except OSError:
+                log.exception("%s: cannot write status", daemon)
+            log.info("%s pass done in %.2fs: %s", daemon, duration,
+                     " ".join(f"{k}={v}" for k, v in stats.items()))
+            if once:
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.0, interval - duration))
+            except TimeoutError:
+                pass
+            if stop.is_set():
+                break
+    finally:
+        if teardown is not None:
+            await teardown()
+    return 1 if once and failed_passes else 0
+
+
+def run(conf: Section, daemon: str, run_pass: PassFn, once: bool,
+        setup: Callable[[], Awaitable[None]] | None = None,
+        teardown: Callable[[], Awaitable[None]] | None = None) -> int:
+    """Entry point body for `swiftlite daemon NAME`: the loop on uvloop with a thread pool."""
+    threadpool.configure(conf.get_int("io_threads", 4))
+    return uvloop.run(run_loop(conf, daemon, run_pass, once, setup, teardown))

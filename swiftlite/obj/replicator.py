@@ -1,0 +1,284 @@
+"""The object replicator: make every primary of every local partition hold what we hold.
+
+Per local partition (primary or handoff), per peer (the other primaries; all primaries for a
+handoff): REPLICATE the peer for its suffix digests (no listing on either side when they
+match); for each differing suffix re-derive ours (heals drift), list object states on both
+sides (``MERGE .../states``), stream the files the peer lacks (``MERGE .../sync``, see
+``sync``), then REPLICATE the peer with those suffixes so it re-derives and compare. A handoff
+partition whose objects every primary holds is removed locally. Tombstones older than
+``reclaim_age`` are dropped when their suffix is listed (the auditor sweeps the rest).
+Files sent are paced by ``max_objects_per_second`` / ``max_bytes_per_second``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import msgpack
+
+from swiftlite.common import daemon
+from swiftlite.common.client import make_session, node_url, quote_path
+from swiftlite.common.config import Section
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.obj import digests, diskfile, sync
+
+log = logging.getLogger("swiftlite.object-replicator")
+NAME = "object-replicator"
+READ_BATCH = 64  # files read per thread hop when streaming to a peer
+
+
+class PeerError(Exception):
+    pass
+
+
+def local_partitions(device_path: str) -> list[int]:
+    try:
+        names = os.listdir(os.path.join(device_path, diskfile.OBJECTS))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def local_view(device_path: str, part: int, suffixes: list[str], reclaim_age: float,
+               ) -> tuple[dict[str, bytes], dict[str, dict[str, str]], int]:
+    """One thread hop: re-derive `suffixes`, list their states (reclaiming old tombstones),
+    and return (all digests, {suffix: {hash: state}}, tombstones reclaimed)."""
+    digests.rehash_suffixes(device_path, part, suffixes)
+    states, reclaimed = sync.states_reclaiming(device_path, part, suffixes, reclaim_age)
+    return digests.get_digests(device_path, part), states, reclaimed
+
+
+def remove_handoff(device_path: str, part: int, verified: dict[str, bytes]) -> int:
+    """Remove the objects of every suffix whose digest is still the one all primaries were
+    verified to hold; drop the partition dir once nothing is left. Returns objects removed."""
+    removed = 0
+    current = digests.get_digests(device_path, part)
+    for s, d in verified.items():
+        if current.get(s) != d:
+            continue  # written to since we checked: next pass
+        for h, st in digests.object_states(device_path, part, s).items():
+            removed += sync.remove_if_unchanged(device_path, part, h, st)
+    remove_empty_partition(device_path, part)
+    return removed
+
+
+def remove_empty_partition(device_path: str, part: int) -> bool:
+    part_dir = os.path.join(device_path, diskfile.OBJECTS, str(part))
+    if digests.get_digests(device_path, part):
+        return False
+    with digests.journal(device_path, part, exclusive=True):
+        try:
+            names = os.listdir(part_dir)
+        except FileNotFoundError:
+            return False
+        if any(os.path.isdir(os.path.join(part_dir, n)) for n in names):
+            return False  # an (empty) suffix dir may be a write in progress
+        shutil.rmtree(part_dir, ignore_errors=True)
+    return True
+
+
+class ObjectReplicator:
+    def __init__(self, conf: Section) -> None:
+        self.conf = conf
+        self.devices = conf.get_str("devices", "/srv/node")
+        self.reclaim_age = conf.get_float("reclaim_age", 7 * 86400.0)
+        self.concurrency = max(1, conf.get_int("concurrency", 4))
+        self.conn_timeout = conf.get_float("conn_timeout", 0.5)
+        self.node_timeout = conf.get_float("node_timeout", 30.0)
+        self.pacer = daemon.Pacer(conf.get_float("max_objects_per_second", 0.0),
+                                  conf.get_size("max_bytes_per_second", 0))
+        self.ring = daemon.load_ring(conf, "object")
+        self.session: aiohttp.ClientSession | None = None
+
+    async def setup(self) -> None:
+        self.session = make_session(self.conn_timeout, self.node_timeout, limit_per_host=8)
+
+    async def teardown(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    # ---- peer requests ------------------------------------------------------------------
+
+    async def _request(self, method: str, node: dict[str, Any], path: str,
+                       body: Any = None) -> Any:
+        assert self.session is not None
+        try:
+            async with self.session.request(method, node_url(node, path), data=body) as resp:
+                data = await resp.read()
+                if resp.status != 200:
+                    raise PeerError(f"{method} {node['ip']}:{node['port']}{path} -> "
+                                    f"{resp.status}")
+                return msgpack.unpackb(data, raw=False)
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            raise PeerError(f"{method} {node['ip']}:{node['port']}{path}: {exc!r}") from exc
+
+    async def peer_digests(self, node: dict[str, Any], part: int,
+                           suffixes: list[str] | None = None) -> dict[str, bytes]:
+        path = quote_path(node["device"], part)
+        if suffixes:
+            path += "/" + "-".join(sorted(suffixes))
+        return await self._request("REPLICATE", node, path)
+
+    async def peer_states(self, node: dict[str, Any], part: int,
+                          suffixes: list[str]) -> dict[str, dict[str, str]]:
+        return await self._request(sync.SYNC_METHOD, node,
+                                   quote_path(node["device"], part, "states"),
+                                   msgpack.packb(suffixes))
+
+    async def _frames(self, device_path: str, part: int, wanted: list[tuple[str, str]],
+                      sent: dict[str, int]) -> AsyncIterator[bytes]:
+        for i in range(0, len(wanted), READ_BATCH):
+            files = await run_blocking(sync.read_files, device_path, part,
+                                       wanted[i:i + READ_BATCH])
+            for h, name, data in files:
+                if isinstance(data, int):
+                    async for piece in self._big_file(device_path, part, h, name):
+                        yield piece
+                else:
+                    await self.pacer.pace(1, len(data))
+                    yield sync.frame(h, name, len(data)) + data
+                sent["files"] += 1
+                sent["bytes"] += len(data) if isinstance(data, bytes) else data
+
+    async def _big_file(self, device_path: str, part: int, h: str,
+                        name: str) -> AsyncIterator[bytes]:
+        path = os.path.join(diskfile.hash_dir(device_path, part, h), name)
+        try:
+            fd = await run_blocking(os.open, path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            size = os.fstat(fd).st_size
+            await self.pacer.pace(1, 0)
+            yield sync.frame(h, name, size)
+            off = 0
+            while off < size:
+                chunk = await run_blocking(os.pread, fd, min(sync.CHUNK, size - off), off)
+                if not chunk:
+                    raise OSError(f"{path} shrank while sending")
+                await self.pacer.pace(0, len(chunk))
+                yield chunk
+                off += len(chunk)
+        finally:
+            os.close(fd)
+
+    async def send(self, node: dict[str, Any], device_path: str, part: int,
+                   wanted: list[tuple[str, str]]) -> dict[str, int]:
+        sent = {"files": 0, "bytes": 0}
+        counts = await self._request(sync.SYNC_METHOD, node,
+                                     quote_path(node["device"], part, "sync"),
+                                     self._frames(device_path, part, wanted, sent))
+        counts.update(sent)
+        return counts
+
+    # ---- one partition --------------------------------------------------------------------
+
+    async def replicate_part(self, dev: dict[str, Any], part: int,
+                             stats: dict[str, Any]) -> None:
+        device_path = os.path.join(self.devices, dev["device"])
+        primaries = self.ring.get_part_nodes(part)
+        is_primary = any(n["id"] == dev["id"] for n in primaries)
+        peers = [n for n in primaries if n["id"] != dev["id"]]
+        local = await run_blocking(digests.get_digests, device_path, part)
+        stats["partitions"] += 1
+        if not is_primary:
+            stats["handoff_partitions"] += 1
+            if not local:
+                await run_blocking(remove_empty_partition, device_path, part)
+                return
+        states: dict[str, dict[str, str]] = {}  # listed suffixes, shared by all peers
+        all_ok = True
+        for peer in peers:
+            try:
+                local = await self.sync_peer(peer, device_path, part, local, states, stats)
+            except PeerError as exc:
+                log.warning("partition %s/%s with %s:%s/%s: %s", dev["device"], part,
+                            peer["ip"], peer["port"], peer["device"], exc)
+                stats["failures"] += 1
+                all_ok = False
+        if not is_primary and all_ok and peers:
+            removed = await run_blocking(remove_handoff, device_path, part, local)
+            stats["handoff_removed"] += removed
+
+    async def sync_peer(self, peer: dict[str, Any], device_path: str, part: int,
+                        local: dict[str, bytes], states: dict[str, dict[str, str]],
+                        stats: dict[str, Any]) -> dict[str, bytes]:
+        """Bring one peer up to date for this partition; returns our (possibly re-derived)
+        digests. Raises PeerError unless the peer ends up holding everything we hold."""
+        remote = await self.peer_digests(peer, part)
+        diff = [s for s, d in local.items() if remote.get(s) != d]
+        if not diff:
+            return local
+        todo = [s for s in diff if s not in states]
+        if todo:
+            local, listed, reclaimed = await run_blocking(
+                local_view, device_path, part, todo, self.reclaim_age)
+            states.update(listed)
+            stats["reclaimed"] += reclaimed
+            stats["objects"] += sum(len(v) for v in listed.values())
+            diff = [s for s, d in local.items() if remote.get(s) != d]
+            if not diff:
+                return local
+        stats["suffixes_synced"] += len(diff)
+        theirs = await self.peer_states(peer, part, diff)
+        wanted = [(h, f) for s in diff for h, st in states.get(s, {}).items()
+                  for f in sync.files_to_send(st, theirs.get(s, {}).get(h))]
+        if wanted:
+            counts = await self.send(peer, device_path, part, wanted)
+            stats["synced"] += counts.get("stored", 0)
+            stats["bytes"] += counts["bytes"]
+            if counts.get("bad"):
+                stats["failures"] += counts["bad"]
+            delivered = counts.get("stored", 0) + counts.get("stale", 0)
+            if delivered < len(wanted):
+                raise PeerError(f"{len(wanted) - delivered} of {len(wanted)} files not taken")
+        after = await self.peer_digests(peer, part, diff)
+        unmatched = [s for s in diff if after.get(s) != local.get(s)]
+        if unmatched:
+            # The peer holds newer versions there (it pushes them to us on its own pass),
+            # or it was written to meanwhile: check it holds at least what we hold.
+            theirs = await self.peer_states(peer, part, unmatched)
+            for s in unmatched:
+                for h, st in states.get(s, {}).items():
+                    if not sync.covered(st, theirs.get(s, {}).get(h)):
+                        raise PeerError(f"suffix {s} still differs")
+        return local
+
+    # ---- a pass ---------------------------------------------------------------------------
+
+    def _jobs(self) -> list[tuple[dict[str, Any], int]]:
+        jobs = []
+        for dev in daemon.local_devices(self.conf, self.ring, "object"):
+            path = os.path.join(self.devices, dev["device"])
+            if os.path.isdir(path):
+                jobs.extend((dev, p) for p in local_partitions(path))
+        return jobs
+
+    async def run_pass(self, stats: dict[str, Any]) -> None:
+        for k in ("handoff_partitions", "handoff_removed", "suffixes_synced", "reclaimed",
+                  "bytes"):
+            stats[k] = 0
+        self.ring._maybe_reload()
+        jobs = await run_blocking(self._jobs)
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(dev: dict[str, Any], part: int) -> None:
+            async with sem:
+                try:
+                    await self.replicate_part(dev, part, stats)
+                except Exception:
+                    log.exception("partition %s/%s", dev["device"], part)
+                    stats["failures"] += 1
+
+        await asyncio.gather(*(one(d, p) for d, p in jobs))
+
+
+def run_daemon(conf: Section, once: bool = False) -> int:
+    rep = ObjectReplicator(conf)
+    return daemon.run(conf, NAME, rep.run_pass, once, rep.setup, rep.teardown)

@@ -1,0 +1,317 @@
+"""Object replication protocol: the receiving end on the object server, and the state rules.
+
+Two routes on the object server (method MERGE, which aiohttp's C parser knows natively, so no
+method aliasing is needed; the object server's own routes never use it):
+
+- ``MERGE /{dev}/{part}/states``: body msgpack ``[suffix, ...]``; answers msgpack
+  ``{suffix: {hash: state}}`` (``digests.object_states``; one thread hop for all suffixes).
+- ``MERGE /{dev}/{part}/sync``: a streamed body of frames, each
+  ``u32 BE header length || msgpack header || raw file bytes`` with header
+  ``{"hash": str, "file": "<timestamp>.<data|ts|meta>", "size": int}``. Each file is written
+  exactly like a PUT (tmp, fsync, rename, dir fsync, obsolete files removed, digest journal
+  delta) by ``DataWriter.commit_raw``, which refuses a file not newer than what is stored.
+  A .data whose body does not match its own ETag is refused, so corruption never spreads.
+  Answers msgpack ``{"stored": n, "stale": n, "bad": n}``.
+
+A state (see ``digests``) is ``"<ts>.data|<ts>.meta"``, ``"<ts>.ts"``...: ``files_to_send``
+decides which of our current files a peer is missing, ``covered`` whether a peer holds
+everything we hold (so a handoff copy may go).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import shutil
+import struct
+import time
+from typing import Any
+
+import msgpack
+from aiohttp import web
+
+from swiftlite.common.config import Section
+from swiftlite.common.http import HTTPError, error
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.obj import digests, diskfile
+
+log = logging.getLogger("swiftlite.object.sync")
+
+FRAME_HEAD = struct.Struct(">I")
+MAX_HEADER = 64 * 1024
+WHOLE_FILE = 4 * 1024 * 1024  # files up to this are received in one thread hop
+CHUNK = 1024 * 1024
+SYNC_METHOD = "MERGE"
+_HASH_RE = re.compile(r"[0-9a-f]{32}")
+_FILE_RE = re.compile(r"[0-9]{10}\.[0-9]{5}(_[0-9a-f]{1,16})?\.(data|ts|meta)")
+_SUFFIX_RE = re.compile(r"[0-9a-f]{3}")
+_ROUTE_RE = re.compile(r"/([^/]+)/([0-9]+)/(states|sync)")
+
+
+# ---- states --------------------------------------------------------------------------------
+
+def split_state(state: str) -> tuple[str | None, str | None]:
+    """(main file .data/.ts or None, .meta file or None) of a state string."""
+    main = meta = None
+    for name in state.split("|") if state else []:
+        if name.endswith(".meta"):
+            meta = name
+        else:
+            main = name
+    return main, meta
+
+
+def _stem(name: str | None) -> str:
+    return name.rsplit(".", 1)[0] if name else ""
+
+
+def _main_key(name: str | None) -> tuple[str, bool]:
+    return (_stem(name), bool(name and name.endswith(".ts")))  # a .ts wins a tie
+
+
+def files_to_send(local: str, remote: str | None) -> list[str]:
+    """Our current file names the peer lacks (or holds only older versions of)."""
+    lmain, lmeta = split_state(local)
+    rmain, rmeta = split_state(remote or "")
+    out = []
+    if lmain and _main_key(lmain) > _main_key(rmain):
+        out.append(lmain)
+    effective = max(_main_key(lmain), _main_key(rmain))
+    if (lmeta and _stem(lmeta) > _stem(rmeta) and _stem(lmeta) > effective[0]
+            and not effective[1]):
+        out.append(lmeta)
+    return out
+
+
+def covered(local: str, remote: str | None) -> bool:
+    return not files_to_send(local, remote)
+
+
+# ---- local disk operations (blocking) --------------------------------------------------------
+
+def remove_if_unchanged(device_path: str, part: int | str, hexhash: str, state: str) -> bool:
+    """Delete an object's hash dir if its state is still `state`; keeps the digest exact."""
+    hdir = diskfile.hash_dir(device_path, part, hexhash)
+    with digests.journal(device_path, part) as j:
+        try:
+            dfd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(dfd, fcntl.LOCK_EX)
+            try:
+                if os.stat(hdir).st_ino != os.fstat(dfd).st_ino:
+                    return False
+            except FileNotFoundError:
+                return False
+            names = os.listdir(hdir)
+            current = diskfile.state_of(names)
+            if current != state:
+                return False
+            # Rename first so a writer waiting on the flock sees the dir gone and retries.
+            gone = os.path.join(device_path, diskfile.TMP, f"rm-{hexhash}-{os.urandom(4).hex()}")
+            os.makedirs(os.path.dirname(gone), exist_ok=True)
+            os.rename(hdir, gone)
+            j.record(hexhash[-3:], hexhash, current, "")
+        finally:
+            os.close(dfd)
+    shutil.rmtree(gone, ignore_errors=True)
+    try:
+        os.rmdir(os.path.dirname(hdir))  # the suffix dir, once empty
+    except OSError:
+        pass
+    return True
+
+
+def tombstone_expired(state: str, reclaim_age: float, now: float | None = None) -> bool:
+    main, meta = split_state(state)
+    if not main or not main.endswith(".ts") or meta:
+        return False
+    try:
+        ts = float(Timestamp.parse(_stem(main).split("_")[0]))
+    except (TimestampError, ValueError):
+        return False
+    return ts < (now if now is not None else time.time()) - reclaim_age
+
+
+def states_reclaiming(device_path: str, part: int | str, suffixes: list[str],
+                      reclaim_age: float) -> tuple[dict[str, dict[str, str]], int]:
+    """{suffix: {hash: state}} for the listed suffixes, dropping tombstones past reclaim_age."""
+    out: dict[str, dict[str, str]] = {}
+    reclaimed = 0
+    now = time.time()
+    for s in suffixes:
+        states = digests.object_states(device_path, part, s)
+        for h, st in list(states.items()):
+            if tombstone_expired(st, reclaim_age, now) and \
+                    remove_if_unchanged(device_path, part, h, st):
+                del states[h]
+                reclaimed += 1
+        out[s] = states
+    return out, reclaimed
+
+
+def read_files(device_path: str, part: int | str,
+               wanted: list[tuple[str, str]]) -> list[tuple[str, str, bytes | int]]:
+    """[(hash, file, bytes or size-if-large)] for the wanted (hash, file) pairs still present."""
+    out: list[tuple[str, str, bytes | int]] = []
+    for h, name in wanted:
+        path = os.path.join(diskfile.hash_dir(device_path, part, h), name)
+        try:
+            size = os.path.getsize(path)
+            if size > WHOLE_FILE:
+                out.append((h, name, size))
+                continue
+            with open(path, "rb") as f:
+                out.append((h, name, f.read()))
+        except FileNotFoundError:
+            continue  # superseded since the listing; the next pass sends the newer file
+    return out
+
+
+def frame(hexhash: str, name: str, size: int) -> bytes:
+    head = msgpack.packb({"hash": hexhash, "file": name, "size": size})
+    return FRAME_HEAD.pack(len(head)) + head
+
+
+# ---- receiving end ---------------------------------------------------------------------------
+
+def _check_data(name: str, data: bytes) -> bool:
+    """A whole .data file is consistent: trailer parses, body matches its ETag and length."""
+    try:
+        res = diskfile.parse_tail(data, len(data))
+    except diskfile.CorruptFile:
+        return False
+    if not isinstance(res, tuple):
+        return False
+    md, body_len = res
+    if not name.endswith(".data"):
+        return True
+    if str(body_len) != md.get("Content-Length", str(body_len)):
+        return False
+    return hashlib.md5(memoryview(data)[:body_len]).hexdigest() == md.get("ETag")
+
+
+def store_whole(device_path: str, part: int, hexhash: str, name: str, data: bytes,
+                fsync: bool) -> str:
+    if not _check_data(name, data):
+        return "bad"
+    w = diskfile.DataWriter(device_path, part, hexhash, fsync=fsync)
+    try:
+        w.write([data], hash_body=False)
+        w.commit_raw(name)
+    except diskfile.Conflict:
+        return "stale"
+    return "stored"
+
+
+class SyncReceiver:
+    def __init__(self, conf: Section) -> None:
+        self.devices = conf.get_str("devices", "/srv/node")
+        self.mount_check = conf.get_bool("mount_check", False)
+        self.fsync = conf.get_bool("fsync", True)
+
+    def _target(self, dev: str, part: str) -> tuple[str, int]:
+        if dev in (".", "..") or "/" in dev or not part.isdigit():
+            raise HTTPError(400, "Invalid device or partition")
+        path = os.path.join(self.devices, dev)
+        ok = os.path.ismount(path) if self.mount_check else os.path.isdir(path)
+        if not ok:
+            raise HTTPError(507, f"{dev} is not mounted")
+        return path, int(part)
+
+    async def states(self, request: web.Request, dev: str, part_s: str) -> web.Response:
+        dev_path, part = self._target(dev, part_s)
+        try:
+            sufs = msgpack.unpackb(await request.read(), raw=False)
+        except Exception:
+            return error(400, "body must be a msgpack list of suffixes")
+        if not isinstance(sufs, list) or not all(
+                isinstance(s, str) and _SUFFIX_RE.fullmatch(s) for s in sufs):
+            return error(400, "body must be a msgpack list of suffixes")
+
+        def list_states() -> dict[str, dict[str, str]]:
+            return {s: digests.object_states(dev_path, part, s) for s in sufs}
+
+        result = await run_blocking(list_states)
+        return web.Response(body=msgpack.packb(result), content_type="application/x-msgpack")
+
+    async def sync(self, request: web.Request, dev: str, part_s: str) -> web.Response:
+        dev_path, part = self._target(dev, part_s)
+        counts = {"stored": 0, "stale": 0, "bad": 0}
+        content = request.content
+        while True:
+            try:
+                raw = await content.readexactly(FRAME_HEAD.size)
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    return error(499, "sync stream ended early")
+                break  # EOF between frames: the end of the stream
+            (hlen,) = FRAME_HEAD.unpack(raw)
+            if hlen > MAX_HEADER:
+                return error(400, "frame header too large")
+            try:
+                head = msgpack.unpackb(await content.readexactly(hlen), raw=False)
+                h, name, size = head["hash"], head["file"], int(head["size"])
+            except Exception:
+                return error(400, "bad frame header")
+            if not _HASH_RE.fullmatch(h) or not _FILE_RE.fullmatch(name) or size < 0:
+                return error(400, "bad frame header")
+            try:
+                if size <= WHOLE_FILE:
+                    data = await content.readexactly(size)
+                    outcome = await run_blocking(store_whole, dev_path, part, h, name, data,
+                                                 self.fsync)
+                else:
+                    outcome = await self._store_streamed(content, dev_path, part, h, name, size)
+            except asyncio.IncompleteReadError:
+                return error(499, "sync stream ended early")
+            except OSError as exc:
+                if diskfile.is_enospc(exc):
+                    return error(507, "Insufficient Storage")
+                raise
+            counts[outcome] += 1
+        return web.Response(body=msgpack.packb(counts), content_type="application/x-msgpack")
+
+    async def _store_streamed(self, content: Any, dev_path: str, part: int, h: str, name: str,
+                              size: int) -> str:
+        w = diskfile.DataWriter(dev_path, part, h, fsync=self.fsync)
+        try:
+            left = size
+            while left:
+                chunk = await content.readexactly(min(CHUNK, left))
+                left -= len(chunk)
+                await run_blocking(w.write, [chunk], False)
+            try:
+                await run_blocking(w.commit_raw, name)
+            except diskfile.Conflict:
+                return "stale"
+            return "stored"
+        finally:
+            if w.tmp is not None:
+                await run_blocking(w.abort)
+
+
+def register_sync_routes(app: web.Application, conf: Section) -> None:
+    """Serve the replication routes on the object server's app.
+
+    A middleware rather than routes, so it works wherever the call sits relative to the
+    server's catch-all route; it costs other requests one string compare.
+    """
+    rx = SyncReceiver(conf)
+    handlers = {"states": rx.states, "sync": rx.sync}
+
+    @web.middleware
+    async def sync_routes(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.method == SYNC_METHOD:
+            m = _ROUTE_RE.fullmatch(request.path)
+            if m:
+                return await handlers[m.group(3)](request, m.group(1), m.group(2))
+        return await handler(request)
+
+    app.middlewares.append(sync_routes)
