@@ -8,16 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from multidict import CIMultiDict
 
-from swiftlite.common.client import node_url
+from swiftlite.common.fastclient import ClientError, ConnectError, Pool, Response
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")
 
-NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+NETWORK_ERRORS = (ClientError, asyncio.TimeoutError, OSError)
 
 # Headers never copied from a backend response to the client.
 HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "date",
@@ -47,31 +46,43 @@ def client_headers(resp_headers) -> CIMultiDict:
 
 
 class Backend:
-    def __init__(self, session: aiohttp.ClientSession, limiter: ErrorLimiter) -> None:
-        self.session = session
+    def __init__(self, pool: Pool, limiter: ErrorLimiter) -> None:
+        self.pool = pool
         self.limiter = limiter
+
+    async def open(self, node: dict[str, Any], method: str, path: str, headers: dict[str, str],
+                   data: Any = None, query: str = "") -> Response | None:
+        """Send a request and return once its head arrived (the caller reads or releases the
+        body); None, with the node's error counted, when the node could not answer."""
+        if query:
+            path = f"{path}?{query}"
+        try:
+            resp = await self.pool.request(node["ip"], node["port"], method, path, headers, data)
+        except NETWORK_ERRORS as exc:
+            if isinstance(exc, ConnectError):
+                self.limiter.fatal(node, f"{method} {path}: {exc}")
+            else:
+                self.limiter.error(node, f"{method} {path}: {exc!r}")
+            return None
+        if resp.status == 507:
+            self.limiter.fatal(node, "507 Insufficient Storage")
+        elif resp.status >= 500:
+            self.limiter.error(node, f"{method} {path}: {resp.status}")
+        return resp
 
     async def request(self, node: dict[str, Any], method: str, path: str,
                       headers: dict[str, str], data: Any = None,
                       query: str = "") -> BackendResponse | None:
         """One backend request with the body read; None when the node could not answer."""
-        try:
-            async with self.session.request(method, node_url(node, path, query),
-                                            headers=headers, data=data) as resp:
-                body = await resp.read()
-                status = resp.status
-                hdrs = CIMultiDict(resp.headers)
-        except NETWORK_ERRORS as exc:
-            if isinstance(exc, aiohttp.ClientConnectorError):
-                self.limiter.fatal(node, f"{method} {path}: {exc}")
-            else:
-                self.limiter.error(node, f"{method} {path}: {exc!r}")
+        resp = await self.open(node, method, path, headers, data, query)
+        if resp is None:
             return None
-        if status == 507:
-            self.limiter.fatal(node, "507 Insufficient Storage")
-        elif status >= 500:
-            self.limiter.error(node, f"{method} {path}: {status}")
-        return BackendResponse(status, hdrs, body, node)
+        try:
+            body = await resp.read()
+        except NETWORK_ERRORS as exc:
+            self.limiter.error(node, f"{method} {path}: reading: {exc!r}")
+            return None
+        return BackendResponse(resp.status, resp.headers, body, node)
 
     async def fan_out(self, ring: Ring, part: int, method: str, path_for: Callable[[dict], str],
                       headers_for: Callable[[int, dict], dict[str, str]],

@@ -17,11 +17,11 @@ import random
 import time
 from urllib.parse import quote, unquote
 
-import aiohttp
 from aiohttp import web
 
 from swiftlite.common import constraints
-from swiftlite.common.client import node_path, node_url
+from swiftlite.common.client import node_path
+from swiftlite.common.fastclient import Response
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.proxy.backend import (
@@ -82,7 +82,7 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
 
 
 async def open_object(proxy, request: web.Request, method: str, acct: str, cont: str, name: str,
-                      extra: dict[str, str] | None = None) -> aiohttp.ClientResponse | None:
+                      extra: dict[str, str] | None = None) -> Response | None:
     """The first replica's answer worth relaying (the caller releases it); None for 404.
 
     Replicas are tried in random order; 404s and errors fall through to the next (and to
@@ -99,25 +99,18 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     if request.headers.get("X-Newest", "").lower() in ("true", "1", "yes"):
         nodes = await _newest_first(proxy, request, part, nodes, (acct, cont, name))
     newest_tombstone: Timestamp | None = None
-    session = proxy.backend.session
     for node in nodes:
         if proxy.limiter.limited(node):
             continue
-        url = node_url(node, node_path(node, part, acct, cont, name))
-        try:
-            resp = await session.request(method, url, headers=headers)
-        except NETWORK_ERRORS as exc:
-            proxy.limiter.error(node, f"{method}: {exc!r}")
+        resp = await proxy.backend.open(node, method, node_path(node, part, acct, cont, name),
+                                        headers)
+        if resp is None:
             continue
         if resp.status == 404 or resp.status >= 500:
             if resp.status == 404:
                 tomb = _ts(resp.headers.get("X-Backend-Timestamp"))
                 if tomb and (newest_tombstone is None or tomb > newest_tombstone):
                     newest_tombstone = tomb
-            elif resp.status == 507:
-                proxy.limiter.fatal(node, "507")
-            else:
-                proxy.limiter.error(node, f"{method} {resp.status}")
             resp.release()
             continue
         data_ts = _ts(resp.headers.get("X-Timestamp"))
@@ -140,7 +133,7 @@ async def _newest_first(proxy, request, part, nodes, names) -> list[dict]:
     return [n for _, n in sorted(ranked, key=lambda x: -x[0])]
 
 
-async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse) -> web.StreamResponse:
+async def _relay_stream(request: web.Request, resp: Response) -> web.StreamResponse:
     try:
         out = web.StreamResponse(status=resp.status, headers=client_headers(resp.headers))
         length = resp.headers.get("Content-Length")
@@ -151,7 +144,7 @@ async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse) -> w
             await out.write_eof()
             return out
         await out.prepare(request)
-        async for chunk in resp.content.iter_chunked(STREAM_CHUNK * 4):
+        async for chunk in resp.iter_chunks(STREAM_CHUNK * 4):
             await out.write(chunk)
         await out.write_eof()
         return out
@@ -295,7 +288,7 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
     handoffs = (n for n in ring.get_more_nodes(part) if not proxy.limiter.limited(n))
     if length is not None:
         headers["Content-Length"] = str(length)
-    session = proxy.backend.session
+    pool = proxy.backend.pool
     feeds = [_Feed() for _ in primaries]
 
     async def send(index: int, node: dict | None) -> BackendResponse | None:
@@ -304,11 +297,11 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
             if proxy.limiter.limited(node) and not feed.started:
                 node = next(handoffs, None)
                 continue
-            url = node_url(node, node_path(node, part, acct, cont, name))
+            path = node_path(node, part, acct, cont, name)
             try:
-                async with session.put(url, headers=headers_for(index, node),
-                                       data=feed.body()) as r:
-                    return BackendResponse(r.status, r.headers.copy(), await r.read(), node)
+                r = await pool.request(node["ip"], node["port"], "PUT", path,
+                                       headers_for(index, node), feed.body())
+                return BackendResponse(r.status, r.headers, await r.read(), node)
             except NETWORK_ERRORS as exc:
                 proxy.limiter.error(node, f"PUT: {exc!r}")
                 if feed.started:
@@ -398,7 +391,7 @@ async def _copy(proxy, request: web.Request, target) -> web.StreamResponse:
         if length <= proxy.put_buffer_size:
             body = await resp.read()
             return await _store(proxy, target, headers, body, extra_response=extra)
-        return await _store(proxy, target, headers, resp.content.iter_chunked(STREAM_CHUNK),
+        return await _store(proxy, target, headers, resp.iter_chunks(STREAM_CHUNK),
                             length, extra_response=extra)
     finally:
         resp.release()

@@ -10,8 +10,8 @@ from typing import Any
 from aiohttp import web
 
 from swiftlite.common import constraints
-from swiftlite.common.client import make_session
 from swiftlite.common.config import Section
+from swiftlite.common.fastclient import Pool
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.server import make_app
 from swiftlite.common.timestamp import Timestamp
@@ -59,13 +59,13 @@ class Proxy:
         self._last_ts = Timestamp(0)
 
     async def startup(self, app: web.Application) -> None:
-        session = make_session(self.conn_timeout, self.node_timeout,
-                               self.conf.get_int("backend_connections_per_host", 64))
-        self.backend = Backend(session, self.limiter)
+        pool = Pool(self.conn_timeout, self.node_timeout,
+                    self.conf.get_int("backend_connections_per_host", 64))
+        self.backend = Backend(pool, self.limiter)
 
     async def cleanup(self, app: web.Application) -> None:
         if self.backend:
-            await self.backend.session.close()
+            await self.backend.pool.close()
 
     def next_timestamp(self) -> Timestamp:
         """Wall clock, but strictly increasing within this process."""
