@@ -7,6 +7,7 @@ endpoint (user test:tester, key testing) instead; the ring is then not used (pat
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import random
@@ -182,3 +183,27 @@ def test_migrate_manifest_in_ring_order(target, tmp_path):
     conn = swiftclient.Connection(auth_url, USER, KEY, retries=2, timeout=30)
     _, listing = conn.get_container(container, full_listing=True)
     assert sorted(o["name"] for o in listing) == sorted(f"f{i}.jpg" for i in range(0, 30, 2))
+    if ring:
+        assert_placed_as_ring_says(ring, conn.get_auth()[0].rsplit("/", 1)[-1], container,
+                                   [o["name"] for o in listing])
+
+
+def assert_placed_as_ring_says(ring_path, account, container, names):
+    """The tool's partitions (ring + [hash] affixes beside it) are where the cluster stored
+    the objects: <root>/<node>/<dev>/objects/<part>/<suffix>/<hash> on each primary device."""
+    from swiftlite.common import hashing
+    from swiftlite.migrate.ordering import load_ring
+
+    saved = (hashing._PREFIX.decode(), hashing._SUFFIX.decode())
+    try:
+        ring = load_ring(ring_path)
+        root = os.path.dirname(os.path.dirname(ring_path))
+        for name in names:
+            part, nodes = ring.get_nodes(account, container, name)
+            h = hashing.hash_path(account, container, name)
+            found = glob.glob(os.path.join(root, "*", "*", "objects", str(part), h[-3:], h))
+            devs = sorted(os.path.basename(f.split(os.sep + "objects" + os.sep)[0])
+                          for f in found)
+            assert devs == sorted(n["device"] for n in nodes), (name, part, found)
+    finally:
+        hashing.set_hash_path_affixes(*saved)  # process-global: leave them as found
