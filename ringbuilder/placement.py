@@ -35,10 +35,21 @@ class Placer:
         # With min_part_hours > 0 a partition moves at most one replica per rebalance.
         self.touched = bytearray(parts)
         self.one_per_part = one_per_part
-        # Slots re-placed in this run: moving one again costs no extra movement.
-        self.fresh: set[tuple[int, int]] = set()
+        # Slots re-placed in this run, per replica: moving one again costs no extra movement.
+        self.fresh = [bytearray(parts) for _ in tables]
         self.active = set(tiers.path)
         self.wanted: list[int] = []
+        # Paths without the root (which every replica shares), and for every node the children
+        # of the first descendant that branches, so the descent skips single-child tiers.
+        self.paths = {d: path[1:] for d, path in tiers.path.items()}
+        self.branch: list[list[int]] = []
+        self.leaf: list[int] = []
+        for node in range(len(tiers.level)):
+            n = node
+            while len(tiers.children[n]) == 1:
+                n = tiers.children[n][0]
+            self.branch.append(tiers.children[n])
+            self.leaf.append(tiers.dev_of[n])
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -63,46 +74,65 @@ class Placer:
     def choose(self, others: list[int]) -> int:
         """Device for one more replica of a partition whose other replicas are on `others`:
         at each tier the child holding the fewest of them, then the one wanting most."""
-        children = self.t.children
-        wanted = self.wanted
-        used: dict[int, int] = {}
-        paths = self.t.path
+        used: tuple[int, ...] = ()
+        paths = self.paths
         for d in others:
-            for n in paths[d]:
-                used[n] = used.get(n, 0) + 1
-        node = 0
+            used += paths[d]
+        return self._descend(used)
+
+    def _descend(self, used: tuple[int, ...]) -> int:
+        branch, wanted = self.branch, self.wanted
         want = wanted.__getitem__
+        node = 0
         while True:
-            kids = children[node]
+            kids = branch[node]
             if not kids:
-                return self.t.dev_of[node]
-            if len(kids) == 1:
-                node = kids[0]
-            elif not used:
-                node = max(kids, key=want)
+                return self.leaf[node]
+            best = max(kids, key=want)
+            if not used or best not in used:  # the usual case: no filtering needed
+                node = best
+                continue
+            free = [k for k in kids if k not in used]
+            if free:
+                node = max(free, key=want)
             else:
-                free = [k for k in kids if k not in used]
-                if free:
-                    node = max(free, key=want)
-                else:
-                    ndevs, maxrep = self.t.ndevs, self.t.maxrep
-                    node = min(kids, key=lambda k: (used[k] >= ndevs[k], used[k] >= maxrep[k],
-                                                    used[k], -wanted[k]))
+                ndevs, maxrep = self.t.ndevs, self.t.maxrep
+                count = used.count
+                node = min(kids, key=lambda k: (count(k) >= ndevs[k], count(k) >= maxrep[k],
+                                                count(k), -wanted[k]))
+
+    def _fill(self, r: int, plist: list[int]) -> None:
+        """Place replica r of every partition in plist (the hot loop of a first rebalance)."""
+        table = self.tables[r]
+        others_t = [tb for i, tb in enumerate(self.tables) if i != r]
+        paths, tpaths, wanted, descend = self.paths, self.t.path, self.wanted, self._descend
+        fresh = self.fresh[r]
+        for p in plist:
+            used: tuple[int, ...] = ()
+            for tb in others_t:
+                o = tb[p]
+                if o != NONE_DEV:
+                    used += paths[o]
+            d = descend(used)
+            table[p] = d
+            for n in tpaths[d]:
+                wanted[n] -= 1
+            fresh[p] = 1
 
     # -- the run -------------------------------------------------------------------------------
 
     def run(self) -> None:
         t, parts, tables = self.t, self.parts, self.tables
         # 1. holes and assignments on devices that left the tiers
-        forced: list[tuple[int, int]] = []
+        forced: list[list[int]] = [[] for _ in tables]
+        touched = self.touched
         for r, table in enumerate(tables):
-            counts = Counter(table)
-            gone = {d for d in counts if d not in self.active}
+            gone = {d for d in set(table) if d not in self.active}
             if gone:
-                forced.extend((r, p) for p, d in enumerate(table) if d in gone)
-        for r, p in forced:
-            tables[r][p] = NONE_DEV
-            self.touched[p] = 1
+                plist = forced[r] = [p for p, d in enumerate(table) if d in gone]
+                for p in plist:
+                    table[p] = NONE_DEV
+                    touched[p] = 1
         node_counts: dict[int, int] = {}
         for table in tables:
             for d, c in Counter(table).items():
@@ -113,14 +143,9 @@ class Placer:
         self.quota = quota
         self.wanted = [q - node_counts.get(n, 0) for n, q in enumerate(quota)]
         # Replica-major order with a shuffle per replica keeps co-located pairs random.
-        by_replica: list[list[int]] = [[] for _ in tables]
-        for r, p in forced:
-            by_replica[r].append(p)
-        for r, plist in enumerate(by_replica):
+        for r, plist in enumerate(forced):
             self.rng.shuffle(plist)
-            for p in plist:
-                self._assign(r, p, self.choose(self._others(r, p)))
-                self.fresh.add((r, p))
+            self._fill(r, plist)
         # 2. dispersion
         for r, p in self.dispersion_faults(pick=True):
             if (self.one_per_part and self.touched[p]) or not self.movable(p):
@@ -128,7 +153,7 @@ class Placer:
             self.touched[p] = 1
             self._unassign(r, p)
             self._assign(r, p, self.choose(self._others(r, p)))
-            self.fresh.add((r, p))
+            self.fresh[r][p] = 1
         # 3. balance
         for _ in range(BALANCE_ROUNDS):
             if not self._balance_round():
@@ -150,12 +175,12 @@ class Placer:
             dn = t.path[d][-1]
             cand = holdings[d]
             self.rng.shuffle(cand)
-            cand.sort(key=lambda rp: rp not in fresh)  # stable: fresh ones first, shuffled
+            cand.sort(key=lambda rp: not fresh[rp[0]][rp[1]])  # stable: fresh first, shuffled
             budget = max(500, -20 * wanted[dn])
             for r, p in cand:
                 if wanted[dn] >= 0 or budget <= 0:
                     break
-                if (r, p) not in fresh and ((self.one_per_part and self.touched[p])
+                if not fresh[r][p] and ((self.one_per_part and self.touched[p])
                                             or not self.movable(p)):
                     continue
                 budget -= 1
@@ -164,7 +189,7 @@ class Placer:
                 if best != d and wanted[t.path[best][-1]] > 0:
                     self._assign(r, p, best)
                     self.touched[p] = 1
-                    fresh.add((r, p))
+                    fresh[r][p] = 1
                     moved += 1
                 else:
                     self._assign(r, p, d)
