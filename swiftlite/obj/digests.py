@@ -12,8 +12,9 @@ On disk, under ``<device>/objects/<part>/``:
   file's identity, written before the file is linked into place); every later one is
   ``[suffix(int 0..4095), delta(16 bytes)]``. Deltas commute, so concurrent appends in any
   order are fine (each is one small O_APPEND write).
-- ``hashes.digests``: ``b"SLD1" + journal id(16) + folded offset(u64 LE) + 4096 * 16 bytes``:
-  the digests with every journal record before ``offset`` of journal ``id`` folded in. Folding
+- ``hashes.digests``: ``b"SLD1" + journal id(16) + folded offset(u64 LE) + msgpack map``
+  ``{suffix: 16-byte digest}`` of the non-empty suffixes: the digests with every journal
+  record before ``offset`` of journal ``id`` folded in (REPLICATE answers that map). Folding
   writes this file (tmp, fsync, rename) then unlinks the journal; a crash in between re-reads
   the same journal from ``offset``, so no delta is ever applied twice.
 
@@ -53,6 +54,8 @@ DIGESTS = "hashes.digests"
 SUFFIXES = 4096
 _MAGIC = b"SLD1"
 _HEAD = struct.Struct("<4s16sQ")
+SUFFIX_NAMES = [f"{i:03x}" for i in range(SUFFIXES)]
+_ZERO = bytes(16)
 FOLD_BYTES = 256 * 1024  # ~11k records; past this a read folds (and the server folds early)
 
 
@@ -159,23 +162,28 @@ def journal(device_path: str, part: int | str, exclusive: bool = False) -> Journ
     return Journal(device_path, part, exclusive)
 
 
-def _read_digest_file(part_dir: str) -> tuple[bytes, int, list[int]]:
-    """(journal id folded, offset folded, digests as 4096 ints); zeros when absent or bad."""
+def _read_digest_file(part_dir: str) -> tuple[bytes, int, dict[str, bytes]]:
+    """(journal id folded, offset folded, {suffix: digest}); empty when absent or bad."""
     try:
         with open(os.path.join(part_dir, DIGESTS), "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        data = b""
-    if len(data) != _HEAD.size + SUFFIXES * 16 or not data.startswith(_MAGIC):
-        return b"", 0, [0] * SUFFIXES
+        return b"", 0, {}
+    if len(data) < _HEAD.size or not data.startswith(_MAGIC):
+        return b"", 0, {}
     _, jid, offset = _HEAD.unpack_from(data)
-    mv = memoryview(data)[_HEAD.size:]
-    digests = [int.from_bytes(mv[i * 16:(i + 1) * 16], "big") for i in range(SUFFIXES)]
+    try:
+        digests = msgpack.unpackb(data[_HEAD.size:], raw=False)
+    except (ValueError, msgpack.UnpackException):
+        return b"", 0, {}
+    if not isinstance(digests, dict):
+        return b"", 0, {}
     return jid, offset, digests
 
 
-def _write_digest_file(part_dir: str, jid: bytes, offset: int, digests: list[int]) -> None:
-    body = b"".join(d.to_bytes(16, "big") for d in digests)
+def _write_digest_file(part_dir: str, jid: bytes, offset: int,
+                       digests: dict[str, bytes]) -> None:
+    body = msgpack.packb(digests, use_bin_type=True)
     tmp = os.path.join(part_dir, f".digests-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         with open(tmp, "wb") as f:
@@ -192,11 +200,11 @@ def _write_digest_file(part_dir: str, jid: bytes, offset: int, digests: list[int
     _fsync_dir(part_dir)
 
 
-def _apply(j: Journal, digests_state: tuple[bytes, int, list[int]]) -> tuple[bytes, int, bool]:
-    """Fold the journal's unfolded records into the digests list in place.
+def _apply(j: Journal, state: tuple[bytes, int, dict[str, bytes]]) -> tuple[bytes, int, bool]:
+    """Fold the journal's unfolded records into the digests dict in place.
 
     Returns (journal id, offset folded to, whether anything was applied)."""
-    fjid, foffset, digests = digests_state
+    fjid, foffset, digests = state
     jid, records = j.read()
     start = foffset if jid and jid == fjid else 0
     end = start
@@ -204,24 +212,24 @@ def _apply(j: Journal, digests_state: tuple[bytes, int, list[int]]) -> tuple[byt
     for off, suffix, delta in records:
         if off <= start:
             continue
-        digests[suffix] ^= delta
+        name = SUFFIX_NAMES[suffix]
+        d = int.from_bytes(digests.get(name, _ZERO), "big") ^ delta
+        if d:
+            digests[name] = d.to_bytes(16, "big")
+        else:
+            digests.pop(name, None)
         end = off
         changed = True
     return jid, end, changed
 
 
-def _fold_locked(j: Journal) -> list[int]:
+def _fold_locked(j: Journal) -> dict[str, bytes]:
     state = _read_digest_file(j.part_dir)
     jid, end, changed = _apply(j, state)
-    digests = state[2]
     if changed:
-        _write_digest_file(j.part_dir, jid, end, digests)
+        _write_digest_file(j.part_dir, jid, end, state[2])
     os.unlink(j.path)  # waiting writers see nlink == 0 and start a new journal
-    return digests
-
-
-def _as_dict(digests: list[int]) -> dict[str, bytes]:
-    return {f"{i:03x}": d.to_bytes(16, "big") for i, d in enumerate(digests) if d}
+    return state[2]
 
 
 def _part_exists(device_path: str, part: int | str) -> bool:
@@ -233,7 +241,7 @@ def fold(device_path: str, part: int | str) -> dict[str, bytes]:
     if not _part_exists(device_path, part):
         return {}
     with journal(device_path, part, exclusive=True) as j:
-        return _as_dict(_fold_locked(j))
+        return _fold_locked(j)
 
 
 def get_digests(device_path: str, part: int | str) -> dict[str, bytes]:
@@ -244,7 +252,7 @@ def get_digests(device_path: str, part: int | str) -> dict[str, bytes]:
         if j.size <= FOLD_BYTES:
             state = _read_digest_file(j.part_dir)
             _apply(j, state)
-            return _as_dict(state[2])
+            return state[2]
     return fold(device_path, part)
 
 
@@ -291,10 +299,14 @@ def rehash_suffixes(device_path: str, part: int | str,
         jid, end, _ = _apply(j, state)
         digests = state[2]
         for s in wanted:
-            digests[int(s, 16)] = _suffix_digest(j.part_dir, s)
+            d = _suffix_digest(j.part_dir, s)
+            if d:
+                digests[s] = d.to_bytes(16, "big")
+            else:
+                digests.pop(s, None)
         _write_digest_file(j.part_dir, jid, end, digests)
         os.unlink(j.path)
-        return _as_dict(digests)
+        return digests
 
 
 def recompute(device_path: str, part: int | str) -> dict[str, bytes]:
