@@ -79,6 +79,10 @@ class ETagMismatch(Exception):
     pass
 
 
+class Exists(Exception):
+    """PUT with If-None-Match: * and the object exists: 412."""
+
+
 class CorruptFile(Exception):
     pass
 
@@ -346,7 +350,8 @@ class DataWriter:
     """Streams one object file to tmp in batches (one thread hop per batch), then commits."""
 
     def __init__(self, device_path: str, part: int | str, hexhash: str,
-                 fsync: bool = True) -> None:
+                 fsync: bool = True, refuse_existing: bool = False) -> None:
+        self.refuse_existing = refuse_existing  # If-None-Match: *
         self.device_path = device_path
         self.part = part
         self.hexhash = hexhash
@@ -358,8 +363,10 @@ class DataWriter:
 
     def check_newer(self, ts: str) -> None:
         """Early refusal (no lock): a PUT not newer than the stored object is a 409."""
-        _check_newer_than(ts)(None, _listdir(hash_dir(self.device_path, self.part,
-                                                      self.hexhash)))
+        names = _listdir(hash_dir(self.device_path, self.part, self.hexhash))
+        if self.refuse_existing and (current_files(names)[0] or "").endswith(".data"):
+            raise Exists()
+        _check_newer_than(ts)("", names)
 
     def write(self, chunks: list[bytes], hash_body: bool = True) -> None:
         if self.fd < 0:

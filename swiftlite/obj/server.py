@@ -182,13 +182,16 @@ class ObjectServer:
         metadata["name"] = f"/{acc}/{cont}/{obj}"
         metadata["Content-Type"] = request.headers.get("Content-Type") or DEFAULT_CT
         hexhash = hash_path(acc, cont, obj)
-        writer = diskfile.DataWriter(dev_path, part, hexhash, fsync=self.fsync)
+        writer = diskfile.DataWriter(dev_path, part, hexhash, fsync=self.fsync,
+                                     refuse_existing=request.headers.get("If-None-Match") == "*")
         try:
             res = await self._receive(request, writer, cl, metadata, ts)
         except diskfile.Conflict as exc:
             return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
         except diskfile.ETagMismatch:
             return error(422, "Unprocessable Entity: ETag mismatch")
+        except diskfile.Exists:
+            return error(412, "Precondition Failed")
         finally:
             if writer.tmp is not None:
                 await run_blocking(writer.abort)

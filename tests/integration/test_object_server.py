@@ -122,6 +122,10 @@ async def test_conflicts(server, client):
     st, _, _ = await call(client, server, "POST", path, {"X-Timestamp": ts(-50)})
     assert st == 409
     assert (await call(client, server, "GET", path))[2] == b"1"
+    st, _, _ = await call(client, server, "PUT", path,
+                          {"X-Timestamp": ts(), "If-None-Match": "*"}, b"3")
+    assert st == 412
+    assert (await call(client, server, "GET", path))[2] == b"1"
     assert tmp_files(server) == []
 
 

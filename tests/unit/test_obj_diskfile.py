@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import subprocess
@@ -181,3 +182,27 @@ def test_clean_tmp_removes_dead_writers_only(dev):
     open(os.path.join(tdir, live), "wb").close()
     assert diskfile.clean_tmp(dev) == 1
     assert os.listdir(tdir) == [live]
+
+
+def test_enospc_leaves_no_temp_file(dev, monkeypatch):
+    # A full disk cannot be made without root; fail the write the way the kernel would.
+    put(dev, "0000000001.00000", b"old")
+
+    def full(fd, chunks):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(diskfile, "_write_all", full)
+    with pytest.raises(OSError) as ei:
+        put(dev, "0000000002.00000", b"new")
+    assert diskfile.is_enospc(ei.value)
+    assert os.listdir(os.path.join(dev, "tmp")) == []
+    assert os.listdir(diskfile.hash_dir(dev, 0, H)) == ["0000000001.00000.data"]
+
+
+def test_refuse_existing(dev):
+    w = diskfile.DataWriter(dev, 0, H, refuse_existing=True)
+    w.put([b"a"], {}, "0000000001.00000")
+    with pytest.raises(diskfile.Exists):
+        diskfile.DataWriter(dev, 0, H, refuse_existing=True).put([b"b"], {}, "0000000002.00000")
+    diskfile.write_marker(dev, 0, H, "0000000003.00000", "ts", {})
+    diskfile.DataWriter(dev, 0, H, refuse_existing=True).put([b"c"], {}, "0000000004.00000")
