@@ -1,0 +1,125 @@
+"""The DB servers' replication endpoint: `MERGE /{dev}/{part}/{hash}` with a msgpack body.
+
+MERGE is a method aiohttp's C parser knows natively and the DB servers do not otherwise use.
+Ops (request -> answer, all msgpack maps; each op is one thread hop on this side):
+
+- ``{"op": "sync", "id", "info": {put_timestamp, delete_timestamp}, "metadata"}``: merge the
+  sender's DB timestamps and metadata (newest wins) and answer ``{"exists": true, "point":
+  our sync point for the sender's id, "id": our DB id}``, or ``{"exists": false}``.
+- ``{"op": "create", "info": {account, container, put_timestamp, delete_timestamp},
+  "metadata"}``: make the DB (we had none), answer as "sync" with point -1.
+- ``{"op": "merge", "id", "rows": [...], "point": int}``: merge item rows newest-wins in one
+  transaction, then record ``point`` (the sender's last ROWID sent) as its sync point.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import msgpack
+from aiohttp import web
+
+from swiftlite.account.broker import AccountBroker
+from swiftlite.common.config import Section
+from swiftlite.common.http import HTTPError, error
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.container.broker import ContainerBroker
+from swiftlite.db.broker import DatabaseBroker
+from swiftlite.db.cache import BrokerCache
+from swiftlite.db.paths import DB_DIRS, DeviceChecker
+
+METHOD = "MERGE"
+BROKERS: dict[str, type[DatabaseBroker]] = {"container": ContainerBroker,
+                                            "account": AccountBroker}
+_ROUTE_RE = re.compile(r"/([^/]+)/([0-9]+)/([0-9a-f]{32})")
+
+
+def hash_db_file(device_path: str, kind: str, part: int | str, hexhash: str) -> str:
+    return os.path.join(device_path, DB_DIRS[kind], str(part), hexhash[-3:], hexhash,
+                        hexhash + ".db")
+
+
+def item_rows(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [{k: r[k] for k in columns if k in r} for r in rows]
+
+
+class ReplicationReceiver:
+    def __init__(self, kind: str, conf: Section) -> None:
+        self.kind = kind
+        self.cls = BROKERS[kind]
+        self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
+                                     conf.get_bool("mount_check", False))
+        synchronous = conf.get_str("db_synchronous", "FULL").upper()
+        self.brokers: BrokerCache[DatabaseBroker] = BrokerCache(
+            lambda p: self.cls(p, synchronous=synchronous), 64)
+
+    def _sync(self, broker: DatabaseBroker, req: dict[str, Any]) -> dict[str, Any]:
+        info = req.get("info") or {}
+        broker.merge_timestamps(info.get("put_timestamp"), info.get("delete_timestamp"))
+        if req.get("metadata"):
+            broker.update_metadata(req["metadata"])
+        return {"exists": True, "point": broker.get_sync(str(req["id"])),
+                "id": broker.get_info()["id"]}
+
+    def _create(self, broker: DatabaseBroker, req: dict[str, Any]) -> dict[str, Any]:
+        info = req["info"]
+        broker.account = info["account"]
+        broker.container = info.get("container")
+        broker.put_db(info["put_timestamp"], req.get("metadata") or None)
+        return self._sync(broker, req)
+
+    def _merge(self, broker: DatabaseBroker, req: dict[str, Any]) -> dict[str, Any]:
+        changed = broker.merge_items(item_rows(req["rows"], broker.ITEM_COLUMNS))
+        broker.set_sync(str(req["id"]), int(req["point"]))
+        return {"changed": changed}
+
+    def handle_blocking(self, path: str, req: dict[str, Any]) -> dict[str, Any]:
+        broker = self.brokers.get(path)
+        op = req.get("op")
+        if op == "create":
+            return self._create(broker, req)
+        if not os.path.exists(path):
+            return {"exists": False}
+        if op == "sync":
+            return self._sync(broker, req)
+        if op == "merge":
+            return self._merge(broker, req)
+        raise HTTPError(400, f"unknown op {op!r}")
+
+    async def handle(self, request: web.Request, dev: str, part: str,
+                     hexhash: str) -> web.Response:
+        dev_path = self.devices.check(dev)
+        try:
+            req = msgpack.unpackb(await request.read(), raw=False)
+            if not isinstance(req, dict):
+                raise ValueError("not a map")
+        except Exception:
+            return error(400, "body must be a msgpack map")
+        path = hash_db_file(dev_path, self.kind, int(part), hexhash)
+        try:
+            result = await run_blocking(self.handle_blocking, path, req)
+        except (KeyError, TypeError, ValueError) as exc:
+            return error(400, f"bad replication request: {exc!r}")
+        return web.Response(body=msgpack.packb(result, use_bin_type=True),
+                            content_type="application/x-msgpack")
+
+
+def register_db_replication_routes(app: web.Application, kind: str, conf: Section) -> None:
+    """Serve `MERGE /{dev}/{part}/{hash}` for a container or account server's app.
+
+    A middleware rather than a route, so it works wherever the call sits relative to the
+    server's catch-all route; other requests pay one string compare.
+    """
+    rx = ReplicationReceiver(kind, conf)
+
+    @web.middleware
+    async def db_replication(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.method == METHOD:
+            m = _ROUTE_RE.fullmatch(request.path)
+            if m:
+                return await rx.handle(request, m.group(1), m.group(2), m.group(3))
+        return await handler(request)
+
+    app.middlewares.append(db_replication)
