@@ -24,6 +24,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import aiohttp
 from yarl import URL
@@ -106,9 +107,9 @@ class Endpoint:
     stats: dict[str, PhaseStats] = field(default_factory=dict)
 
     def url(self, name: str | None = None) -> URL:
-        raw = f"{self.storage_url.rstrip('/')}/{self.container}"
+        raw = f"{self.storage_url.rstrip('/')}/{quote(self.container, safe='')}"
         if name is not None:
-            raw += "/" + name
+            raw += "/" + quote(name)
         return URL(raw, encoded=True)
 
 

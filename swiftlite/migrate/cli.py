@@ -143,8 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(migrate(args))
-    return uvloop.run(migrate(args))
+        uvloop = None
+    try:
+        return uvloop.run(migrate(args)) if uvloop else asyncio.run(migrate(args))
+    except KeyboardInterrupt:  # Ctrl-C while walking, before any upload started
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
