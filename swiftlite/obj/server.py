@@ -27,7 +27,7 @@ from swiftlite.common.methods import install_method_aliases
 from swiftlite.common.server import make_app
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import digests, diskfile, ranges
+from swiftlite.obj import digests, diskfile, ranges, sync
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 
 log = logging.getLogger("swiftlite.object")
@@ -432,6 +432,7 @@ async def create_app(conf: Section) -> web.Application:
     app = make_app()
     app["object_server"] = server
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
+    sync.register_sync_routes(app, conf)  # the replicator's MERGE states/sync endpoints
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
     return app
