@@ -1,0 +1,149 @@
+"""The object auditor: read every object slowly, quarantine bad copies, re-derive digests.
+
+Each pass walks every partition of every device under ``devices``. For each object it reads
+the current files (at most ``max_bytes_per_second``, ``max_files_per_second``): a .data's body
+must match its ETag and Content-Length and its metadata must carry name, X-Timestamp, ETag;
+a .ts/.meta must have a readable trailer. A bad object's hash dir moves to
+``quarantined/objects/`` through ``diskfile.quarantine``, which updates the suffix digest, so
+the replicator sees the difference and restores a good copy from a peer. Tombstones older than
+``reclaim_age`` are removed on the way. As a safety net against digest drift, the digests of
+``rehash_partitions_per_pass`` partitions per device (round-robin) are re-derived per pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from typing import Any
+
+from swiftlite.common import daemon
+from swiftlite.common.config import Section
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.obj import digests, diskfile, sync
+
+log = logging.getLogger("swiftlite.object-auditor")
+NAME = "object-auditor"
+READ = 1024 * 1024
+REQUIRED = ("name", "X-Timestamp", "ETag", "Content-Length")
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def check_file(path: str) -> tuple[bool, int]:
+    """(file is sound, bytes read). Blocking; reads the whole file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return True, 0  # replaced since the listing: the newer file is checked next pass
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            md, body_len = diskfile.read_fd_metadata(fd, size)
+        except diskfile.CorruptFile:
+            return False, 0
+        if not path.endswith(".data"):
+            return "X-Timestamp" in md, size - body_len
+        if any(k not in md for k in REQUIRED) or md["Content-Length"] != str(body_len):
+            return False, size - body_len
+        md5 = hashlib.md5()
+        off = 0
+        while off < body_len:
+            chunk = os.pread(fd, min(READ, body_len - off), off)
+            if not chunk:
+                return False, off
+            md5.update(chunk)
+            off += len(chunk)
+        return md5.hexdigest() == md["ETag"], size
+    finally:
+        os.close(fd)
+
+
+def audit_suffix(device_path: str, part: str, suffix: str,
+                 reclaim_age: float) -> dict[str, int]:
+    """Audit every object of one suffix dir (one thread hop)."""
+    out = {"objects": 0, "quarantined": 0, "bytes": 0, "reclaimed": 0}
+    sdir = os.path.join(device_path, diskfile.OBJECTS, part, suffix)
+    for h in _listdir(sdir):
+        if len(h) != 32:
+            continue
+        hdir = os.path.join(sdir, h)
+        names = _listdir(hdir)
+        state = diskfile.state_of(names)
+        if not state:
+            continue
+        out["objects"] += 1
+        if sync.tombstone_expired(state, reclaim_age):
+            out["reclaimed"] += sync.remove_if_unchanged(device_path, part, h, state)
+            continue
+        for name in state.split("|"):
+            ok, n = check_file(os.path.join(hdir, name))
+            out["bytes"] += n
+            if not ok:
+                log.error("quarantining %s/%s (bad %s)", hdir, name, name.rsplit(".", 1)[1])
+                if diskfile.quarantine(device_path, part, h):
+                    out["quarantined"] += 1
+                break
+    return out
+
+
+class Auditor:
+    def __init__(self, conf: Section) -> None:
+        self.conf = conf
+        self.devices = conf.get_str("devices", "/srv/node")
+        self.reclaim_age = conf.get_float("reclaim_age", 7 * 86400.0)
+        self.rehash_per_pass = conf.get_int("rehash_partitions_per_pass", 4)
+        self.pacer = daemon.Pacer(conf.get_float("max_files_per_second", 20.0),
+                                  conf.get_size("max_bytes_per_second", 10 * 1024 * 1024))
+        self._rehash_next: dict[str, int] = {}  # device -> index of next partition to rehash
+
+    def _walk(self) -> list[tuple[str, str, list[str]]]:
+        out = []
+        for d in _listdir(self.devices):
+            dev_path = os.path.join(self.devices, d)
+            for p in _listdir(os.path.join(dev_path, diskfile.OBJECTS)):
+                if p.isdigit():
+                    sufs = [s for s in _listdir(os.path.join(dev_path, diskfile.OBJECTS, p))
+                            if len(s) == 3]
+                    out.append((dev_path, p, sufs))
+        return out
+
+    async def run_pass(self, stats: dict[str, Any]) -> None:
+        for k in ("quarantined", "bytes", "reclaimed", "rehashed"):
+            stats[k] = 0
+        work = await run_blocking(self._walk)
+        for dev_path, part, sufs in work:
+            stats["partitions"] += 1
+            for s in sufs:
+                res = await run_blocking(audit_suffix, dev_path, part, s, self.reclaim_age)
+                for k in ("objects", "quarantined", "bytes", "reclaimed"):
+                    stats[k] += res[k]
+                await self.pacer.pace(res["objects"], res["bytes"])
+        await self._rehash_some(work, stats)
+
+    async def _rehash_some(self, work: list[tuple[str, str, list[str]]],
+                           stats: dict[str, Any]) -> None:
+        by_dev: dict[str, list[tuple[str, list[str]]]] = {}
+        for dev_path, part, sufs in work:
+            by_dev.setdefault(dev_path, []).append((part, sufs))
+        for dev_path, parts in by_dev.items():
+            start = self._rehash_next.get(dev_path, 0) % len(parts)
+            for i in range(min(self.rehash_per_pass, len(parts))):
+                part, sufs = parts[(start + i) % len(parts)]
+                before = await run_blocking(digests.get_digests, dev_path, part)
+                after = await run_blocking(digests.rehash_suffixes, dev_path, part,
+                                           sorted(set(sufs) | set(before)))
+                if after != before:
+                    log.warning("digest drift healed in %s/objects/%s", dev_path, part)
+                    stats["rehashed"] += 1
+            self._rehash_next[dev_path] = start + self.rehash_per_pass
+
+
+def run_daemon(conf: Section, once: bool = False) -> int:
+    aud = Auditor(conf)
+    return daemon.run(conf, NAME, aud.run_pass, once)
