@@ -8,10 +8,11 @@ is a tombstone (deleted=1), left out of listings and totals.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from swiftlite.db.broker import ZERO_TS, DatabaseBroker
-from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, walk
+from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
 
 CONTAINER_SCHEMA = """
 CREATE TABLE container (
@@ -112,13 +113,13 @@ class AccountBroker(DatabaseBroker):
         with self._lock:
             conn = self._get_conn()
 
-            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> list[tuple]:
+            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> Iterable[tuple]:
                 where, args = bounds_sql(b, prefix)
                 order = "DESC" if reverse else "ASC"
                 return conn.execute(
                     "SELECT name, object_count, bytes_used, put_timestamp FROM container"
                     f" WHERE deleted = 0 AND {where} ORDER BY name {order} LIMIT ?",
-                    (*args, limit)).fetchall()
+                    (*args, limit))
 
             conn.execute("BEGIN")
             try:
@@ -127,3 +128,9 @@ class AccountBroker(DatabaseBroker):
             finally:
                 conn.execute("COMMIT")
             return info, rows
+
+    def list_containers_body(self, params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
+        """(info, body, content type): query and rendering in one thread hop."""
+        info, rows = self.list_containers(params)
+        body, ctype = render_body(rows, params.out_format, "account", info["account"])
+        return info, body, ctype

@@ -22,7 +22,7 @@ from swiftlite.db.broker import ZERO_TS, DatabaseNotFound
 from swiftlite.db.cache import BrokerCache
 from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import meta_headers, req_int, req_metadata, req_timestamp
-from swiftlite.db.listing import parse_params, render
+from swiftlite.db.listing import parse_params, response
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
 from swiftlite.db.reclaimer import reclaim_loop
 
@@ -163,12 +163,12 @@ class AccountServer:
     async def get(self, request: web.Request, broker: AccountBroker) -> web.StreamResponse:
         params = parse_params(request, ACCOUNT_LISTING_LIMIT)
         try:
-            info, rows = await run_blocking(broker.list_containers, params)
+            info, body, ctype = await run_blocking(broker.list_containers_body, params)
         except DatabaseNotFound:
             return error(404, "Not Found")
         if info["deleted"]:
             return error(404, "Not Found", _backend_ts(info))
-        return render(rows, params.out_format, "account", info["account"], info_headers(info))
+        return response(body, ctype, info_headers(info))
 
     async def container_update(self, request: web.Request, broker: AccountBroker,
                                container: str) -> web.StreamResponse:

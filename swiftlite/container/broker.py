@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from swiftlite.db.broker import DatabaseBroker
-from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, walk
+from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
 
 OBJECT_SCHEMA = """
 CREATE TABLE object (
@@ -84,13 +85,13 @@ class ContainerBroker(DatabaseBroker):
         with self._lock:
             conn = self._get_conn()
 
-            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> list[tuple]:
+            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> Iterable[tuple]:
                 where, args = bounds_sql(b, prefix)
                 order = "DESC" if reverse else "ASC"
                 return conn.execute(
                     "SELECT name, created_at, size, content_type, etag FROM object"
                     f" WHERE deleted = 0 AND {where} ORDER BY name {order} LIMIT ?",
-                    (*args, limit)).fetchall()
+                    (*args, limit))
 
             # One read transaction so info and rows are a consistent snapshot.
             conn.execute("BEGIN")
@@ -100,3 +101,9 @@ class ContainerBroker(DatabaseBroker):
             finally:
                 conn.execute("COMMIT")
             return info, rows
+
+    def list_objects_body(self, params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
+        """(info, body, content type): query and rendering in one thread hop."""
+        info, rows = self.list_objects(params)
+        body, ctype = render_body(rows, params.out_format, "container", info["container"] or "")
+        return info, body, ctype

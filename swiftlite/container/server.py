@@ -44,7 +44,7 @@ from swiftlite.db.headers import (
     req_metadata,
     req_timestamp,
 )
-from swiftlite.db.listing import parse_params, render
+from swiftlite.db.listing import parse_params, response
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
 from swiftlite.db.reclaimer import reclaim_loop
 
@@ -240,13 +240,12 @@ class ContainerServer:
                   dev_path: str) -> web.StreamResponse:
         params = parse_params(request, CONTAINER_LISTING_LIMIT)
         try:
-            info, rows = await run_blocking(broker.list_objects, params)
+            info, body, ctype = await run_blocking(broker.list_objects_body, params)
         except DatabaseNotFound:
             return error(404, "Not Found")
         if info["deleted"]:
             return error(404, "Not Found", _backend_ts(info))
-        return render(rows, params.out_format, "container", info["container"] or "",
-                      info_headers(info))
+        return response(body, ctype, info_headers(info))
 
     # -- object rows ---------------------------------------------------------------------
     async def _commit(self, broker: ContainerBroker, dev_path: str,

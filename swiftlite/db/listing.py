@@ -7,7 +7,8 @@ Python's code point order is the same order, so bounds can be computed on str.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -15,6 +16,7 @@ from xml.sax.saxutils import escape, quoteattr
 from aiohttp import web
 
 from swiftlite.common.http import HTTPError, query_str
+from swiftlite.common.timestamp import Timestamp
 
 TRUE_VALUES = {"1", "true", "yes", "on", "t", "y"}
 MAX_CHAR = 0x10FFFF
@@ -136,8 +138,9 @@ def bounds_sql(b: Bounds, prefix: str | None) -> tuple[str, list[str]]:
     return (" AND ".join(conds) or "1"), args
 
 
-# fetch(bounds, prefix, limit, reverse) -> rows (tuples whose first item is the name)
-Fetch = Callable[[Bounds, str | None, int, bool], list[tuple]]
+# fetch(bounds, prefix, limit, reverse) -> rows (tuples whose first item is the name), read
+# lazily: a delimiter walk stops at the first rolled-up name and re-queries past it.
+Fetch = Callable[[Bounds, str | None, int, bool], Iterable[tuple]]
 
 
 def walk(fetch: Fetch, p: ListingParams) -> list[tuple]:
@@ -161,7 +164,9 @@ def walk(fetch: Fetch, p: ListingParams) -> list[tuple]:
             results.extend(rows)
             break
         rolled = False
+        seen = 0
         for row in rows:
+            seen += 1
             name = row[0]
             end = name.find(delim, len(prefix))
             if end < 0:
@@ -183,16 +188,26 @@ def walk(fetch: Fetch, p: ListingParams) -> list[tuple]:
                 b.lo, b.lo_incl = nxt, True
             rolled = True
             break
-        if not rolled and len(rows) < want:
+        if not rolled and seen < want:
             break
     return results[: p.limit]
 
 
 # -- output --------------------------------------------------------------------------------
-def _iso(ts: str) -> str:
-    from swiftlite.common.timestamp import Timestamp
+_ISO_SECONDS: dict[str, str] = {}
 
-    return Timestamp.parse(ts).iso()
+
+def _iso(ts: str) -> str:
+    """ISO 8601 of an internal timestamp; the per-second part is cached (listings repeat it)."""
+    if len(ts) < 16 or ts[10] != ".":
+        return Timestamp.parse(ts).iso()
+    whole = ts[:10]
+    base = _ISO_SECONDS.get(whole)
+    if base is None:
+        if len(_ISO_SECONDS) > 65536:
+            _ISO_SECONDS.clear()
+        base = _ISO_SECONDS[whole] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(whole)))
+    return f"{base}.{ts[11:16]}0"
 
 
 def container_json_row(row: tuple) -> dict[str, Any]:
@@ -210,14 +225,13 @@ def account_json_row(row: tuple) -> dict[str, Any]:
     return {"name": name, "count": count, "bytes": nbytes, "last_modified": _iso(put_ts)}
 
 
-def render(rows: list[tuple], fmt: str, kind: str, owner: str,
-           headers: dict[str, str]) -> web.Response:
-    """Build the listing response; 204 for an empty plain listing, as Swift does."""
+def render_body(rows: list[tuple], fmt: str, kind: str, owner: str) -> tuple[bytes, str]:
+    """(body, content type) of a listing; CPU work, so servers run it in the thread pool
+    together with the query."""
     to_json = container_json_row if kind == "container" else account_json_row
     if fmt == "json":
-        body = json.dumps([to_json(r) for r in rows]).encode()
-        ctype = "application/json"
-    elif fmt == "xml":
+        return json.dumps([to_json(r) for r in rows]).encode(), "application/json"
+    if fmt == "xml":
         item = "object" if kind == "container" else "container"
         out = ['<?xml version="1.0" encoding="UTF-8"?>\n', f"<{kind} name={quoteattr(owner)}>"]
         for r in rows:
@@ -229,12 +243,18 @@ def render(rows: list[tuple], fmt: str, kind: str, owner: str,
                 out.append(f"<{k}>{escape(str(v))}</{k}>")
             out.append(f"</{item}>")
         out.append(f"</{kind}>")
-        body = "".join(out).encode()
-        ctype = "application/xml"
-    else:
-        if not rows:
-            return web.Response(status=204, headers=headers)
-        body = "".join(r[0] + "\n" for r in rows).encode()
-        ctype = "text/plain"
+        return "".join(out).encode(), "application/xml"
+    return "".join(r[0] + "\n" for r in rows).encode(), "text/plain"
+
+
+def response(body: bytes, ctype: str, headers: dict[str, str]) -> web.Response:
+    """The listing response; an empty plain listing is a 204, as in Swift."""
+    if not body and ctype == "text/plain":
+        return web.Response(status=204, headers=headers)
     return web.Response(status=200, body=body, headers=headers, content_type=ctype,
                         charset="utf-8")
+
+
+def render(rows: list[tuple], fmt: str, kind: str, owner: str,
+           headers: dict[str, str]) -> web.Response:
+    return response(*render_body(rows, fmt, kind, owner), headers)

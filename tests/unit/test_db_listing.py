@@ -135,3 +135,11 @@ def test_walk_matches_model(names, marker, end_marker, prefix, delimiter, revers
                reverse=reverse, limit=limit)
     fetch, _ = make_fetch(names)
     assert walk(fetch, p) == model(names, p)
+
+
+def test_iso_matches_timestamp():
+    from swiftlite.common.timestamp import Timestamp
+    from swiftlite.db.listing import _iso
+
+    for raw in ("1700000000.12345", "0000000001.00000", "1700000000.00001_000000000000000a"):
+        assert _iso(raw) == Timestamp.parse(raw).iso()
