@@ -164,10 +164,12 @@ class DatabaseBroker:
                 (self.account, self.container, str(uuid.uuid4()), now, put_timestamp, now))
         finally:
             conn.close()
-        if os.path.exists(self.db_file):  # lost a race with another worker: keep theirs
+        try:
+            os.link(tmp, self.db_file)  # never replaces: another worker's DB wins a race
+        except FileExistsError:
+            pass
+        finally:
             os.unlink(tmp)
-            return
-        os.rename(tmp, self.db_file)
         fsync_dir(d)
 
     def put_db(self, put_timestamp: str, metadata: Mapping[str, Any] | None = None,
