@@ -33,7 +33,8 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
     part = proxy.account_ring.get_part(target.account)
     extra = {"Accept": request.headers["Accept"]} if "Accept" in request.headers else None
     resp = await read_any(proxy, request, proxy.account_ring, part, request.method,
-                          (target.account,), request.query_string, extra)
+                          (target.account,),
+                          request.rel_url.raw_query_string, extra)
     if resp.status == 404 and proxy.account_autocreate:
         return _empty_account(request)
     return relay(resp, request)

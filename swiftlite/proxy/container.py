@@ -44,7 +44,8 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
     if "Accept" in request.headers:
         extra["Accept"] = request.headers["Accept"]
     resp = await read_any(proxy, request, proxy.container_ring, part, request.method,
-                          (target.account, target.container), request.query_string, extra)
+                          (target.account, target.container),
+                          request.rel_url.raw_query_string, extra)
     return relay(resp, request)
 
 

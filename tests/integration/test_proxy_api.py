@@ -107,7 +107,7 @@ def test_object_lifecycle_and_metadata(conn):
 def test_listing_prefix_delimiter_and_counts(conn):
     c = name()
     conn.put_container(c)
-    names = ["a/1.png", "a/2.png", "b/1.png", "c.png", "\u00e9t\u00e9.png"]
+    names = ["a/1.png", "a/2.png", "b/1.png", "c.png", "\u00e9t\u00e9.png", "sp ace&?#.png"]
     for n in names:
         conn.put_object(c, n, b"x" * 10)
     _, listing = conn.get_container(c)
@@ -116,9 +116,14 @@ def test_listing_prefix_delimiter_and_counts(conn):
     assert [o["name"] for o in listing] == ["a/1.png", "a/2.png"]
     _, listing = conn.get_container(c, delimiter="/")
     assert [o.get("name") or o.get("subdir") for o in listing] == \
-        ["a/", "b/", "c.png", "\u00e9t\u00e9.png"]
+        ["a/", "b/", "c.png", "sp ace&?#.png", "\u00e9t\u00e9.png"]
+    # Markers with spaces and reserved characters survive the trip to the container server.
+    _, listing = conn.get_container(c, marker="c.png", end_marker="\u00e9")
+    assert [o["name"] for o in listing] == ["sp ace&?#.png"]
+    _, listing = conn.get_container(c, marker="sp ace&?#.png")
+    assert [o["name"] for o in listing] == ["\u00e9t\u00e9.png"]
     h = conn.head_container(c)
-    assert h["x-container-object-count"] == "5" and h["x-container-bytes-used"] == "50"
+    assert h["x-container-object-count"] == "6" and h["x-container-bytes-used"] == "60"
     _, containers = conn.get_account()
     assert c in [x["name"] for x in containers]
 
