@@ -56,7 +56,7 @@ _MAGIC = b"SLD1"
 _HEAD = struct.Struct("<4s16sQ")
 SUFFIX_NAMES = [f"{i:03x}" for i in range(SUFFIXES)]
 _ZERO = bytes(16)
-FOLD_BYTES = 256 * 1024  # ~11k records; past this a read folds (and the server folds early)
+FOLD_BYTES = 64 * 1024  # ~3k records; past this a read folds (and the server folds early)
 
 
 def state_hash(hexhash: str, state: str) -> int:
@@ -138,24 +138,35 @@ class Journal:
             os.write(self.fd, msgpack.packb([int(suffix, 16), delta.to_bytes(16, "big")]))
         self.size = os.fstat(self.fd).st_size
 
-    def read(self) -> tuple[bytes, list[tuple[int, int, int]]]:
-        """(journal id, [(offset after record, suffix, delta)]); a torn tail is ignored."""
-        with os.fdopen(os.dup(self.fd), "rb") as f:
-            f.seek(0)
-            data = f.read()
-        unpacker = msgpack.Unpacker()
-        unpacker.feed(data)
-        jid = b""
-        out: list[tuple[int, int, int]] = []
+    def read(self, folded_id: bytes = b"", folded_offset: int = 0
+             ) -> tuple[bytes, int, dict[int, int]]:
+        """(journal id, offset read to, {suffix: XOR of its deltas}) of the records not yet
+        folded (those past `folded_offset` when `folded_id` is this journal); a torn tail is
+        left for later."""
+        size = os.fstat(self.fd).st_size
+        data = memoryview(os.pread(self.fd, size, 0))
+        head = msgpack.Unpacker(use_list=False)
+        head.feed(data[:64])
         try:
-            for rec in unpacker:
-                if rec[0] == "J":
-                    jid = jid or rec[1]
-                    continue
-                out.append((unpacker.tell(), rec[0], int.from_bytes(rec[1], "big")))
-        except (ValueError, TypeError, IndexError, msgpack.UnpackException):
-            pass
-        return jid, out
+            tag, jid = next(head)
+            if tag != "J":
+                raise ValueError("no journal header")
+        except (StopIteration, ValueError, TypeError, msgpack.UnpackException):
+            return b"", 0, {}
+        pos = head.tell()
+        if jid == folded_id and folded_offset > pos:
+            pos = folded_offset
+        unpacker = msgpack.Unpacker(use_list=False)
+        unpacker.feed(data[pos:])
+        acc: dict[int, int] = {}
+        end = pos
+        try:
+            for suffix, delta in unpacker:
+                acc[suffix] = acc.get(suffix, 0) ^ int.from_bytes(delta, "big")
+                end = pos + unpacker.tell()
+        except (ValueError, TypeError, msgpack.UnpackException):
+            pass  # a damaged record: stop there (a rehash heals what it hid)
+        return jid, end, acc
 
 
 def journal(device_path: str, part: int | str, exclusive: bool = False) -> Journal:
@@ -205,22 +216,15 @@ def _apply(j: Journal, state: tuple[bytes, int, dict[str, bytes]]) -> tuple[byte
 
     Returns (journal id, offset folded to, whether anything was applied)."""
     fjid, foffset, digests = state
-    jid, records = j.read()
-    start = foffset if jid and jid == fjid else 0
-    end = start
-    changed = False
-    for off, suffix, delta in records:
-        if off <= start:
-            continue
+    jid, end, acc = j.read(fjid, foffset)
+    for suffix, delta in acc.items():
         name = SUFFIX_NAMES[suffix]
         d = int.from_bytes(digests.get(name, _ZERO), "big") ^ delta
         if d:
             digests[name] = d.to_bytes(16, "big")
         else:
             digests.pop(name, None)
-        end = off
-        changed = True
-    return jid, end, changed
+    return jid, end, bool(acc)
 
 
 def _fold_locked(j: Journal) -> dict[str, bytes]:
