@@ -11,15 +11,27 @@ Steps 2 and 3 honour min_part_hours and move at most one replica of a partition 
 
 from __future__ import annotations
 
+import itertools
 import random
 from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ringbuilder.tiers import Tiers, node_quotas
 
 NONE_DEV = 0xFFFF
+
+
+def _lazy_shuffle(items: list, rng: random.Random) -> Iterator:
+    """Items in random order, paying only for the ones consumed (Fisher-Yates, lazily)."""
+    n = len(items)
+    for i in range(n):
+        j = rng.randrange(i, n)
+        items[i], items[j] = items[j], items[i]
+        yield items[i]
 BALANCE_ROUNDS = 6
+PLACEMENT_TRIES = 5
+RETRY_LIMIT = 100_000  # forced slots; a first rebalance of a big ring is placed once
 
 
 class Placer:
@@ -142,8 +154,38 @@ class Placer:
         quota = node_quotas(t, parts, node_counts)
         self.quota = quota
         self.wanted = [q - node_counts.get(n, 0) for n, q in enumerate(quota)]
+        # Rounding-sized imbalance left by the greedy end-game can only be fixed by moving
+        # more than must move; a few fresh tries of the cheap steps usually avoid that.
+        small = sum(map(len, forced)) <= RETRY_LIMIT
+        saved = self._save() if small else None
+        for attempt in range(PLACEMENT_TRIES if small else 1):
+            if attempt:
+                self._restore(saved)
+            self._place_and_settle(forced)
+            if self._within_tolerance():
+                return
+        # Still off by more than the tolerance: allow chains of rounding-sized moves too.
+        for _ in range(BALANCE_ROUNDS):
+            if not self._balance_round(strict=False):
+                break
+
+    def _save(self) -> tuple:
+        return ([array("H", tb) for tb in self.tables], list(self.wanted),
+                [bytearray(f) for f in self.fresh], bytearray(self.touched))
+
+    def _restore(self, saved: tuple) -> None:
+        tables, wanted, fresh, touched = saved
+        for r, tb in enumerate(tables):
+            self.tables[r][:] = tb
+        self.wanted[:] = wanted
+        for r, f in enumerate(fresh):
+            self.fresh[r][:] = f
+        self.touched[:] = touched
+
+    def _place_and_settle(self, forced: list[list[int]]) -> None:
         # Replica-major order with a shuffle per replica keeps co-located pairs random.
         for r, plist in enumerate(forced):
+            plist = list(plist)
             self.rng.shuffle(plist)
             self._fill(r, plist)
         # 2. dispersion
@@ -154,45 +196,118 @@ class Placer:
             self._unassign(r, p)
             self._assign(r, p, self.choose(self._others(r, p)))
             self.fresh[r][p] = 1
-        # 3. balance
+        # 3. balance, first only with moves that fix more than rounding (so that removing a
+        # device moves just what it held)
         for _ in range(BALANCE_ROUNDS):
-            if not self._balance_round():
+            if not self._balance_round(strict=True):
                 break
+        if not self._within_tolerance():
+            self._relay()
 
-    def _balance_round(self) -> bool:
-        t, wanted = self.t, self.wanted
-        over = {d for d, path in t.path.items() if wanted[path[-1]] < 0}
+    def _within_tolerance(self) -> bool:
+        t, parts, quota, wanted = self.t, self.parts, self.quota, self.wanted
+        for path in t.path.values():
+            n = path[-1]
+            exact = t.target[n] * parts
+            if abs(quota[n] - wanted[n] - exact) > max(0.01 * exact, 1.0):
+                return False
+        return True
+
+    def _relay(self, tries: int = 20) -> None:
+        """Two-hop moves that cost no extra movement: a slot already moving this run goes
+        from an over-quota device X to a device Z, and another such slot on Z goes on to a
+        needy device Y (when dispersion keeps X's slot from reaching Y directly)."""
+        t, wanted, tables, parts = self.t, self.wanted, self.tables, self.parts
+        devnode = {d: path[-1] for d, path in t.path.items()}
+        by_dev: dict[int, list[tuple[int, int]]] = {}
+        for r, fr in enumerate(self.fresh):
+            if any(fr):
+                table = tables[r]
+                for p in range(parts):
+                    if fr[p]:
+                        by_dev.setdefault(table[p], []).append((r, p))
+        for x in sorted(by_dev, key=lambda d: (wanted[devnode[d]], d)):
+            if x not in devnode or wanted[devnode[x]] >= 0:
+                continue
+            mine = by_dev[x]
+            self.rng.shuffle(mine)
+            for r1, p1 in list(mine[:tries]):
+                if wanted[devnode[x]] >= 0:
+                    break
+                self._unassign(r1, p1)
+                z = self.choose(self._others(r1, p1))
+                if z == x:
+                    self._assign(r1, p1, x)
+                    continue
+                self._assign(r1, p1, z)
+                done = wanted[devnode[z]] >= 0  # z was needy itself: a direct move
+                for r2, p2 in by_dev.get(z, [])[:tries]:
+                    if done:
+                        break
+                    if p2 == p1:
+                        continue
+                    self._unassign(r2, p2)
+                    y = self.choose(self._others(r2, p2))
+                    if y != z and wanted[devnode[y]] > 0:
+                        self._assign(r2, p2, y)
+                        by_dev[z].remove((r2, p2))
+                        by_dev.setdefault(y, []).append((r2, p2))
+                        done = True
+                    else:
+                        self._assign(r2, p2, z)
+                if done:
+                    mine.remove((r1, p1))
+                    by_dev.setdefault(z, []).append((r1, p1))
+                else:
+                    self._unassign(r1, p1)
+                    self._assign(r1, p1, x)
+
+    def _balance_round(self, strict: bool) -> bool:
+        """Walk slots in random order (slots already moving in this run first, since moving
+        them again costs nothing) and hand each on an over-quota device to a needy one."""
+        t, wanted, tables = self.t, self.wanted, self.tables
+        devnode = {d: path[-1] for d, path in t.path.items()}
+        over = {d for d, n in devnode.items() if wanted[n] < 0}
         if not over:
             return False
-        holdings: dict[int, list[tuple[int, int]]] = {d: [] for d in over}
-        for r, table in enumerate(self.tables):
-            for p, d in enumerate(table):
-                if d in over:
-                    holdings[d].append((r, p))
+        fresh, touched, movable = self.fresh, self.touched, self.movable
+        one_per_part = self.one_per_part
+        parts = self.parts
+        first = [r * parts + p for r, fr in enumerate(fresh) if any(fr)
+                 for p, f in enumerate(fr) if f]
+        self.rng.shuffle(first)
+        slots = itertools.chain(first, _lazy_shuffle(list(range(parts * len(tables))),
+                                                     self.rng))
+        quota, exact = self.quota, [x * parts for x in t.target]
+
+        def worth(src: int, dst: int) -> bool:
+            # A new movement must fix more than rounding plus the odd partition that dispersion
+            # forced aside: one side at least two partitions off its exact share.
+            return not strict or (quota[src] - wanted[src] - exact[src] >= 2
+                                  or exact[dst] - (quota[dst] - wanted[dst]) >= 2)
+
         moved = 0
-        fresh = self.fresh
-        for d in sorted(over, key=lambda d: (wanted[t.path[d][-1]], d)):
-            dn = t.path[d][-1]
-            cand = holdings[d]
-            self.rng.shuffle(cand)
-            cand.sort(key=lambda rp: not fresh[rp[0]][rp[1]])  # stable: fresh first, shuffled
-            budget = max(500, -20 * wanted[dn])
-            for r, p in cand:
-                if wanted[dn] >= 0 or budget <= 0:
-                    break
-                if not fresh[r][p] and ((self.one_per_part and self.touched[p])
-                                            or not self.movable(p)):
-                    continue
-                budget -= 1
-                self._unassign(r, p)
-                best = self.choose(self._others(r, p))
-                if best != d and wanted[t.path[best][-1]] > 0:
-                    self._assign(r, p, best)
-                    self.touched[p] = 1
-                    fresh[r][p] = 1
-                    moved += 1
-                else:
-                    self._assign(r, p, d)
+        for slot in slots:
+            r, p = divmod(slot, parts)
+            d = tables[r][p]
+            if d not in over:
+                continue
+            if not fresh[r][p] and ((one_per_part and touched[p]) or not movable(p)):
+                continue
+            self._unassign(r, p)
+            best = self.choose(self._others(r, p))
+            bn, dn = devnode[best], devnode[d]
+            if best != d and wanted[bn] > 0 and (fresh[r][p] or worth(dn, bn)):
+                self._assign(r, p, best)
+                touched[p] = 1
+                fresh[r][p] = 1
+                moved += 1
+                if wanted[devnode[d]] >= 0:
+                    over.discard(d)
+                    if not over:
+                        break
+            else:
+                self._assign(r, p, d)
         return moved > 0
 
     # -- dispersion ----------------------------------------------------------------------------
@@ -202,16 +317,20 @@ class Placer:
         as (replica to move, partition); with pick=False the replica is the level (1..4)."""
         t, tables = self.t, self.tables
         found: dict[int, int] = {}
+        # lid[d] = d's node at a level; devices outside the tiers (and holes) get a unique
+        # negative id so they never collide with anything.
+        lid = [-1 - d for d in range(NONE_DEV + 1)]
         for level in range(1, 5):
             nodes = t.nodes_at(level)
             if all(t.maxrep[n] >= self.replicas for n in nodes):
                 continue
-            lid = {d: path[level] for d, path in t.path.items()}
-            # Devices outside the tiers (or holes) never collide with anything.
-            rows = [[lid.get(d, -1 - d) for d in table] for table in tables]
+            for d, path in t.path.items():
+                lid[d] = path[level]
+            rows = [list(map(lid.__getitem__, table)) for table in tables]
             if all(t.maxrep[n] == 1 for n in nodes):
+                n_rep = len(rows)
                 bad = [p for p, ids in enumerate(zip(*rows, strict=True))
-                       if len(set(ids)) < len(ids)]
+                       if len(set(ids)) < n_rep]
             else:
                 maxrep = t.maxrep
                 bad = []
@@ -223,6 +342,8 @@ class Placer:
                 if p in found:
                     continue
                 found[p] = self._worst_replica(p, rows, level) if pick else level
+            if all(t.maxrep[n] == 1 for n in nodes):
+                break  # distinct here implies distinct in every tier below
         return [(r, p) for p, r in sorted(found.items())]
 
     def _worst_replica(self, p: int, rows: list[list[int]], level: int) -> int:
