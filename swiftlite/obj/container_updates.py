@@ -14,10 +14,9 @@ import asyncio
 import logging
 from typing import Any
 
-import aiohttp
-
+from swiftlite.common import fastclient
 from swiftlite.common.async_pending import save_update
-from swiftlite.common.client import make_session, node_path, node_url, quote_path
+from swiftlite.common.client import node_path, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 
@@ -53,17 +52,18 @@ class ContainerUpdater:
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 3.0)
         self.wait_timeout = conf.get_float("container_update_timeout", 1.0)
-        self.session: aiohttp.ClientSession | None = None
+        self.pool: fastclient.Pool | None = None
         self.tasks: set[asyncio.Task] = set()
 
     async def start(self, app: Any = None) -> None:
-        self.session = make_session(self.conn_timeout, self.node_timeout)
+        # The lean client: ~100us less CPU per update than aiohttp's (see fastclient).
+        self.pool = fastclient.Pool(self.conn_timeout, self.node_timeout)
 
     async def close(self, app: Any = None) -> None:
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=self.node_timeout + 1)
-        if self.session is not None:
-            await self.session.close()
+        if self.pool is not None:
+            await self.pool.close()
 
     async def update(self, device_path: str, method: str, account: str, container: str,
                      obj: str, headers: dict[str, str], targets: list[dict[str, Any]],
@@ -99,14 +99,15 @@ class ContainerUpdater:
 
     async def _send_one(self, method: str, account: str, container: str, obj: str,
                         headers: dict[str, str], target: dict[str, Any]) -> bool:
-        assert self.session is not None
-        url = node_url(target, node_path(target, target["partition"], account, container, obj))
+        assert self.pool is not None
+        path = node_path(target, target["partition"], account, container, obj)
+        where = f"{target['ip']}:{target['port']}{path}"
         try:
-            async with self.session.request(method, url, headers=headers) as resp:
-                await resp.read()
-                if 200 <= resp.status < 300:
-                    return True
-                log.warning("container update %s %s -> %d", method, url, resp.status)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            log.warning("container update %s %s failed: %r", method, url, exc)
+            resp = await self.pool.request(target["ip"], target["port"], method, path, headers)
+            await resp.read()
+            if 200 <= resp.status < 300:
+                return True
+            log.warning("container update %s %s -> %d", method, where, resp.status)
+        except (fastclient.ClientError, TimeoutError, OSError, UnicodeError) as exc:
+            log.warning("container update %s %s failed: %r", method, where, exc)
         return False
