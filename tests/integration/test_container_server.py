@@ -415,3 +415,19 @@ async def test_tombstones_reclaimed_after_reclaim_age(tmp_path, http):
     finally:
         for p in s.procs.values():
             p.stop()
+
+
+async def test_account_reports_are_coalesced(servers, http):
+    s = servers
+    await put_account(s, http)
+    await put_container(s, http)
+    statuses = await asyncio.gather(*(put_obj(s, http, f"o{i}", size=2) for i in range(32)))
+    assert statuses == [201] * 32
+
+    async def caught_up():
+        r = await account_row(http, s)
+        return r is not None and (r["count"], r["bytes"]) == (32, 64)
+    await async_wait_for(caught_up, timeout=10, what="account stats")
+    log = s.procs["account"].log_text()
+    reports = log.count(f"PUT /sda/3/{A}/c ")
+    assert 1 < reports < 12, reports  # the container PUT plus a few coalesced stat reports
