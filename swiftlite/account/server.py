@@ -25,6 +25,7 @@ from swiftlite.db.headers import meta_headers, req_int, req_metadata, req_timest
 from swiftlite.db.listing import parse_params, response
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
 from swiftlite.db.reclaimer import reclaim_loop
+from swiftlite.db.replication_server import register_db_replication_routes
 
 KEY = web.AppKey("account_server", object)
 
@@ -195,4 +196,5 @@ def create_app(conf: Section) -> web.Application:
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
     app.router.add_route("*", "/{tail:.*}", server.handle)
+    register_db_replication_routes(app, "account", conf)  # the DB replicator's MERGE endpoint
     return app

@@ -47,6 +47,7 @@ from swiftlite.db.headers import (
 from swiftlite.db.listing import parse_params, response
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
 from swiftlite.db.reclaimer import reclaim_loop
+from swiftlite.db.replication_server import register_db_replication_routes
 
 # Stored alongside X-Container-Meta-*; the proxy and middlewares read them back.
 SAVED_HEADERS = ("x-container-read", "x-container-write", "x-versions-location",
@@ -304,4 +305,5 @@ def create_app(conf: Section) -> web.Application:
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
     app.router.add_route("*", "/{tail:.*}", server.handle)
+    register_db_replication_routes(app, "container", conf)  # the DB replicator's MERGE endpoint
     return app

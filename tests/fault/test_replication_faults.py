@@ -243,6 +243,20 @@ def test_container_server_down_then_updater(four_nodes):
             assert int(r.headers["X-Container-Bytes-Used"]) == total
     _, listing = conn.get_container(CONT)
     assert [o["name"] for o in listing] == expect
+    # The DB replicators then find nothing to change, and the counts stay exact.
+    replicate_all(c, "container-replicator")
+    replicate_all(c, "account-replicator")
+    for d in ("container-replicator", "account-replicator"):
+        dbs = 0
+        for n in c.nodes:
+            with open(os.path.join(c.root, "run", n["name"], f"{d}.json")) as f:
+                st = json.load(f)
+            assert st["failures"] == 0, (n["name"], st)
+            dbs += st["objects"]
+        assert dbs == 3  # each DB replica examined once, on its own node
+    headers, listing = conn.get_container(CONT)
+    assert [o["name"] for o in listing] == expect
+    assert int(headers["x-container-object-count"]) == len(expect)
 
 
 def _add_object_node(c: Cluster) -> tuple[subprocess.Popen, str, int]:

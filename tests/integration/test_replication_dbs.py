@@ -12,17 +12,8 @@ from swiftlite.account.server import create_app as account_app
 from swiftlite.common.daemon import read_status, run_loop
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.server import create_app as container_app
-from swiftlite.db.replication_server import register_db_replication_routes
 from swiftlite.db.replicator import DBReplicator
 from tests.integration.replication_support import Node, write_test_ring
-
-
-def wired(factory, kind):
-    def make(conf):
-        app = factory(conf)
-        register_db_replication_routes(app, kind, conf)
-        return app
-    return make
 
 
 async def start_nodes(tmp_path, kind, factory):
@@ -31,7 +22,7 @@ async def start_nodes(tmp_path, kind, factory):
     write_test_ring(os.path.join(root, f"{kind}.ring.gz"), ns, [[0, 0], [1, 1], [2, 2]], 1)
     for n in ns:
         n.write_conf(root, {f"{kind}-replicator": {"reclaim_age": 3600, "per_diff": 7}})
-        await n.start(wired(factory, kind))
+        await n.start(factory)
     return ns
 
 

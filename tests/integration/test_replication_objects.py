@@ -15,18 +15,9 @@ from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj import digests, diskfile
 from swiftlite.obj.replicator import ObjectReplicator
 from swiftlite.obj.server import create_app as object_app
-from swiftlite.obj.sync import register_sync_routes
 from tests.integration.replication_support import Node, write_test_ring
 
 PART_POWER = 1  # two partitions; both on nodes 0,1,2; node 3 is a handoff
-
-
-def obj_app(conf):
-    async def make():
-        app = await object_app(conf)
-        register_sync_routes(app, conf)  # idempotent wiring for servers not yet wired
-        return app
-    return make()
 
 
 @pytest.fixture
@@ -37,7 +28,7 @@ async def nodes(tmp_path):
                     [[0, 0], [1, 1], [2, 2]], PART_POWER)
     for n in ns:
         n.write_conf(root, {"object-replicator": {"reclaim_age": 3600, "concurrency": 2}})
-        await n.start(obj_app)
+        await n.start(object_app)
     yield ns
     for n in ns:
         await n.stop()
