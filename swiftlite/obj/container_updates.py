@@ -6,6 +6,12 @@ sent after the object is durable; the object request waits for it at most
 `container_update_timeout` seconds, and the update carries on in the background after that. A
 failure (error status, refused connection, timeout) saves an async_pending record for that
 target, so the object write itself never fails because of its container.
+
+Batching: while an update to a container replica is in flight, later updates for the same
+container replica queue up, and go together as one ``MERGE /{dev}/{part}/{a}/{c}`` with a
+msgpack list of rows when it returns. No update waits for a timer: at low load every update
+is the single-object PUT/DELETE, under load the container server gets far fewer requests.
+A failed batch saves each of its updates as its own async_pending record.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import asyncio
 import logging
 from typing import Any
 
+import msgpack
+
 from swiftlite.common import fastclient
 from swiftlite.common.async_pending import save_update
 from swiftlite.common.client import node_path, quote_path
@@ -21,6 +29,15 @@ from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 
 log = logging.getLogger("swiftlite.object.updates")
+
+
+def _row(method: str, obj: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The container server's batch row for one single-object update."""
+    if method == "DELETE":
+        return {"name": obj, "created_at": headers["X-Timestamp"], "size": 0,
+                "content_type": "", "etag": "", "deleted": 1}
+    return {"name": obj, "created_at": headers["X-Timestamp"], "size": int(headers["X-Size"]),
+            "content_type": headers["X-Content-Type"], "etag": headers["X-Etag"], "deleted": 0}
 
 
 def parse_targets(headers) -> list[dict[str, Any]]:
@@ -54,6 +71,11 @@ class ContainerUpdater:
         self.wait_timeout = conf.get_float("container_update_timeout", 1.0)
         self.pool: fastclient.Pool | None = None
         self.tasks: set[asyncio.Task] = set()
+        self.batch = conf.get_bool("container_update_batching", True)
+        self.max_batch = conf.get_int("container_update_max_batch", 256)
+        # (ip, port, device, partition, account, container) -> updates waiting for the
+        # request in flight to that container replica; present while one is in flight.
+        self.lanes: dict[tuple, list[tuple[dict[str, Any], asyncio.Future]]] = {}
 
     async def start(self, app: Any = None) -> None:
         # The lean client: ~100us less CPU per update than aiohttp's (see fastclient).
@@ -85,7 +107,7 @@ class ContainerUpdater:
     async def _send_all(self, device_path: str, method: str, account: str, container: str,
                         obj: str, headers: dict[str, str], targets: list[dict[str, Any]]) -> None:
         results = await asyncio.gather(
-            *(self._send_one(method, account, container, obj, headers, t) for t in targets))
+            *(self._send_lane(method, account, container, obj, headers, t) for t in targets))
         failed = [t for t, ok in zip(targets, results, strict=True) if not ok]
         if failed:
             record = {"method": method, "path": quote_path(account, container, obj),
@@ -96,6 +118,80 @@ class ContainerUpdater:
             except Exception:
                 log.exception("could not save async update for /%s/%s/%s", account,
                               container, obj)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _send_lane(self, method: str, account: str, container: str, obj: str,
+                         headers: dict[str, str], target: dict[str, Any]) -> bool:
+        """Send now when nothing is in flight to this container replica; otherwise queue the
+        update, and everything queued goes as one batch when the request in flight ends."""
+        if not self.batch:
+            return await self._send_one(method, account, container, obj, headers, target)
+        key = (target["ip"], target["port"], target["device"], target["partition"], account,
+               container)
+        queue = self.lanes.get(key)
+        if queue is not None:
+            fut = asyncio.get_running_loop().create_future()
+            queue.append((_row(method, obj, headers), fut))
+            return await fut
+        self.lanes[key] = []
+        try:
+            ok = await self._send_one(method, account, container, obj, headers, target)
+        except BaseException:
+            self._fail_queued(key)
+            raise
+        if self.lanes.get(key):
+            self._spawn(self._drain(key, account, container, target, headers.get("X-Trans-Id")))
+        else:
+            self.lanes.pop(key, None)
+        return ok
+
+    def _fail_queued(self, key: tuple) -> None:
+        for _, fut in self.lanes.pop(key, None) or []:
+            if not fut.done():
+                fut.set_result(False)
+
+    async def _drain(self, key: tuple, account: str, container: str, target: dict[str, Any],
+                     txid: str | None) -> None:
+        try:
+            while True:
+                queue = self.lanes.get(key)
+                if not queue:
+                    break
+                batch = queue[:self.max_batch]
+                del queue[:self.max_batch]
+                ok = await self._send_batch(account, container, [r for r, _ in batch], target,
+                                            txid)
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_result(ok)
+        finally:
+            self._fail_queued(key)  # normally empty; the lane closes with it
+
+    async def _send_batch(self, account: str, container: str, rows: list[dict[str, Any]],
+                          target: dict[str, Any], txid: str | None) -> bool:
+        """MERGE /{dev}/{part}/{a}/{c} with a msgpack list of rows (the container server's
+        batch form of the single-object PUT/DELETE)."""
+        assert self.pool is not None
+        path = node_path(target, target["partition"], account, container)
+        headers = {"Content-Type": "application/x-msgpack"}
+        if txid:
+            headers["X-Trans-Id"] = txid
+        try:
+            resp = await self.pool.request(target["ip"], target["port"], "MERGE", path, headers,
+                                           msgpack.packb(rows, use_bin_type=True))
+            await resp.read()
+            if 200 <= resp.status < 300:
+                return True
+            log.warning("container batch update of %d rows to %s:%s%s -> %d", len(rows),
+                        target["ip"], target["port"], path, resp.status)
+        except (fastclient.ClientError, TimeoutError, OSError) as exc:
+            log.warning("container batch update to %s:%s%s failed: %r", target["ip"],
+                        target["port"], path, exc)
+        return False
 
     async def _send_one(self, method: str, account: str, container: str, obj: str,
                         headers: dict[str, str], target: dict[str, Any]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import http.client
 import os
@@ -305,6 +306,66 @@ async def test_container_updates_and_async_pending(server, client, receiver):
     assert rec["method"] == "PUT" and rec["path"] == f"/a/c/{o.replace(' ', '%20')}"
     assert rec["targets"][0]["device"] == "cdev" and rec["targets"][0]["partition"] == 77
     assert rec["headers"]["X-Size"] == "1"
+
+
+@pytest.mark.parametrize("merge_status", [202, 503])
+async def test_container_updates_batch_behind_one_in_flight(server, client, merge_status):
+    """Updates queued behind a slow one go as one MERGE batch (and are saved if it fails)."""
+    gate = asyncio.Event()
+    seen: list[tuple[str, str, bytes]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.read()
+        seen.append((request.method, request.raw_path, body))
+        if len(seen) == 1:
+            await gate.wait()  # hold the first update until every PUT has answered
+        return web.Response(status=merge_status if request.method == "MERGE" else 201)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        upd = {"X-Container-Host": f"127.0.0.1:{port}", "X-Container-Device": "cdev",
+               "X-Container-Partition": "5"}
+        names = [name() for _ in range(12)]
+        stamps = {o: ts() for o in names}
+        results = await asyncio.gather(*(
+            call(client, server, "PUT", f"/sda/11/a/cb/{o}",
+                 {"X-Timestamp": stamps[o], **upd}, b"abc") for o in names))
+        assert all(r[0] == 201 for r in results)
+        gate.set()
+
+        def rows():
+            out = {}
+            for method, raw, body in seen:
+                if method == "MERGE":
+                    assert raw == "/cdev/5/a/cb"
+                    out.update({r["name"]: r for r in msgpack.unpackb(body)})
+                else:
+                    out[raw.rsplit("/", 1)[1]] = {"created_at": None}
+            return out if len(out) == len(names) else None
+
+        got = await async_wait_for(rows, 10, what="every update, batched")
+        merges = [b for m, _, b in seen if m == "MERGE"]
+        assert merges and len(seen) < len(names)
+        batched = [o for o in names if got[o]["created_at"] is not None]
+        for o in batched:
+            assert got[o]["created_at"] == stamps[o] and got[o]["size"] == 3
+            assert got[o]["etag"] == hashlib.md5(b"abc").hexdigest() and got[o]["deleted"] == 0
+        if merge_status >= 300:
+            dev = os.path.join(server.devices, "sda")
+
+            def saved():
+                recs = {r["path"].rsplit("/", 1)[1] for _, r in iter_updates(dev)
+                        if r["path"].startswith("/a/cb/")}
+                return recs if recs >= set(batched) else None
+
+            await async_wait_for(saved, 10, what="failed batch saved per object")
+    finally:
+        await runner.cleanup()
 
 
 async def test_quarantine_on_corrupt_full_get(server, client):
