@@ -25,8 +25,9 @@ NONE_DEV = 0xFFFF
 def _lazy_shuffle(items: list, rng: random.Random) -> Iterator:
     """Items in random order, paying only for the ones consumed (Fisher-Yates, lazily)."""
     n = len(items)
+    rand = rng.random  # randrange is several times slower per call
     for i in range(n):
-        j = rng.randrange(i, n)
+        j = i + int(rand() * (n - i))
         items[i], items[j] = items[j], items[i]
         yield items[i]
 BALANCE_ROUNDS = 6
@@ -276,18 +277,31 @@ class Placer:
         first = [r * parts + p for r, fr in enumerate(fresh) if any(fr)
                  for p, f in enumerate(fr) if f]
         self.rng.shuffle(first)
-        slots = itertools.chain(first, _lazy_shuffle(list(range(parts * len(tables))),
-                                                     self.rng))
+        slots = itertools.chain(first, (-1,), _lazy_shuffle(list(range(parts * len(tables))),
+                                                            self.rng))
         quota, exact = self.quota, [x * parts for x in t.target]
 
-        def worth(src: int, dst: int) -> bool:
-            # A new movement must fix more than rounding plus the odd partition that dispersion
-            # forced aside: one side at least two partitions off its exact share.
-            return not strict or (quota[src] - wanted[src] - exact[src] >= 2
-                                  or exact[dst] - (quota[dst] - wanted[dst]) >= 2)
+        def off(n: int) -> float:  # how far a device node sits above its exact share
+            return quota[n] - wanted[n] - exact[n]
+
+        # In strict mode a new movement must fix more than rounding plus the odd partition
+        # dispersion forced aside: the source or the target at least two partitions off.
+        # Devices that far short; while any remain, every over-quota device may give.
+        far = {n for n in devnode.values() if off(n) <= -2}
+        fresh_phase = True
+
+        def may_give(d: int) -> bool:
+            n = devnode[d]
+            return wanted[n] < 0 and (not strict or fresh_phase or bool(far) or off(n) >= 2)
 
         moved = 0
         for slot in slots:
+            if slot < 0:  # slots already moving are done; the rest cost new movement
+                fresh_phase = False
+                over = {o for o in over if may_give(o)}
+                if not over:
+                    break
+                continue
             r, p = divmod(slot, parts)
             d = tables[r][p]
             if d not in over:
@@ -297,15 +311,20 @@ class Placer:
             self._unassign(r, p)
             best = self.choose(self._others(r, p))
             bn, dn = devnode[best], devnode[d]
-            if best != d and wanted[bn] > 0 and (fresh[r][p] or worth(dn, bn)):
+            if best != d and wanted[bn] > 0 and (
+                    fresh[r][p] or not strict or off(dn) >= 2 or off(bn) <= -2):
                 self._assign(r, p, best)
                 touched[p] = 1
                 fresh[r][p] = 1
                 moved += 1
-                if wanted[devnode[d]] >= 0:
+                if bn in far and off(bn) > -2:
+                    far.discard(bn)
+                    if not far:
+                        over = {o for o in over if may_give(o)}
+                if not may_give(d):
                     over.discard(d)
-                    if not over:
-                        break
+                if not over:
+                    break
             else:
                 self._assign(r, p, d)
         return moved > 0
