@@ -427,3 +427,45 @@ def test_cli_same_seed_same_ring_bytes(tmp_path: Path) -> None:
         assert cli("object.builder", "rebalance", "--seed", "11", cwd=d).returncode == 0
         rings.append((d / "object.ring.gz").read_bytes())
     assert rings[0] == rings[1]
+
+
+def test_dispersion_across_regions() -> None:
+    b = RingBuilder(9, 3, 0)
+    for region in (1, 2):
+        for zone in (1, 2):
+            for dev in range(2):
+                b.add_dev({"region": region, "zone": zone, "ip": f"10.{region}.{zone}.{dev}",
+                           "port": 6200, "device": "sda", "weight": 100.0})
+    b.rebalance(seed=1)
+    devs = devices_of(b)
+    for row in rows(b):
+        assert sorted(Counter(devs[d]["region"] for d in row).values()) == [1, 2]
+        assert len({(devs[d]["region"], devs[d]["zone"]) for d in row}) == 3
+    assert_balanced(b, ideal_parts(b))
+
+
+def test_ipv6_devices(tmp_path: Path) -> None:
+    res = cli("v6.builder", "create", "6", "2", "0", cwd=tmp_path)
+    assert res.returncode == 0
+    res = cli("v6.builder", "add", "r1z1-[::1]:6200/d1", "10", "r1z2-[fe80::2]:6201/d2", "10",
+              cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    b = RingBuilder.load(str(tmp_path / "v6.builder"))
+    assert [d["ip"] for d in b.devs] == ["::1", "fe80::2"]
+    assert [d["id"] for d in b.search_devs("[fe80::2]:6201")] == [1]
+
+
+def test_cli_warns_when_min_part_hours_holds_balance_back(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return cli("o.builder", *args, cwd=tmp_path)
+
+    assert run("create", "8", "3", "24").returncode == 0
+    assert run("add", *[x for z in (1, 2, 3) for x in (f"r1z{z}-10.0.0.{z}:6200/a", "1")]
+               ).returncode == 0
+    assert run("rebalance").returncode == 0
+    assert run("add", *[x for z in (1, 2, 3) for x in (f"r1z{z}-10.0.1.{z}:6200/b", "3")]
+               ).returncode == 0
+    assert run("pretend_min_part_hours_passed").returncode == 0
+    res = run("rebalance")
+    assert res.returncode == 1 and "balance not reached" in res.stdout, res.stdout
+    assert "No partitions" in run("rebalance").stdout  # the window holds everything now
