@@ -254,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     except RingBuilderError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except MemoryError:
+        print(f"error: out of memory (part power too large for this machine?): {path}",
+              file=sys.stderr)
+        return EXIT_ERROR
     except OSError as exc:
         print(f"error: {exc.strerror or exc}: {exc.filename or path}", file=sys.stderr)
         return EXIT_ERROR
