@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import http.client
 import os
+import socket
 import time
 
 import aiohttp
@@ -252,6 +253,27 @@ def test_bad_requests(server, path, headers, status):
         del headers["X-Timestamp"]
     assert raw_request(server, "PUT", path, headers)[0] == status
     assert not os.path.exists(os.path.join(server.devices, "nodev"))
+    assert tmp_files(server) == []
+
+
+def test_short_body_stores_nothing(server):
+    """A client that sends less than its Content-Length (then half-closes) stores nothing."""
+    o = name()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    try:
+        sock.sendall((f"PUT /sda/12/a/c/{o} HTTP/1.1\r\nHost: x\r\nX-Timestamp: {ts()}\r\n"
+                      "Content-Length: 100000\r\n\r\n").encode() + b"x" * 70000)
+        sock.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := sock.recv(4096):
+            reply += chunk
+    finally:
+        sock.close()
+    assert reply == b"" or reply.split(b" ")[1] in (b"400", b"499")
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    conn.request("GET", f"/sda/12/a/c/{o}")
+    assert conn.getresponse().status == 404
+    conn.close()
     assert tmp_files(server) == []
 
 
