@@ -2,7 +2,7 @@
 
 A suffix's digest is the XOR, over every object hash dir in it, of
 ``xxh3_128(hash + "/" + state)`` where ``state`` is the object's current file names
-(``diskfile.state_of``: newest .data/.ts, then a newer .meta, joined by "|"). An object with no
+(``fileformat.state_of``: newest .data/.ts, then a newer .meta, joined by "|"). An object with no
 files contributes nothing. Because XOR is its own inverse, a write that moves an object from
 state ``s0`` to ``s1`` changes its suffix digest by ``h(s0) ^ h(s1)``, whatever the object count.
 
@@ -47,7 +47,7 @@ from collections.abc import Iterable
 import msgpack
 import xxhash
 
-from swiftlite.obj import diskfile
+from swiftlite.obj import fileformat
 
 JOURNAL = "hashes.journal"
 DIGESTS = "hashes.digests"
@@ -67,7 +67,7 @@ def state_hash(hexhash: str, state: str) -> int:
 
 
 def _part_dir(device_path: str, part: int | str) -> str:
-    return os.path.join(device_path, diskfile.OBJECTS, str(part))
+    return os.path.join(device_path, fileformat.OBJECTS, str(part))
 
 
 def _fsync_dir(path: str) -> None:
@@ -274,7 +274,7 @@ def _suffix_listing(part_dir: str, suffix: str) -> dict[str, str]:
             files = os.listdir(os.path.join(sdir, h))
         except (FileNotFoundError, NotADirectoryError):
             continue
-        state = diskfile.state_of(files)
+        state = fileformat.state_of(files)
         if state:
             out[h] = state
     return out

@@ -36,23 +36,37 @@ import fcntl
 import hashlib
 import os
 import shutil
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
+from swiftlite.obj import digests
+from swiftlite.obj.fileformat import (  # noqa: F401 (re-exported: one import for users)
+    EXTS,
+    FOOTER,
+    MAGIC,
+    OBJECTS,
+    POSTABLE,
+    USER_META,
+    CorruptFile,
+    _listdir,
+    _newest_stem,
+    _split,
+    current_files,
+    hash_dir,
+    is_expired,
+    merge_metadata,
+    obsolete,
+    pack_trailer,
+    parse_tail,
+    read_fd_metadata,
+    read_file_metadata,
+    state_of,
+)
 
-OBJECTS = "objects"
 TMP = "tmp"
 QUARANTINE = os.path.join("quarantined", "objects")
-FOOTER = struct.Struct("<I4s")
-MAGIC = b"SLO1"
-EXTS = ("data", "ts", "meta")
-# Replaced as a set by a .meta (POST); everything else comes from the .data.
-POSTABLE = ("content-type", "content-encoding", "content-disposition", "x-delete-at")
-USER_META = "x-object-meta-"
 
 
 class DeviceMissing(Exception):
@@ -83,136 +97,8 @@ class Exists(Exception):
     """PUT with If-None-Match: * and the object exists: 412."""
 
 
-class CorruptFile(Exception):
-    pass
-
-
 def is_enospc(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
-# ---- names and state ------------------------------------------------------------------------
-
-def hash_dir(device_path: str, part: int | str, hexhash: str) -> str:
-    return os.path.join(device_path, OBJECTS, str(part), hexhash[-3:], hexhash)
-
-
-def _split(name: str) -> tuple[str, str]:
-    stem, _, ext = name.rpartition(".")
-    return stem, ext
-
-
-def current_files(names: list[str]) -> tuple[str | None, str | None]:
-    """(newest .data/.ts, newer .meta) among a hash dir's file names."""
-    best: tuple[str, bool] | None = None
-    best_name = None
-    meta_stem = None
-    meta_name = None
-    for n in names:
-        stem, ext = _split(n)
-        if not stem[:1].isdigit():
-            continue
-        if ext == "data" or ext == "ts":
-            key = (stem, ext == "ts")
-            if best is None or key > best:
-                best, best_name = key, n
-        elif ext == "meta" and (meta_stem is None or stem > meta_stem):
-            meta_stem, meta_name = stem, n
-    if meta_name is not None and best is not None and (best[1] or meta_stem <= best[0]):
-        meta_name = None
-    return best_name, meta_name
-
-
-def state_of(names: list[str]) -> str:
-    """The object's state for its suffix digest: current file names joined by "|"."""
-    a, b = current_files(names)
-    if a and b:
-        return f"{a}|{b}"
-    return a or b or ""
-
-
-def obsolete(names: list[str]) -> list[str]:
-    keep = set(current_files(names))
-    return [n for n in names if _split(n)[1] in EXTS and n not in keep]
-
-
-def _newest_stem(names: list[str], exts: tuple[str, ...]) -> str | None:
-    stems = [s for s, e in map(_split, names) if e in exts and s[:1].isdigit()]
-    return max(stems) if stems else None
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
-# ---- file format ----------------------------------------------------------------------------
-
-def pack_trailer(metadata: dict[str, str]) -> bytes:
-    raw = msgpack.packb(metadata, use_bin_type=True)
-    return raw + FOOTER.pack(len(raw), MAGIC)
-
-
-def parse_tail(tail: bytes | memoryview, file_size: int) -> tuple[dict[str, str], int] | int:
-    """(metadata, body length) from the last bytes of a file, or how many tail bytes it needs."""
-    if len(tail) < FOOTER.size:
-        raise CorruptFile("file too short")
-    mlen, magic = FOOTER.unpack_from(tail, len(tail) - FOOTER.size)
-    if magic != MAGIC or mlen + FOOTER.size > file_size:
-        raise CorruptFile("bad footer")
-    need = mlen + FOOTER.size
-    if len(tail) < need:
-        return need
-    start = len(tail) - need
-    try:
-        meta = msgpack.unpackb(bytes(tail[start:start + mlen]), raw=False)
-    except (ValueError, msgpack.UnpackException) as exc:
-        raise CorruptFile("bad metadata") from exc
-    if not isinstance(meta, dict):
-        raise CorruptFile("bad metadata")
-    return meta, file_size - need
-
-
-def read_fd_metadata(fd: int, size: int) -> tuple[dict[str, str], int]:
-    want = min(size, 4096)
-    while True:
-        res = parse_tail(os.pread(fd, want, size - want), size)
-        if isinstance(res, tuple):
-            return res
-        want = res
-
-
-def read_file_metadata(path: str) -> tuple[dict[str, str], int]:
-    """(metadata, body length) of one object file."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return read_fd_metadata(fd, os.fstat(fd).st_size)
-    finally:
-        os.close(fd)
-
-
-def merge_metadata(data_meta: dict[str, str], meta_meta: dict[str, str] | None) -> dict[str, str]:
-    if not meta_meta:
-        return data_meta
-    out = {k: v for k, v in data_meta.items()
-           if not (k.lower().startswith(USER_META) or k.lower() in POSTABLE[1:])}
-    for k, v in meta_meta.items():
-        lk = k.lower()
-        if lk.startswith(USER_META) or lk in POSTABLE:
-            out[k] = v
-    return out
-
-
-def is_expired(metadata: dict[str, str], now: float | None = None) -> bool:
-    v = metadata.get("X-Delete-At")
-    if not v:
-        return False
-    try:
-        return int(v) <= (time.time() if now is None else now)
-    except ValueError:
-        return False
 
 
 # ---- writing --------------------------------------------------------------------------------
@@ -269,8 +155,6 @@ def _commit(device_path: str, part: int | str, hexhash: str, tmp: str | None, fi
     merged metadata. With tmp None, `filename` is written there as an empty-bodied marker by
     the caller-built trailer in ``_marker_bytes`` (see write_marker).
     """
-    from swiftlite.obj import digests  # digests imports diskfile for state_of
-
     hdir = hash_dir(device_path, part, hexhash)
     while True:
         created = _makedirs(hdir)
@@ -588,8 +472,6 @@ def current_paths(device_path: str, part: int | str, hexhash: str) -> list[str]:
 
 def quarantine(device_path: str, part: int | str, hexhash: str) -> bool:
     """Move the object's hash dir under quarantined/objects/ and update its suffix digest."""
-    from swiftlite.obj import digests
-
     hdir = hash_dir(device_path, part, hexhash)
     if not os.path.isdir(hdir):
         return False

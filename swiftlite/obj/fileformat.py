@@ -1,0 +1,155 @@
+"""Object file names and format: which files are current, and the trailer with the metadata.
+
+File format (every kind): ``body || metadata || footer``. ``metadata`` is a msgpack map of
+str -> str and ``footer`` is ``struct("<I4s")``: the metadata length and the magic ``b"SLO1"``.
+The metadata trails the body so a PUT can stream the body before its ETag is known; a reader
+finds it from the end of the file. (``diskfile`` describes what each kind of file carries.)
+
+Current files of an object (its ``state``): the newest .data or .ts (a .ts wins a tie), plus
+the newest .meta when it is newer than a .data (or when there is no .data/.ts at all). All
+pure functions of names and bytes, except the small metadata readers at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+
+import msgpack
+
+FOOTER = struct.Struct("<I4s")
+MAGIC = b"SLO1"
+EXTS = ("data", "ts", "meta")
+# Replaced as a set by a .meta (POST); everything else comes from the .data.
+POSTABLE = ("content-type", "content-encoding", "content-disposition", "x-delete-at")
+USER_META = "x-object-meta-"
+OBJECTS = "objects"
+
+
+class CorruptFile(Exception):
+    pass
+
+
+# ---- names and state ------------------------------------------------------------------------
+
+def hash_dir(device_path: str, part: int | str, hexhash: str) -> str:
+    return os.path.join(device_path, OBJECTS, str(part), hexhash[-3:], hexhash)
+
+
+def _split(name: str) -> tuple[str, str]:
+    stem, _, ext = name.rpartition(".")
+    return stem, ext
+
+
+def current_files(names: list[str]) -> tuple[str | None, str | None]:
+    """(newest .data/.ts, newer .meta) among a hash dir's file names."""
+    best: tuple[str, bool] | None = None
+    best_name = None
+    meta_stem = None
+    meta_name = None
+    for n in names:
+        stem, ext = _split(n)
+        if not stem[:1].isdigit():
+            continue
+        if ext == "data" or ext == "ts":
+            key = (stem, ext == "ts")
+            if best is None or key > best:
+                best, best_name = key, n
+        elif ext == "meta" and (meta_stem is None or stem > meta_stem):
+            meta_stem, meta_name = stem, n
+    if meta_name is not None and best is not None and (best[1] or meta_stem <= best[0]):
+        meta_name = None
+    return best_name, meta_name
+
+
+def state_of(names: list[str]) -> str:
+    """The object's state for its suffix digest: current file names joined by "|"."""
+    a, b = current_files(names)
+    if a and b:
+        return f"{a}|{b}"
+    return a or b or ""
+
+
+def obsolete(names: list[str]) -> list[str]:
+    keep = set(current_files(names))
+    return [n for n in names if _split(n)[1] in EXTS and n not in keep]
+
+
+def _newest_stem(names: list[str], exts: tuple[str, ...]) -> str | None:
+    stems = [s for s, e in map(_split, names) if e in exts and s[:1].isdigit()]
+    return max(stems) if stems else None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+# ---- file format ----------------------------------------------------------------------------
+
+def pack_trailer(metadata: dict[str, str]) -> bytes:
+    raw = msgpack.packb(metadata, use_bin_type=True)
+    return raw + FOOTER.pack(len(raw), MAGIC)
+
+
+def parse_tail(tail: bytes | memoryview, file_size: int) -> tuple[dict[str, str], int] | int:
+    """(metadata, body length) from the last bytes of a file, or how many tail bytes it needs."""
+    if len(tail) < FOOTER.size:
+        raise CorruptFile("file too short")
+    mlen, magic = FOOTER.unpack_from(tail, len(tail) - FOOTER.size)
+    if magic != MAGIC or mlen + FOOTER.size > file_size:
+        raise CorruptFile("bad footer")
+    need = mlen + FOOTER.size
+    if len(tail) < need:
+        return need
+    start = len(tail) - need
+    try:
+        meta = msgpack.unpackb(bytes(tail[start:start + mlen]), raw=False)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise CorruptFile("bad metadata") from exc
+    if not isinstance(meta, dict):
+        raise CorruptFile("bad metadata")
+    return meta, file_size - need
+
+
+def read_fd_metadata(fd: int, size: int) -> tuple[dict[str, str], int]:
+    want = min(size, 4096)
+    while True:
+        res = parse_tail(os.pread(fd, want, size - want), size)
+        if isinstance(res, tuple):
+            return res
+        want = res
+
+
+def read_file_metadata(path: str) -> tuple[dict[str, str], int]:
+    """(metadata, body length) of one object file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return read_fd_metadata(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+
+
+def merge_metadata(data_meta: dict[str, str], meta_meta: dict[str, str] | None) -> dict[str, str]:
+    if not meta_meta:
+        return data_meta
+    out = {k: v for k, v in data_meta.items()
+           if not (k.lower().startswith(USER_META) or k.lower() in POSTABLE[1:])}
+    for k, v in meta_meta.items():
+        lk = k.lower()
+        if lk.startswith(USER_META) or lk in POSTABLE:
+            out[k] = v
+    return out
+
+
+def is_expired(metadata: dict[str, str], now: float | None = None) -> bool:
+    v = metadata.get("X-Delete-At")
+    if not v:
+        return False
+    try:
+        return int(v) <= (time.time() if now is None else now)
+    except ValueError:
+        return False
