@@ -125,6 +125,8 @@ def _makedirs(path: str) -> list[str]:
             created.append(d)
         except FileExistsError:
             pass
+        except FileNotFoundError:  # a parent emptied and removed meanwhile: start over
+            return created + _makedirs(path)
     return created
 
 
@@ -146,48 +148,56 @@ class CommitResult:
     existed: bool = False  # a live (unexpired) .data was current before the write
 
 
-def _commit(device_path: str, part: int | str, hexhash: str, tmp: str | None, filename: str,
+def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename: str,
             check: Callable[[str, list[str]], dict[str, str] | None],
             fsync: bool = True) -> CommitResult:
     """Move `tmp` (already fsynced) into the hash dir as `filename`, atomically and durably.
 
     `check(hash_dir, names)` raises Conflict/NotFound to refuse; it may return the current
-    merged metadata. With tmp None, `filename` is written there as an empty-bodied marker by
-    the caller-built trailer in ``_marker_bytes`` (see write_marker).
+    merged metadata. Locks: the partition journal (shared), then the hash dir (flock), the
+    order every writer uses. The journal is released before the directory fsyncs, so a fold
+    or rehash never waits on a disk flush; the hash dir stays locked until the write is
+    durable, and older files are removed only then.
     """
     hdir = hash_dir(device_path, part, hexhash)
     while True:
         created = _makedirs(hdir)
-        with digests.journal(device_path, part) as j:
-            dfd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
+        j: digests.Journal | None = digests.journal(device_path, part).__enter__()
+        dfd = -1
+        try:
             try:
+                dfd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
                 fcntl.flock(dfd, fcntl.LOCK_EX)
+                same = os.stat(hdir).st_ino == os.fstat(dfd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:  # quarantined or removed while we waited: start again
+                continue
+            names = os.listdir(hdir)
+            old = state_of(names)
+            current = check(hdir, names)
+            os.rename(tmp, os.path.join(hdir, filename))
+            names.append(filename)
+            new = state_of(names)  # obsolete files do not count, removed or not
+            j.record(hexhash[-3:], hexhash, old, new)
+            journal_size = j.size
+            j.__exit__(None, None, None)
+            j = None
+            if fsync:
+                os.fsync(dfd)
+                for d in created:
+                    _fsync_dir(os.path.dirname(d))
+            for n in obsolete(names):
                 try:
-                    same = os.stat(hdir).st_ino == os.fstat(dfd).st_ino
+                    os.unlink(os.path.join(hdir, n))
                 except FileNotFoundError:
-                    same = False
-                if not same:  # quarantined or removed while we waited: start again
-                    continue
-                names = os.listdir(hdir)
-                old = state_of(names)
-                current = check(hdir, names)
-                os.rename(tmp, os.path.join(hdir, filename))
-                if fsync:
-                    os.fsync(dfd)
-                    for d in created:
-                        _fsync_dir(os.path.dirname(d))
-                names.append(filename)
-                for n in obsolete(names):
-                    try:
-                        os.unlink(os.path.join(hdir, n))
-                    except FileNotFoundError:
-                        pass
-                    names.remove(n)
-                new = state_of(names)
-                j.record(hexhash[-3:], hexhash, old, new)
-                existed = current is not None and not is_expired(current)
-                return CommitResult(old, new, j.size, current or {}, existed)
-            finally:
+                    pass
+            existed = current is not None and not is_expired(current)
+            return CommitResult(old, new, journal_size, current or {}, existed)
+        finally:
+            if j is not None:
+                j.__exit__(None, None, None)
+            if dfd >= 0:
                 os.close(dfd)
 
 
