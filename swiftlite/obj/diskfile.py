@@ -4,8 +4,7 @@ Layout: ``<device>/objects/<part>/<suffix>/<hash>/<timestamp>.data | .ts | .meta
 temp files in ``<device>/tmp/`` and quarantined hash dirs in
 ``<device>/quarantined/objects/``.
 
-File format (every kind): ``body || metadata || footer``. ``metadata`` is a msgpack map of
-str -> str and ``footer`` is ``struct("<I4s")``: the metadata length and the magic ``b"SLO1"``.
+File format (every kind, see ``fileformat``): ``body || msgpack metadata || footer``.
 A .data file carries the object body and Content-Type, Content-Length, ETag (MD5 hex of the
 body), X-Timestamp, X-Object-Meta-*, Content-Encoding, Content-Disposition, X-Delete-At and
 ``name`` ("/a/c/o"). A .meta file (POST) has no body: X-Timestamp, X-Object-Meta-* and
@@ -15,13 +14,14 @@ a PUT can stream the body before its ETag is known; a reader finds it from the e
 Files are self-contained, so replication copies them byte for byte.
 
 Durable write: stream to ``tmp/obj-<pid>-<random>``, fsync, then under the partition journal
-lock (shared) and a flock on the hash dir: re-check the timestamp, rename into the hash dir,
-fsync the hash dir (and the parent of every directory just created), remove files the new one
-makes obsolete, and append the suffix-digest delta to the journal (see ``digests``). A reader
-only ever sees whole files, and stale temp files are removed by ``clean_tmp`` at start-up.
+lock (shared) and a flock on the hash dir (always in that order): re-check the timestamp,
+rename into the hash dir and append the suffix-digest delta to the journal (see ``digests``);
+then, journal released, fsync the hash dir (and the parent of every directory just created)
+and remove the files the new one makes obsolete. A reader only ever sees whole files, and
+stale temp files are removed by ``clean_tmp`` at start-up.
 
-The current files of an object (its ``state``): the newest .data or .ts (a .ts wins a tie),
-plus the newest .meta when it is newer than a .data (or when there is no .data/.ts at all).
+The current files of an object (its ``state``, ``fileformat.state_of``): the newest .data or
+.ts (a .ts wins a tie), plus the newest .meta when newer than a .data (or with no .data/.ts).
 
 API used by the server and the replicator (blocking; call through the thread pool):
 ``DataWriter`` (PUT a body, or ``commit_raw`` a file copied from a peer), ``write_marker``
