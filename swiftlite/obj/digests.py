@@ -85,10 +85,12 @@ class Journal:
     takes it exclusively (folds, rehashes). The partition dir is created when missing.
     """
 
-    def __init__(self, device_path: str, part: int | str, exclusive: bool = False) -> None:
+    def __init__(self, device_path: str, part: int | str, exclusive: bool = False,
+                 create: bool = True) -> None:
         self.part_dir = _part_dir(device_path, part)
         self.path = os.path.join(self.part_dir, JOURNAL)
         self.exclusive = exclusive
+        self.create = create  # False: raise FileNotFoundError when there is no journal
         self.fd = -1
         self.size = 0
 
@@ -97,6 +99,8 @@ class Journal:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
             except FileNotFoundError:
+                if not self.create:
+                    raise
                 self._create()
                 continue
             fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
@@ -244,19 +248,27 @@ def fold(device_path: str, part: int | str) -> dict[str, bytes]:
     """Fold the journal into the digest file now; returns the digests."""
     if not _part_exists(device_path, part):
         return {}
-    with journal(device_path, part, exclusive=True) as j:
-        return _fold_locked(j)
+    try:
+        with Journal(device_path, part, exclusive=True, create=False) as j:
+            return _fold_locked(j)
+    except FileNotFoundError:  # nothing to fold
+        return _read_digest_file(_part_dir(device_path, part))[2]
 
 
 def get_digests(device_path: str, part: int | str) -> dict[str, bytes]:
     """{suffix: digest} for every non-empty suffix, from the digest file and the journal."""
     if not _part_exists(device_path, part):
         return {}
-    with journal(device_path, part) as j:
-        if j.size <= FOLD_BYTES:
-            state = _read_digest_file(j.part_dir)
-            _apply(j, state)
-            return state[2]
+    try:
+        with Journal(device_path, part, create=False) as j:
+            if j.size <= FOLD_BYTES:
+                state = _read_digest_file(j.part_dir)
+                _apply(j, state)
+                return state[2]
+    except FileNotFoundError:
+        # No journal: everything is folded (a fold unlinks the journal only after renaming
+        # the digest file into place), and a read creates nothing.
+        return _read_digest_file(_part_dir(device_path, part))[2]
     return fold(device_path, part)
 
 
