@@ -93,6 +93,9 @@ class ObjectReplicator:
         self.node_timeout = conf.get_float("node_timeout", 30.0)
         self.pacer = daemon.Pacer(conf.get_float("max_objects_per_second", 0.0),
                                   conf.get_size("max_bytes_per_second", 0))
+        # Benchmark only: derive our digests by listing every suffix (Swift's way) instead of
+        # reading the incremental ones, to compare the two under the same replicator.
+        self.listing_digests = conf.get_bool("listing_digests", False)
         self.ring = daemon.load_ring(conf, "object")
         self.session: aiohttp.ClientSession | None = None
 
@@ -185,7 +188,9 @@ class ObjectReplicator:
         primaries = self.ring.get_part_nodes(part)
         is_primary = any(n["id"] == dev["id"] for n in primaries)
         peers = [n for n in primaries if n["id"] != dev["id"]]
-        local = await run_blocking(digests.get_digests, device_path, part)
+        local = await run_blocking(
+            digests.recompute if self.listing_digests else digests.get_digests,
+            device_path, part)
         stats["partitions"] += 1
         if not is_primary:
             stats["handoff_partitions"] += 1
