@@ -2,9 +2,11 @@
 
 Per local partition (primary or handoff), per peer (the other primaries; all primaries for a
 handoff): REPLICATE the peer for its suffix digests (no listing on either side when they
-match); for each differing suffix re-derive ours (heals drift), list object states on both
-sides (``MERGE .../states``), stream the files the peer lacks (``MERGE .../sync``, see
-``sync``), then REPLICATE the peer with those suffixes so it re-derives and compare. A handoff
+match); for each differing suffix list object states on both sides (``MERGE .../states``),
+stream the files the peer lacks (``MERGE .../sync``, see ``sync``), then compare digests
+again; a suffix still differing is re-derived from disk on both sides (REPLICATE with a
+suffix list: heals drift left by a crash) before its states are compared once more. So a
+differing suffix costs one listing per side, a drifted one two. A handoff
 partition whose objects every primary holds is removed locally. Tombstones older than
 ``reclaim_age`` are dropped when their suffix is listed (the auditor sweeps the rest).
 Files sent are paced by ``max_objects_per_second`` / ``max_bytes_per_second``.
@@ -47,9 +49,8 @@ def local_partitions(device_path: str) -> list[int]:
 
 def local_view(device_path: str, part: int, suffixes: list[str], reclaim_age: float,
                ) -> tuple[dict[str, bytes], dict[str, dict[str, str]], int]:
-    """One thread hop: re-derive `suffixes`, list their states (reclaiming old tombstones),
-    and return (all digests, {suffix: {hash: state}}, tombstones reclaimed)."""
-    digests.rehash_suffixes(device_path, part, suffixes)
+    """One thread hop: list the states of `suffixes` (reclaiming old tombstones) and return
+    (all digests, {suffix: {hash: state}}, tombstones reclaimed)."""
     states, reclaimed = sync.states_reclaiming(device_path, part, suffixes, reclaim_age)
     return digests.get_digests(device_path, part), states, reclaimed
 
@@ -243,8 +244,14 @@ class ObjectReplicator:
             delivered = counts.get("stored", 0) + counts.get("stale", 0)
             if delivered < len(wanted):
                 raise PeerError(f"{len(wanted) - delivered} of {len(wanted)} files not taken")
-        after = await self.peer_digests(peer, part, diff)
+        # The writes above journaled their deltas on the peer: its digests are exact without
+        # listing. Only a mismatch costs a re-derivation, on both sides (heals any drift).
+        after = await self.peer_digests(peer, part)
         unmatched = [s for s in diff if after.get(s) != local.get(s)]
+        if unmatched:
+            local = await run_blocking(digests.rehash_suffixes, device_path, part, unmatched)
+            after = await self.peer_digests(peer, part, unmatched)
+            unmatched = [s for s in unmatched if after.get(s) != local.get(s)]
         if unmatched:
             # The peer holds newer versions there (it pushes them to us on its own pass),
             # or it was written to meanwhile: check it holds at least what we hold.

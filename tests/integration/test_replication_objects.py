@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 
 import aiohttp
@@ -162,3 +163,20 @@ async def test_corrupt_source_is_not_spread(nodes):
         assert stats["failures"] >= 1
         assert state(n1, "bad") == ""
         assert hashlib.md5(body).hexdigest()  # the good body is what a restore must bring
+
+
+async def test_drifted_peer_digest_healed_without_resending(nodes):
+    n0, n1, n2, _ = nodes
+    async with aiohttp.ClientSession() as s:
+        await put(s, n0, "drift", b"z" * 100)
+        await run_pass(n0)
+        await put(s, n0, "y", b"y" * 100)
+        # n1 gets y's file as a crash would leave it: on disk, but never journaled.
+        h = hash_path("a", "c", "y")
+        shutil.copytree(diskfile.hash_dir(n0.dev_path(), 0, h),
+                        diskfile.hash_dir(n1.dev_path(), 0, h))
+        assert digests.get_digests(n1.dev_path(), 0) != digests.recompute(n1.dev_path(), 0)
+        stats = await run_pass(n0)
+        assert stats["failures"] == 0 and stats["synced"] == 1  # y to n2 only
+        assert digests.get_digests(n1.dev_path(), 0) == digests.recompute(n1.dev_path(), 0) \
+            == digests.get_digests(n0.dev_path(), 0)
