@@ -41,9 +41,10 @@ class Proxy:
     def __init__(self, conf: Section) -> None:
         self.conf = conf
         swift_dir = conf.get_str("swift_dir", "/etc/swiftlite")
-        self.object_ring = Ring.load(os.path.join(swift_dir, "object.ring.gz"))
-        self.container_ring = Ring.load(os.path.join(swift_dir, "container.ring.gz"))
-        self.account_ring = Ring.load(os.path.join(swift_dir, "account.ring.gz"))
+        reload = conf.get_float("ring_reload_interval", 15.0)
+        self.object_ring = Ring.load(os.path.join(swift_dir, "object.ring.gz"), reload)
+        self.container_ring = Ring.load(os.path.join(swift_dir, "container.ring.gz"), reload)
+        self.account_ring = Ring.load(os.path.join(swift_dir, "account.ring.gz"), reload)
         self.auth = TempAuth(conf)
         self.limiter = ErrorLimiter(conf.get_int("error_suppression_limit", 10),
                                     conf.get_float("error_suppression_interval", 60.0))
