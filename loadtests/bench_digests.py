@@ -6,6 +6,8 @@ size measures, against a real object server process:
 - REPLICATE latency (every partition's digests, no suffix listing; p50 and p99 over the
   partitions), REPLICATE with a 4-suffix list (the replicator's per-differing-suffix cost;
   it also folds the journal), and REPLICATE again once the journals are folded,
+- the object server's CPU (user + system, ms) per PUT and per folded REPLICATE, which a
+  busy shared machine disturbs much less than wall-clock figures,
 - beside it, recomputing every suffix digest by listing directories (what Swift pays when
   its hashes are invalidated), checked equal to what REPLICATE answered.
 The store is filled in-process without fsync (fast) through the same journaled write path.
@@ -44,6 +46,13 @@ def fill(dev: str, start: int, end: int, part_power: int, body: bytes) -> None:
         h = hash_path("a", "c", name)
         w = diskfile.DataWriter(dev, partition_of(h, part_power), h, fsync=False)
         w.put([body], dict(md, name=f"/a/c/{name}"), Timestamp(t0 + i).internal)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process: steadier than wall time on a shared machine."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fill_parallel(dev: str, start: int, end: int, part_power: int, body: bytes,
@@ -121,8 +130,9 @@ def main() -> int:
           f"1 device, fill objects {args.fill_size} B (no fsync), measured PUTs "
           f"{args.put_sample} x {args.put_size} B fsynced at c={args.concurrency}, "
           f"1 object-server worker, root={root}")
-    print(f"{'objects':>9} {'fill/s':>8} {'PUT/s':>7} {'REPL ms p50':>11} {'p99':>6} "
-          f"{'REPL+4suf ms':>12} {'REPL folded':>11} {'recompute all s':>15} "
+    print(f"{'objects':>9} {'fill/s':>8} {'PUT/s':>7} {'PUT cpu':>8} {'REPL ms p50':>11} "
+          f"{'p99':>6} "
+          f"{'REPL+4suf ms':>12} {'REPL folded':>11} {'REPL cpu':>9} {'recompute all s':>15} "
           f"{'per part ms':>11}")
     proc = ServerProcess("object", conf, port).start()
     stored = args.start
@@ -135,22 +145,27 @@ def main() -> int:
             os.sync()  # measure from a clean page cache, not against the fill's writeback
             fill_rate = (target - stored) / max(time.perf_counter() - t, 1e-9)
             stored = target
+            c0 = cpu_seconds(proc.proc.pid)
             rate = asyncio.run(put_rate(base, args.put_sample, args.concurrency, args.put_size,
                                         args.part_power, str(target)))
+            put_cpu = (cpu_seconds(proc.proc.pid) - c0) / args.put_sample
             stored += args.put_sample
             lat, got = asyncio.run(replicate_all(base, parts))
             lat_s, _ = asyncio.run(replicate_all(base, parts, suffixes=True))
+            c0 = cpu_seconds(proc.proc.pid)
             lat_f, _ = asyncio.run(replicate_all(base, parts))  # journals now folded
+            repl_cpu = (cpu_seconds(proc.proc.pid) - c0) / parts
             t = time.perf_counter()
             full = {p: digests.recompute(dev, p) for p in range(parts)}
             recompute = time.perf_counter() - t
             assert got == full, "REPLICATE digests differ from a full recompute"
             lat.sort()
-            print(f"{stored:>9} {fill_rate:>8.0f} {rate:>7.0f} "
+            print(f"{stored:>9} {fill_rate:>8.0f} {rate:>7.0f} {put_cpu * 1000:>8.2f} "
                   f"{statistics.median(lat) * 1000:>11.2f} "
                   f"{lat[int(len(lat) * 0.99) - 1] * 1000:>6.2f} "
                   f"{statistics.median(lat_s) * 1000:>12.2f} "
-                  f"{statistics.median(lat_f) * 1000:>11.2f} {recompute:>15.2f} "
+                  f"{statistics.median(lat_f) * 1000:>11.2f} {repl_cpu * 1000:>9.2f} "
+                  f"{recompute:>15.2f} "
                   f"{recompute / parts * 1000:>11.1f}", flush=True)
     finally:
         proc.stop()
