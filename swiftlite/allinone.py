@@ -68,7 +68,6 @@ def _write(path: str, text: str) -> None:
 def build(args: Namespace) -> dict[str, Any]:
     """Create rings and configs under args.root unless they exist; return the cluster plan."""
     from ringbuilder.builder import RingBuilder
-
     from swiftlite.ring import write_ring
 
     root = os.path.abspath(args.root)
@@ -99,6 +98,7 @@ def build(args: Namespace) -> dict[str, Any]:
         sections: dict[str, dict[str, Any]] = {"DEFAULT": common, "hash": hash_conf}
         for role in ROLES:
             sections[f"{role}-server"] = {"bind_port": ports[role], "workers": 1}
+        sections["object-server"]["io_threads"] = 32  # room for group-commit batches
         for daemon in DAEMONS:
             sections[daemon] = {"interval": 30}
         _write(conf_path, _ini(sections))

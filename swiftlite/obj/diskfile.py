@@ -13,12 +13,14 @@ optionally Content-Type, Content-Encoding, Content-Disposition, X-Delete-At, whi
 a PUT can stream the body before its ETag is known; a reader finds it from the end of the file.
 Files are self-contained, so replication copies them byte for byte.
 
-Durable write: stream to ``tmp/obj-<pid>-<random>``, fsync, then under the partition journal
+Durable write: stream to ``tmp/obj-<pid>-<random>``, flush it, then under the partition journal
 lock (shared) and a flock on the hash dir (always in that order): re-check the timestamp,
 rename into the hash dir and append the suffix-digest delta to the journal (see ``digests``);
-then, journal released, fsync the hash dir (and the parent of every directory just created)
-and remove the files the new one makes obsolete. A reader only ever sees whole files, and
-stale temp files are removed by ``clean_tmp`` at start-up.
+then, journal released, flush the hash dir (and the parent of every directory just created)
+and remove the files the new one makes obsolete. "Flush" is per `durability.MODE`: a shared
+syncfs that covers every concurrent writer (group commit, the default) or per-file fsyncs.
+A reader only ever sees whole files, and stale temp files are removed by ``clean_tmp`` at
+start-up.
 
 The current files of an object (its ``state``, ``fileformat.state_of``): the newest .data or
 .ts (a .ts wins a tie), plus the newest .meta when newer than a .data (or with no .data/.ts).
@@ -41,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from swiftlite.obj import digests
+from swiftlite.obj import digests, durability
 from swiftlite.obj.fileformat import (  # noqa: F401 (re-exported: one import for users)
     EXTS,
     FOOTER,
@@ -102,14 +104,6 @@ def is_enospc(exc: BaseException) -> bool:
 
 
 # ---- writing --------------------------------------------------------------------------------
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def _makedirs(path: str) -> list[str]:
     """Create `path` and missing parents; returns the dirs created, outermost first."""
@@ -184,9 +178,7 @@ def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
             j.__exit__(None, None, None)
             j = None
             if fsync:
-                os.fsync(dfd)
-                for d in created:
-                    _fsync_dir(os.path.dirname(d))
+                durability.flush_dirs(device_path, dfd, [os.path.dirname(d) for d in created])
             for n in obsolete(names):
                 try:
                     os.unlink(os.path.join(hdir, n))
@@ -278,7 +270,7 @@ class DataWriter:
 
     def _close_synced(self) -> None:
         if self.fsync:
-            os.fsync(self.fd)
+            durability.flush_file(self.device_path, self.fd)
         os.close(self.fd)
         self.fd = -1
 
@@ -371,7 +363,7 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
     try:
         _write_all(fd, [pack_trailer(metadata)])
         if fsync:
-            os.fsync(fd)
+            durability.flush_file(device_path, fd)
         os.close(fd)
         fd = -1
         return _commit(device_path, part, hexhash, tmp, f"{timestamp}.{ext}", check, fsync)

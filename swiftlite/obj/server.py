@@ -27,7 +27,7 @@ from swiftlite.common.methods import install_method_aliases
 from swiftlite.common.server import make_app
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import digests, diskfile, ranges, sync
+from swiftlite.obj import digests, diskfile, durability, ranges, sync
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 
 log = logging.getLogger("swiftlite.object")
@@ -428,6 +428,7 @@ class ObjectServer:
 
 async def create_app(conf: Section) -> web.Application:
     install_method_aliases()  # REPLICATE arrives as REPORT (see swiftlite.common.methods)
+    durability.configure(conf.get_str("sync_mode", "batch"))
     server = ObjectServer(conf)
     app = make_app()
     app["object_server"] = server
