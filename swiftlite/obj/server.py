@@ -378,24 +378,38 @@ class ObjectServer:
     async def _send_full(self, request: web.Request, info: diskfile.ObjectInfo,
                          headers: dict[str, str], dev_path: str, part: int, hexhash: str,
                          verify: bool) -> web.StreamResponse:
+        """A whole object. Its MD5 is checked before the last byte leaves: a corrupt copy
+        is quarantined and never delivered whole (a small one answers 404, so the proxy
+        reads another replica; a large one has its connection cut short)."""
         if info.body is not None:
-            resp: web.StreamResponse = web.Response(status=200, body=info.body, headers=headers)
-            await resp.prepare(request)
-            await resp.write_eof()
-            bad = info.etag_ok is False
-        else:
-            resp = self._stream_response(200, headers, info.body_len)
-            await resp.prepare(request)
-            md5 = hashlib.md5() if verify else None
-            await self._stream(resp, info.fd, 0, info.body_len, md5)
-            await resp.write_eof()
-            bad = md5 is not None and md5.hexdigest() != headers["ETag"]
-        if bad:
-            # The body went out already (the proxy checks the ETag); take this copy out of
-            # service so the next GET is a 404 and the replicator restores a good one.
-            log.error("ETag mismatch, quarantining %s/objects/%s/%s", dev_path, part, hexhash)
-            await run_blocking(diskfile.quarantine, dev_path, part, hexhash)
+            if info.etag_ok is False:
+                await self._quarantine(dev_path, part, hexhash)
+                return error(404, "Not Found (corrupt copy quarantined)")
+            return web.Response(status=200, body=info.body, headers=headers)
+        resp = self._stream_response(200, headers, info.body_len)
+        await resp.prepare(request)
+        md5 = hashlib.md5() if verify else None
+        off, end = 0, info.body_len
+        while off < end:
+            data = await run_blocking(diskfile.read_chunk, info.fd, off,
+                                      min(self.read_chunk, end - off), md5)
+            if not data:
+                raise OSError("object file shrank while reading")
+            off += len(data)
+            if off >= end and md5 is not None and md5.hexdigest() != headers["ETag"]:
+                await self._quarantine(dev_path, part, hexhash)
+                if request.transport is not None:
+                    request.transport.abort()  # the reader sees a short body, not bad bytes
+                raise ConnectionResetError("corrupt object: connection cut before the end")
+            await resp.write(data)
+        await resp.write_eof()
         return resp
+
+    async def _quarantine(self, dev_path: str, part: int, hexhash: str) -> None:
+        """Take a copy whose bytes do not match its ETag out of service; the replicator
+        restores a good one."""
+        log.error("ETag mismatch, quarantining %s/objects/%s/%s", dev_path, part, hexhash)
+        await run_blocking(diskfile.quarantine, dev_path, part, hexhash)
 
     # ---- replication ------------------------------------------------------------------------
 

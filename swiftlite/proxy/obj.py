@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import mimetypes
 import random
 import time
@@ -22,7 +23,7 @@ from aiohttp import web
 from swiftlite.common import constraints
 from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import Response
-from swiftlite.common.http import HTTPError, error
+from swiftlite.common.http import HTTPError, error, txid
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.proxy.backend import (
     NETWORK_ERRORS,
@@ -32,6 +33,8 @@ from swiftlite.proxy.backend import (
     quorum_size,
 )
 from swiftlite.proxy.common import metadata_headers
+
+log = logging.getLogger("swiftlite.proxy")
 
 GET_PASS_HEADERS = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
                     "If-Unmodified-Since")
@@ -144,8 +147,17 @@ async def _relay_stream(request: web.Request, resp: Response) -> web.StreamRespo
             await out.write_eof()
             return out
         await out.prepare(request)
-        async for chunk in resp.iter_chunks(STREAM_CHUNK * 4):
-            await out.write(chunk)
+        try:
+            async for chunk in resp.iter_chunks(STREAM_CHUNK * 4):
+                await out.write(chunk)
+        except NETWORK_ERRORS as exc:
+            # The replica stopped mid-body (died, or found its copy corrupt): the client
+            # must see a short response, never one that looks complete.
+            log.warning("backend body cut short for %s: %r (txid %s)", request.path, exc,
+                        txid(request))
+            if request.transport is not None:
+                request.transport.abort()
+            raise ConnectionResetError("backend body cut short") from None
         await out.write_eof()
         return out
     finally:

@@ -402,14 +402,37 @@ async def test_quarantine_on_corrupt_full_get(server, client):
         fh.write(b"B")
     st, _, got = await call(client, server, "GET", path, {"Range": "bytes=1-2"})
     assert st == 206 and got == b"AA"  # ranges are not verified
+    # A full GET checks the MD5 before answering: the corrupt copy is never sent.
     st, _, got = await call(client, server, "GET", path)
-    assert st == 200 and got == b"B" + body[1:]
-    await async_wait_for(lambda: not os.path.exists(diskfile.hash_dir(dev, 9, h)), 5,
-                         what="quarantine")
+    assert st == 404 and b"B" not in got
+    assert not os.path.exists(diskfile.hash_dir(dev, 9, h))
     assert (await call(client, server, "GET", path))[0] == 404
     assert any(n.startswith(h) for n in os.listdir(os.path.join(dev, "quarantined", "objects")))
     st, _, raw = await call(client, server, "REPLICATE", "/sdb/9")
     assert msgpack.unpackb(raw) == digests.recompute(dev, 9)
+
+
+async def test_corrupt_large_object_is_never_delivered_whole(server, client):
+    """Streamed bodies: the last chunk waits for the MD5; on mismatch the connection is cut."""
+    o = name()
+    path = f"/sdb/9/a/c/{o}"
+    body = os.urandom(min(MAX, 1024 * 1024))  # several 64 KiB read chunks
+    assert (await call(client, server, "PUT", path, {"X-Timestamp": ts()}, body))[0] == 201
+    dev = os.path.join(server.devices, "sdb")
+    h = hash_path("a", "c", o)
+    (f,) = diskfile.current_paths(dev, 9, h)
+    with open(f, "r+b") as fh:
+        fh.seek(100)
+        fh.write(bytes([body[100] ^ 0xFF]))
+    got = b""
+    with pytest.raises(aiohttp.ClientPayloadError):
+        async with client.get(f"http://127.0.0.1:{server.port}{path}") as resp:
+            assert resp.status == 200
+            async for chunk in resp.content.iter_any():
+                got += chunk
+    assert len(got) < len(body)
+    assert not os.path.exists(diskfile.hash_dir(dev, 9, h))
+    assert (await call(client, server, "GET", path))[0] == 404
 
 
 async def test_replicate(server, client):
