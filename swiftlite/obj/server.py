@@ -422,16 +422,16 @@ class ObjectServer:
             raise HTTPError(400, "Invalid suffix list")
         if sufs:
             result = await run_blocking(self._rehash, dev_path, part, sufs.split("-"))
+            body = msgpack.packb(result, use_bin_type=True)
         else:
-            result = await run_blocking(self._digests, dev_path, part)
-        return web.Response(status=200, body=msgpack.packb(result, use_bin_type=True),
-                            content_type="application/x-msgpack")
+            body = await run_blocking(self._digests, dev_path, part)
+        return web.Response(status=200, body=body, content_type="application/x-msgpack")
 
     @staticmethod
-    def _digests(dev_path: str, part: int) -> dict[str, bytes]:
+    def _digests(dev_path: str, part: int) -> bytes:
         if not os.path.isdir(dev_path):
             raise diskfile.DeviceMissing(dev_path)
-        return digests.get_digests(dev_path, part)
+        return digests.get_digests_packed(dev_path, part)
 
     @staticmethod
     def _rehash(dev_path: str, part: int, sufs: list[str]) -> dict[str, bytes]:

@@ -181,3 +181,18 @@ def test_rehash_ignores_bad_suffixes(tmp_path, bad):
     os.makedirs(dev)
     put(dev, 0, "o", 1.0)
     assert digests.rehash_suffixes(dev, 0, [bad]) == digests.recompute(dev, 0)
+
+
+def test_packed_digests_match_with_and_without_journal(tmp_path):
+    import msgpack
+
+    dev = str(tmp_path / "sda")
+    os.makedirs(dev)
+    assert msgpack.unpackb(digests.get_digests_packed(dev, 0)) == {}
+    for i in range(5):
+        put(dev, 0, f"o{i}", 10.0 + i)
+    assert msgpack.unpackb(digests.get_digests_packed(dev, 0)) == digests.recompute(dev, 0)
+    digests.fold(dev, 0)  # no journal now: the file's own map is served
+    assert msgpack.unpackb(digests.get_digests_packed(dev, 0)) == digests.recompute(dev, 0)
+    marker(dev, 0, "o1", 50.0, "ts")
+    assert msgpack.unpackb(digests.get_digests_packed(dev, 0)) == digests.recompute(dev, 0)
