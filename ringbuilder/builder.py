@@ -7,10 +7,8 @@ server loads (swiftlite.ring.write_ring writes it). See placement.py for how a r
 from __future__ import annotations
 
 import math
-import os
 import random
 import sys
-import tempfile
 import time
 from array import array
 from collections import Counter
@@ -27,6 +25,7 @@ from ringbuilder.devices import (
 )
 from ringbuilder.placement import NONE_DEV, Placer
 from ringbuilder.tiers import LEVELS, build_tiers
+from swiftlite.common.fsutil import atomic_write
 from swiftlite.ring.ring import DEV_KEYS, RingData
 
 __all__ = ["RingBuilder", "RingBuilderError"]
@@ -304,20 +303,8 @@ class RingBuilder:
 
     def save(self, path: str) -> None:
         """Atomically replace `path` (a crash leaves the old file or the new one, never half)."""
-        data = msgpack.packb(self.to_dict())
-        d = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".builder-")
-        try:
-            os.fchmod(fd, 0o644)  # mkstemp makes 0600; other tools read the builder too
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # 0644: other tools read the builder too
+        atomic_write(path, msgpack.packb(self.to_dict()), mode=0o644, prefix=".builder-")
 
     @classmethod
     def load(cls, path: str) -> RingBuilder:

@@ -24,6 +24,8 @@ from argparse import Namespace
 from importlib.util import find_spec
 from typing import Any
 
+from swiftlite.common.fsutil import atomic_write
+
 ROLES = ("account", "container", "object")
 ROLE_OFFSET = {"object": 0, "container": 1, "account": 2}
 DAEMONS = {  # daemon name -> module that must exist for it to be started
@@ -59,10 +61,7 @@ def _ini(sections: dict[str, dict[str, Any]]) -> str:
 
 
 def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    atomic_write(path, text.encode(), fsync=False)
 
 
 def build(args: Namespace) -> dict[str, Any]:

@@ -13,12 +13,13 @@ Record: {"method": str, "path": str (quoted, without device/partition: "/a/c[/o]
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import msgpack
 import xxhash
+
+from swiftlite.common.fsutil import atomic_write
 
 ASYNC_DIR = "async_pending"
 
@@ -31,23 +32,10 @@ def save_update(device_path: str, record: dict[str, Any]) -> str:
     os.makedirs(d, exist_ok=True)
     tmp_dir = os.path.join(device_path, "tmp")
     os.makedirs(tmp_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=tmp_dir, prefix="async-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(msgpack.packb(record, use_bin_type=True))
-            f.flush()
-            os.fsync(f.fileno())
-        final = os.path.join(d, f"{name_hash}-{record.get('timestamp', '0')}")
-        os.replace(tmp, final)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    final = os.path.join(d, f"{name_hash}-{record.get('timestamp', '0')}")
+    # mode=None keeps mkstemp's 0600: records are read only by the updater of this node
+    atomic_write(final, msgpack.packb(record, use_bin_type=True), mode=None,
+                 tmp_dir=tmp_dir, prefix="async-", sync_dir=True)
     return final
 
 

@@ -21,6 +21,7 @@ import uvloop
 
 from swiftlite.common import threadpool
 from swiftlite.common.config import Section, load_sections
+from swiftlite.common.fsutil import atomic_write
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.daemon")
@@ -85,10 +86,7 @@ def write_status(conf: Section, daemon: str, status: dict[str, Any]) -> str:
     d = status_dir(conf)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, f"{daemon}.json")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"daemon": daemon, **status}, f)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps({"daemon": daemon, **status}).encode(), fsync=False)
     return path
 
 

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from swiftlite.common.fsutil import fsync_dir
 from swiftlite.common.timestamp import Timestamp
 
 ZERO_TS = Timestamp(0).internal
@@ -91,14 +92,6 @@ def merge_metadata(current: Metadata, incoming: Mapping[str, Any]) -> bool:
             current[key] = [value, ts]
             changed = True
     return changed
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class DatabaseBroker:

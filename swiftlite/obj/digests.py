@@ -48,6 +48,7 @@ from collections.abc import Iterable
 import msgpack
 import xxhash
 
+from swiftlite.common.fsutil import atomic_write
 from swiftlite.obj import fileformat
 
 JOURNAL = "hashes.journal"
@@ -69,14 +70,6 @@ def state_hash(hexhash: str, state: str) -> int:
 
 def _part_dir(device_path: str, part: int | str) -> str:
     return os.path.join(device_path, fileformat.OBJECTS, str(part))
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Journal:
@@ -200,20 +193,9 @@ def _read_digest_file(part_dir: str) -> tuple[bytes, int, dict[str, bytes]]:
 def _write_digest_file(part_dir: str, jid: bytes, offset: int,
                        digests: dict[str, bytes]) -> None:
     body = msgpack.packb(digests, use_bin_type=True)
-    tmp = os.path.join(part_dir, f".digests-{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(_HEAD.pack(_MAGIC, jid.ljust(16, b"\0"), offset) + body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(part_dir, DIGESTS))
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(part_dir)
+    atomic_write(os.path.join(part_dir, DIGESTS),
+                 _HEAD.pack(_MAGIC, jid.ljust(16, b"\0"), offset) + body,
+                 prefix=".digests-", sync_dir=True)
 
 
 def _apply(j: Journal, state: tuple[bytes, int, dict[str, bytes]]) -> tuple[bytes, int, bool]:

@@ -21,6 +21,8 @@ import ctypes.util
 import os
 import threading
 
+from swiftlite.common.fsutil import fsync_dir
+
 _libc = None
 
 
@@ -146,8 +148,4 @@ def flush_dirs(device_path: str, dir_fd: int, created_parents: list[str]) -> Non
         return
     os.fsync(dir_fd)
     for parent in created_parents:
-        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(parent)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import gzip
 import os
 import sys
-import tempfile
 import time
 from array import array
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from typing import Any
 import msgpack
 import xxhash
 
+from swiftlite.common.fsutil import atomic_write
 from swiftlite.common.hashing import hash_path, partition_of
 
 DEV_KEYS = ("id", "region", "zone", "ip", "port", "device", "weight")
@@ -65,19 +65,8 @@ class RingData:
 
 def write_ring(path: str, data: RingData) -> None:
     """Atomically replace the ring file (readers never see half a ring)."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".ring-")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; servers may run as another user
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.to_bytes())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    # 0644: servers may run as another user than the ring tool
+    atomic_write(path, data.to_bytes(), mode=0o644, prefix=".ring-")
 
 
 class Ring:
