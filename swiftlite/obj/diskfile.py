@@ -39,7 +39,8 @@ import hashlib
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +135,50 @@ def _write_all(fd: int, chunks: list[bytes]) -> int:
 
 
 @dataclass
+class LockedHashDir:
+    """A hash dir held by `locked_hash_dir`: its path, locked fd and entries at lock time."""
+    path: str
+    fd: int
+    names: list[str]
+    journal: digests.Journal | None
+
+    def release_journal(self) -> None:
+        """Let folds and rehashes in while the hash dir stays locked (e.g. during fsyncs)."""
+        if self.journal is not None:
+            self.journal.__exit__(None, None, None)
+            self.journal = None
+
+
+@contextmanager
+def locked_hash_dir(device_path: str, part: int | str,
+                    hexhash: str) -> Iterator[LockedHashDir | None]:
+    """Lock an object's hash dir the way every writer does, or yield None if it is gone.
+
+    Order: the partition journal (shared), then a flock on the hash dir. A dir renamed away
+    (quarantined, removed) while we waited for the flock yields None: the caller gives up
+    or starts again. Both locks are released on exit; the hash dir first.
+    """
+    hdir = hash_dir(device_path, part, hexhash)
+    held = LockedHashDir(hdir, -1, [], digests.journal(device_path, part).__enter__())
+    try:
+        try:
+            held.fd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
+            fcntl.flock(held.fd, fcntl.LOCK_EX)
+            same = os.stat(hdir).st_ino == os.fstat(held.fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            yield None
+            return
+        held.names = os.listdir(hdir)
+        yield held
+    finally:
+        if held.fd >= 0:
+            os.close(held.fd)
+        held.release_journal()
+
+
+@dataclass
 class CommitResult:
     old_state: str
     new_state: str
@@ -156,29 +201,22 @@ def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
     hdir = hash_dir(device_path, part, hexhash)
     while True:
         created = _makedirs(hdir)
-        j: digests.Journal | None = digests.journal(device_path, part).__enter__()
-        dfd = -1
-        try:
-            try:
-                dfd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
-                fcntl.flock(dfd, fcntl.LOCK_EX)
-                same = os.stat(hdir).st_ino == os.fstat(dfd).st_ino
-            except FileNotFoundError:
-                same = False
-            if not same:  # quarantined or removed while we waited: start again
+        with locked_hash_dir(device_path, part, hexhash) as held:
+            if held is None:  # quarantined or removed while we waited: start again
                 continue
-            names = os.listdir(hdir)
+            names = held.names
             old = state_of(names)
             current = check(hdir, names)
             os.rename(tmp, os.path.join(hdir, filename))
             names.append(filename)
             new = state_of(names)  # obsolete files do not count, removed or not
-            j.record(hexhash[-3:], hexhash, old, new)
-            journal_size = j.size
-            j.__exit__(None, None, None)
-            j = None
+            assert held.journal is not None
+            held.journal.record(hexhash[-3:], hexhash, old, new)
+            journal_size = held.journal.size
+            held.release_journal()
             if fsync:
-                durability.flush_dirs(device_path, dfd, [os.path.dirname(d) for d in created])
+                durability.flush_dirs(device_path, held.fd,
+                                      [os.path.dirname(d) for d in created])
             for n in obsolete(names):
                 try:
                     os.unlink(os.path.join(hdir, n))
@@ -186,11 +224,6 @@ def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
                     pass
             existed = current is not None and not is_expired(current)
             return CommitResult(old, new, journal_size, current or {}, existed)
-        finally:
-            if j is not None:
-                j.__exit__(None, None, None)
-            if dfd >= 0:
-                os.close(dfd)
 
 
 def _tmp_path(device_path: str) -> str:
@@ -477,26 +510,16 @@ def quarantine(device_path: str, part: int | str, hexhash: str) -> bool:
     hdir = hash_dir(device_path, part, hexhash)
     if not os.path.isdir(hdir):
         return False
-    with digests.journal(device_path, part) as j:
-        try:
-            dfd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
-        except FileNotFoundError:
+    with locked_hash_dir(device_path, part, hexhash) as held:
+        if held is None:
             return False
-        try:
-            fcntl.flock(dfd, fcntl.LOCK_EX)
-            try:
-                if os.stat(hdir).st_ino != os.fstat(dfd).st_ino:
-                    return False
-            except FileNotFoundError:
-                return False
-            old = state_of(os.listdir(hdir))
-            qdir = os.path.join(device_path, QUARANTINE)
-            os.makedirs(qdir, exist_ok=True)
-            os.rename(hdir, os.path.join(qdir, f"{hexhash}-{os.urandom(4).hex()}"))
-            j.record(hexhash[-3:], hexhash, old, "")
-            return True
-        finally:
-            os.close(dfd)
+        old = state_of(held.names)
+        qdir = os.path.join(device_path, QUARANTINE)
+        os.makedirs(qdir, exist_ok=True)
+        os.rename(hdir, os.path.join(qdir, f"{hexhash}-{os.urandom(4).hex()}"))
+        assert held.journal is not None
+        held.journal.record(hexhash[-3:], hexhash, old, "")
+        return True
 
 
 def clean_tmp(device_path: str, max_age: float = 3600.0) -> int:

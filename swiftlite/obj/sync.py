@@ -21,7 +21,6 @@ everything we hold (so a handoff copy may go).
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import hashlib
 import logging
 import os
@@ -97,29 +96,18 @@ def covered(local: str, remote: str | None) -> bool:
 def remove_if_unchanged(device_path: str, part: int | str, hexhash: str, state: str) -> bool:
     """Delete an object's hash dir if its state is still `state`; keeps the digest exact."""
     hdir = diskfile.hash_dir(device_path, part, hexhash)
-    with digests.journal(device_path, part) as j:
-        try:
-            dfd = os.open(hdir, os.O_RDONLY | os.O_DIRECTORY)
-        except FileNotFoundError:
+    with diskfile.locked_hash_dir(device_path, part, hexhash) as held:
+        if held is None:
             return False
-        try:
-            fcntl.flock(dfd, fcntl.LOCK_EX)
-            try:
-                if os.stat(hdir).st_ino != os.fstat(dfd).st_ino:
-                    return False
-            except FileNotFoundError:
-                return False
-            names = os.listdir(hdir)
-            current = diskfile.state_of(names)
-            if current != state:
-                return False
-            # Rename first so a writer waiting on the flock sees the dir gone and retries.
-            gone = os.path.join(device_path, diskfile.TMP, f"rm-{hexhash}-{os.urandom(4).hex()}")
-            os.makedirs(os.path.dirname(gone), exist_ok=True)
-            os.rename(hdir, gone)
-            j.record(hexhash[-3:], hexhash, current, "")
-        finally:
-            os.close(dfd)
+        current = diskfile.state_of(held.names)
+        if current != state:
+            return False
+        # Rename first so a writer waiting on the flock sees the dir gone and retries.
+        gone = os.path.join(device_path, diskfile.TMP, f"rm-{hexhash}-{os.urandom(4).hex()}")
+        os.makedirs(os.path.dirname(gone), exist_ok=True)
+        os.rename(hdir, gone)
+        assert held.journal is not None
+        held.journal.record(hexhash[-3:], hexhash, current, "")
     shutil.rmtree(gone, ignore_errors=True)
     try:
         os.rmdir(os.path.dirname(hdir))  # the suffix dir, once empty
