@@ -1,0 +1,111 @@
+"""swiftlite beside OpenStack Swift on this machine: the RESULTS.md side-by-side table.
+
+Starts each swiftlite shape with `swiftlite up` (fresh root, free ports, no daemons, like the
+Swift anchor which runs only its main servers), runs loadtests/bench.py interleaved A/B
+against an already running Swift (`../shared/anchors/swift/start.sh`), and prints one
+markdown row per (shape, size, concurrency, phase) with both figures and the ratio.
+
+    python loadtests/compare_swift.py --swift http://127.0.0.1:16080/auth/v1.0 \
+        [--sizes 64k,1m] [--concurrency 8,32] [--count-64k 600] [--count-1m 200]
+
+Shapes: "defaults" (`swiftlite up` as the README starts it: 1 node, 4 devices, proxy workers
+= CPUs), "workers 1" (every server one process), and "Swift's shape" (4 nodes of 1 device,
+1 worker each: the anchor's own layout of 4 object/container/account servers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHAPES = {
+    "defaults": [],
+    "workers 1": ["--workers", "1"],
+    "Swift's shape": ["--nodes", "4", "--devices", "1", "--workers", "1"],
+}
+
+
+def start(shape_args: list[str], root: str) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "swiftlite.cli", "up", "--root", root, "--port", "0",
+           "--no-daemons", *shape_args]
+    log = open(os.path.join(root + ".log"), "wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    path = os.path.join(root, "cluster.json")
+    deadline = time.monotonic() + 90
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"swiftlite up failed: see {root}.log")
+        time.sleep(0.2)
+    with open(path) as f:
+        return proc, json.load(f)["proxy"]["auth_url"]
+
+
+def bench(a_url: str, b_url: str, size: str, count: int, conc: int, out: str) -> dict:
+    cmd = [sys.executable, os.path.join(HERE, "bench.py"), "--url", a_url, "--vs", b_url,
+           "--vs-user", "test:tester", "--vs-key", "testing", "--size", size,
+           "--count", str(count), "-c", str(conc), "--phases", "put,get", "--rounds", "2",
+           "--json", out]
+    print("$ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    print(r.stdout, flush=True)
+    with open(out) as f:
+        return json.load(f)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--swift", required=True, help="auth URL of the running OpenStack Swift")
+    p.add_argument("--sizes", default="64k,1m")
+    p.add_argument("--concurrency", default="8,32")
+    p.add_argument("--count-64k", type=int, default=600)
+    p.add_argument("--count-1m", type=int, default=200)
+    p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--json", help="write every run's report here")
+    a = p.parse_args()
+    rows = []
+    runs = []
+    work = tempfile.mkdtemp(prefix="swiftlite-compare-")
+    try:
+        for shape in a.shapes.split(","):
+            root = os.path.join(work, shape.replace(" ", "_").replace("'", ""))
+            proc, url = start(SHAPES[shape], root)
+            try:
+                for size in a.sizes.split(","):
+                    count = a.count_1m if size.lower().startswith("1m") else a.count_64k
+                    for conc in (int(c) for c in a.concurrency.split(",")):
+                        out = os.path.join(work, f"r{len(runs)}.json")
+                        rep = bench(url, a.swift, size, count, conc, out)
+                        runs.append({"shape": shape, "size": size, "concurrency": conc,
+                                     "report": rep})
+                        for phase in ("put", "get"):
+                            x, y = rep["results"]["A"][phase], rep["results"]["B"][phase]
+                            rows.append((shape, size, conc, phase.upper(), x, y))
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+                shutil.rmtree(root, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("| swiftlite shape | size | c | op | swiftlite ops/s | Swift ops/s | ratio | "
+          "swiftlite p50/p99 ms | Swift p50/p99 ms | errors |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    for shape, size, conc, op, x, y in rows:
+        ratio = x["ops_s"] / y["ops_s"] if y["ops_s"] else float("nan")
+        print(f"| {shape} | {size} | {conc} | {op} | {x['ops_s']:.1f} | {y['ops_s']:.1f} | "
+              f"{ratio:.2f}x | {x['p50_ms']:.0f}/{x['p99_ms']:.0f} | "
+              f"{y['p50_ms']:.0f}/{y['p99_ms']:.0f} | {x['errors']}/{y['errors']} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(runs, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
