@@ -7,13 +7,13 @@ aiohttp's C HTTP parser (llhttp) only knows registered methods and answers 400 t
 "UPDATE", so the batch form is also served as MERGE (a WebDAV method llhttp accepts);
 UPDATE still works behind a parser that passes it through.
 
-Every SQLite access is one run_blocking hop; object updates go through the DB's group
-committer so concurrent updates share a transaction.
+Config, dispatch, POST, DELETE, HEAD and GET are shared with the account server
+(`swiftlite.db.server.DBServer`). Every SQLite access is one run_blocking hop; object
+updates go through the DB's group committer so concurrent updates share a transaction.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import msgpack
@@ -23,20 +23,15 @@ from swiftlite.common.client import make_session
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import (
     CONTAINER_LISTING_LIMIT,
-    check_account,
-    check_container,
     check_object,
     check_utf8,
 )
-from swiftlite.common.http import HTTPError, error, split_path
-from swiftlite.common.server import make_app
+from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.account_reporter import AccountReporter, parse_account_nodes
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.broker import DatabaseNotFound
-from swiftlite.db.cache import BrokerCache
-from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import (
     meta_headers,
     parse_timestamp,
@@ -44,10 +39,8 @@ from swiftlite.db.headers import (
     req_metadata,
     req_timestamp,
 )
-from swiftlite.db.listing import parse_params, response
-from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
-from swiftlite.db.reclaimer import reclaim_loop
-from swiftlite.db.replication_server import register_db_replication_routes
+from swiftlite.db.listing import ListingParams
+from swiftlite.db.server import DBServer, make_db_app
 
 # Stored alongside X-Container-Meta-*; the proxy and middlewares read them back.
 SAVED_HEADERS = ("x-container-read", "x-container-write", "x-versions-location",
@@ -111,70 +104,48 @@ def _update_row(raw: Any) -> dict[str, Any]:
             "content_type": _clean_str(ctype, "content_type"), "etag": _clean_str(etag, "etag")}
 
 
-class ContainerServer:
+class ContainerServer(DBServer):
+    kind = "container"
+    broker_class = ContainerBroker
+    listing_limit = CONTAINER_LISTING_LIMIT
+    saved_headers = SAVED_HEADERS
+    delete_conflict = "Conflict: container not empty or newer PUT"
+    info_headers = staticmethod(info_headers)  # type: ignore[assignment]
+
     def __init__(self, conf: Section) -> None:
-        self.conf = conf
-        self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
-                                     conf.get_bool("mount_check", False))
-        self.reclaim_age = conf.get_float("reclaim_age", 604800.0)
-        self.reclaim_interval = conf.get_float("reclaim_interval", 3600.0)
+        super().__init__(conf)
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 3.0)
-        synchronous = conf.get_str("db_synchronous", "FULL").upper()
-        if synchronous not in ("FULL", "NORMAL", "EXTRA"):
-            raise ValueError("db_synchronous must be FULL, NORMAL or EXTRA")
         self.group_commit = conf.get_bool("group_commit", True)
-        max_batch = conf.get_int("db_max_batch", 1000)
-
-        def new_broker(path: str) -> ContainerBroker:
-            b = ContainerBroker(path, synchronous=synchronous,
-                                busy_timeout=conf.get_float("db_busy_timeout", 25.0))
-            b.committer = GroupCommitter(  # type: ignore[attr-defined]
-                b.merge_items, max_batch if self.group_commit else 1)
-            return b
-
-        self.brokers: BrokerCache[ContainerBroker] = BrokerCache(
-            new_broker, conf.get_int("db_cache_size", 1024))
         self.reporter = AccountReporter(conf.get_float("account_update_interval", 1.0))
+        self.handlers.update({"MERGE": self.update, "UPDATE": self.update})
+        self.item_handlers = {"PUT": self.object_put, "DELETE": self.object_delete}
+
+    def commit_batch(self) -> int:
+        return self.max_batch if self.group_commit else 1
+
+    def list_body(self, broker: ContainerBroker,
+                  params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
+        return broker.list_objects_body(params)
 
     async def on_startup(self, app: web.Application) -> None:
         self.session = make_session(self.conn_timeout, self.node_timeout)
         self.reporter.start(self.session)
-        self.reclaimer = asyncio.create_task(reclaim_loop(
-            self.brokers.values, self.reclaim_age, self.reclaim_interval))
+        await super().on_startup(app)
 
     async def on_cleanup(self, app: web.Application) -> None:
-        self.reclaimer.cancel()
+        await super().on_cleanup(app)
         await self.reporter.stop()
         await self.session.close()
 
-    # -- dispatch ------------------------------------------------------------------------
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        dev, part_s, account, container, obj = split_path(request, 4, 5)
-        assert dev and part_s and account and container
-        part = parse_partition(part_s)
-        for bad in (check_account(account), check_container(container),
-                    check_object(obj) if obj is not None else None):
-            if bad:
-                raise HTTPError(400, bad)
-        dev_path = self.devices.check(dev)
-        broker = self.brokers.get(db_file(self.devices.devices, dev, "container", part,
-                                          account, container))
-        if not broker.account:
-            broker.account, broker.container = account, container
-        method = request.method
-        if obj is not None:
-            if method == "PUT":
-                return await self.object_put(request, broker, dev_path, obj)
-            if method == "DELETE":
-                return await self.object_delete(request, broker, dev_path, obj)
-            return error(405, "Method Not Allowed")
-        handler = {"PUT": self.put, "POST": self.post, "DELETE": self.delete,
-                   "HEAD": self.head, "GET": self.get, "MERGE": self.update,
-                   "UPDATE": self.update}.get(method)
-        if handler is None:
-            return error(405, "Method Not Allowed")
-        return await handler(request, broker, dev_path)
+    async def after_change(self, broker: ContainerBroker, dev_path: str,
+                           info: dict[str, Any]) -> web.StreamResponse | None:
+        """Report the new state to the account at once (404: the account does not exist)."""
+        if info["account_nodes"].get("nodes"):
+            status = await self.reporter.report(broker, dev_path, info)
+            if status == 404:
+                return error(404, "Account not found")
+        return None
 
     # -- container -----------------------------------------------------------------------
     async def put(self, request: web.Request, broker: ContainerBroker,
@@ -184,69 +155,8 @@ class ContainerServer:
         meta = req_metadata(request, "container", ts, SAVED_HEADERS)
         nodes = parse_account_nodes(request.headers)
         created, info = await run_blocking(broker.put_db, ts, meta, nodes)
-        if info["account_nodes"].get("nodes"):
-            status = await self.reporter.report(broker, dev_path, info)
-            if status == 404:
-                return error(404, "Account not found")
-        return web.Response(status=201 if created else 202)
-
-    async def post(self, request: web.Request, broker: ContainerBroker,
-                   dev_path: str) -> web.StreamResponse:
-        ts = req_timestamp(request)
-        assert ts is not None
-        meta = req_metadata(request, "container", ts, SAVED_HEADERS)
-
-        def do() -> dict[str, Any] | None:
-            if broker.is_deleted():
-                return None
-            return broker.update_metadata(meta)
-
-        try:
-            info = await run_blocking(do)
-        except DatabaseNotFound:
-            info = None
-        if info is None:
-            return error(404, "Not Found")
-        return web.Response(status=204)
-
-    async def delete(self, request: web.Request, broker: ContainerBroker,
-                     dev_path: str) -> web.StreamResponse:
-        ts = req_timestamp(request)
-        assert ts is not None
-        try:
-            outcome, info = await run_blocking(broker.delete_db, ts)
-        except DatabaseNotFound:
-            return error(404, "Not Found")
-        if outcome == "notfound":
-            return error(404, "Not Found", _backend_ts(info))
-        if outcome == "conflict":
-            return error(409, "Conflict: container not empty or newer PUT")
-        if info["account_nodes"].get("nodes"):
-            status = await self.reporter.report(broker, dev_path, info)
-            if status == 404:
-                return error(404, "Account not found")
-        return web.Response(status=204)
-
-    async def head(self, request: web.Request, broker: ContainerBroker,
-                   dev_path: str) -> web.StreamResponse:
-        try:
-            info = await run_blocking(broker.get_info)
-        except DatabaseNotFound:
-            return error(404, "Not Found")
-        if info["deleted"]:
-            return error(404, "Not Found", _backend_ts(info))
-        return web.Response(status=204, headers=info_headers(info))
-
-    async def get(self, request: web.Request, broker: ContainerBroker,
-                  dev_path: str) -> web.StreamResponse:
-        params = parse_params(request, CONTAINER_LISTING_LIMIT)
-        try:
-            info, body, ctype = await run_blocking(broker.list_objects_body, params)
-        except DatabaseNotFound:
-            return error(404, "Not Found")
-        if info["deleted"]:
-            return error(404, "Not Found", _backend_ts(info))
-        return response(body, ctype, info_headers(info))
+        return (await self.after_change(broker, dev_path, info)
+                or web.Response(status=201 if created else 202))
 
     # -- object rows ---------------------------------------------------------------------
     async def _commit(self, broker: ContainerBroker, dev_path: str,
@@ -290,20 +200,5 @@ class ContainerServer:
         return await self._commit(broker, dev_path, rows) or web.Response(status=202)
 
 
-def _backend_ts(info: dict[str, Any]) -> dict[str, str]:
-    """On a 404 for a deleted DB, say when it was deleted (the proxy merges replicas)."""
-    return {"X-Backend-Timestamp": info["created_at"],
-            "X-Backend-Put-Timestamp": info["put_timestamp"],
-            "X-Backend-Delete-Timestamp": info["delete_timestamp"],
-            "X-Backend-Status-Changed-At": info["status_changed_at"]}
-
-
 def create_app(conf: Section) -> web.Application:
-    server = ContainerServer(conf)
-    app = make_app()
-    app[KEY] = server
-    app.on_startup.append(server.on_startup)
-    app.on_cleanup.append(server.on_cleanup)
-    app.router.add_route("*", "/{tail:.*}", server.handle)
-    register_db_replication_routes(app, "container", conf)  # the DB replicator's MERGE endpoint
-    return app
+    return make_db_app(ContainerServer(conf), KEY, conf)

@@ -1,0 +1,204 @@
+"""What the account and container servers share: config, broker cache, dispatch, POST/HEAD/GET.
+
+A role subclasses `DBServer`, names its `kind`, broker class and listing limit, and supplies
+PUT (and the routes of its sub-items: container reports for accounts, object rows for
+containers). Handlers take (request, broker, dev_path); sub-item handlers also the item name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+from aiohttp import web
+
+from swiftlite.common.config import Section
+from swiftlite.common.constraints import check_account, check_container, check_object
+from swiftlite.common.http import HTTPError, error, split_path
+from swiftlite.common.server import make_app
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.db.broker import DatabaseBroker, DatabaseNotFound
+from swiftlite.db.cache import BrokerCache
+from swiftlite.db.group_commit import GroupCommitter
+from swiftlite.db.headers import req_metadata, req_timestamp
+from swiftlite.db.listing import ListingParams, parse_params, response
+from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
+from swiftlite.db.reclaimer import reclaim_loop
+from swiftlite.db.replication_server import register_db_replication_routes
+
+Handler = Callable[[web.Request, Any, str], Awaitable[web.StreamResponse]]
+ItemHandler = Callable[[web.Request, Any, str, str], Awaitable[web.StreamResponse]]
+
+# Path names after /dev/part, in order, and the check each must pass.
+_NAME_CHECKS = (check_account, check_container, check_object)
+
+
+def backend_ts(info: dict[str, Any]) -> dict[str, str]:
+    """On a 404 for a deleted DB, say when it was deleted (the proxy merges replicas)."""
+    return {"X-Backend-Timestamp": info["created_at"],
+            "X-Backend-Put-Timestamp": info["put_timestamp"],
+            "X-Backend-Delete-Timestamp": info["delete_timestamp"],
+            "X-Backend-Status-Changed-At": info["status_changed_at"]}
+
+
+class DBServer:
+    kind: ClassVar[str]  # "account" or "container": DB dir, metadata headers
+    broker_class: ClassVar[type[DatabaseBroker]]
+    listing_limit: ClassVar[int]
+    saved_headers: ClassVar[tuple[str, ...]] = ()  # stored beside X-<Kind>-Meta-*
+    delete_conflict: ClassVar[str] = "Conflict"  # the 409 text of a refused DELETE
+
+    def __init__(self, conf: Section) -> None:
+        self.conf = conf
+        self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
+                                     conf.get_bool("mount_check", False))
+        self.reclaim_age = conf.get_float("reclaim_age", 604800.0)
+        self.reclaim_interval = conf.get_float("reclaim_interval", 3600.0)
+        synchronous = conf.get_str("db_synchronous", "FULL").upper()
+        if synchronous not in ("FULL", "NORMAL", "EXTRA"):
+            raise ValueError("db_synchronous must be FULL, NORMAL or EXTRA")
+        self.synchronous = synchronous
+        self.max_batch = conf.get_int("db_max_batch", 1000)
+        self.busy_timeout = conf.get_float("db_busy_timeout", 25.0)
+        self.brokers: BrokerCache[Any] = BrokerCache(
+            self.new_broker, conf.get_int("db_cache_size", 1024))
+        # The DB's path length after the kind's names: account (a), container (a, c).
+        self._names = 1 if self.kind == "account" else 2
+        self.handlers: dict[str, Handler] = {
+            "PUT": self.put, "POST": self.post, "DELETE": self.delete,
+            "HEAD": self.head, "GET": self.get}
+        self.item_handlers: dict[str, ItemHandler] = {}
+
+    # -- brokers -----------------------------------------------------------------------------
+    def new_broker(self, path: str) -> Any:
+        b = self.broker_class(path, synchronous=self.synchronous,
+                              busy_timeout=self.busy_timeout)
+        b.committer = GroupCommitter(  # type: ignore[attr-defined]
+            self.merge_function(b), self.commit_batch())
+        return b
+
+    def merge_function(self, broker: Any) -> Callable[[list[dict[str, Any]]], int]:
+        """What the group committer runs on a batch of rows (blocking)."""
+        return broker.merge_items
+
+    def commit_batch(self) -> int:
+        return self.max_batch
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def on_startup(self, app: web.Application) -> None:
+        self.reclaimer = asyncio.create_task(reclaim_loop(
+            self.brokers.values, self.reclaim_age, self.reclaim_interval))
+
+    async def on_cleanup(self, app: web.Application) -> None:
+        self.reclaimer.cancel()
+
+    # -- dispatch ----------------------------------------------------------------------------
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        n = self._names
+        segs = split_path(request, n + 2, n + 3)
+        dev, part_s, names, item = segs[0], segs[1], segs[2:n + 2], segs[n + 2]
+        assert dev and part_s and all(names)
+        part = parse_partition(part_s)
+        for name, check in zip(segs[2:], _NAME_CHECKS):  # noqa: B905 (account: 2 names)
+            bad = check(name) if name is not None else None
+            if bad:
+                raise HTTPError(400, bad)
+        dev_path = self.devices.check(dev)
+        broker = self.brokers.get(db_file(self.devices.devices, dev, self.kind, part, *names))
+        if not broker.account:
+            broker.account = names[0]
+            if n > 1:
+                broker.container = names[1]
+        method = request.method
+        if item is not None:
+            item_handler = self.item_handlers.get(method)
+            if item_handler is None:
+                return error(405, "Method Not Allowed")
+            return await item_handler(request, broker, dev_path, item)
+        handler = self.handlers.get(method)
+        if handler is None:
+            return error(405, "Method Not Allowed")
+        return await handler(request, broker, dev_path)
+
+    # -- shared verbs ------------------------------------------------------------------------
+    def info_headers(self, info: dict[str, Any]) -> dict[str, str]:
+        raise NotImplementedError
+
+    def list_body(self, broker: Any, params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
+        """Blocking: (info, rendered listing body, content type)."""
+        raise NotImplementedError
+
+    async def after_change(self, broker: Any, dev_path: str,
+                           info: dict[str, Any]) -> web.StreamResponse | None:
+        """Hook after a PUT/DELETE of the DB; a response here replaces the success answer."""
+        return None
+
+    async def put(self, request: web.Request, broker: Any,
+                  dev_path: str) -> web.StreamResponse:
+        raise NotImplementedError
+
+    async def post(self, request: web.Request, broker: Any,
+                   dev_path: str) -> web.StreamResponse:
+        ts = req_timestamp(request)
+        assert ts is not None
+        meta = req_metadata(request, self.kind, ts, self.saved_headers)
+
+        def do() -> dict[str, Any] | None:
+            if broker.is_deleted():
+                return None
+            return broker.update_metadata(meta)
+
+        try:
+            info = await run_blocking(do)
+        except DatabaseNotFound:
+            info = None
+        if info is None:
+            return error(404, "Not Found")
+        return web.Response(status=204)
+
+    async def delete(self, request: web.Request, broker: Any,
+                     dev_path: str) -> web.StreamResponse:
+        ts = req_timestamp(request)
+        assert ts is not None
+        try:
+            outcome, info = await run_blocking(broker.delete_db, ts)
+        except DatabaseNotFound:
+            return error(404, "Not Found")
+        if outcome == "notfound":
+            return error(404, "Not Found", backend_ts(info))
+        if outcome == "conflict":
+            return error(409, self.delete_conflict)
+        return await self.after_change(broker, dev_path, info) or web.Response(status=204)
+
+    async def head(self, request: web.Request, broker: Any,
+                   dev_path: str) -> web.StreamResponse:
+        try:
+            info = await run_blocking(broker.get_info)
+        except DatabaseNotFound:
+            return error(404, "Not Found")
+        if info["deleted"]:
+            return error(404, "Not Found", backend_ts(info))
+        return web.Response(status=204, headers=self.info_headers(info))
+
+    async def get(self, request: web.Request, broker: Any,
+                  dev_path: str) -> web.StreamResponse:
+        params = parse_params(request, self.listing_limit)
+        try:
+            info, body, ctype = await run_blocking(self.list_body, broker, params)
+        except DatabaseNotFound:
+            return error(404, "Not Found")
+        if info["deleted"]:
+            return error(404, "Not Found", backend_ts(info))
+        return response(body, ctype, self.info_headers(info))
+
+
+def make_db_app(server: DBServer, key: web.AppKey, conf: Section) -> web.Application:
+    """The app of a DB server: every path to `server.handle`, plus the replicator's MERGE."""
+    app = make_app()
+    app[key] = server
+    app.on_startup.append(server.on_startup)
+    app.on_cleanup.append(server.on_cleanup)
+    app.router.add_route("*", "/{tail:.*}", server.handle)
+    register_db_replication_routes(app, server.kind, conf)
+    return app
