@@ -8,11 +8,10 @@ is a tombstone (deleted=1), left out of listings and totals.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 from typing import Any
 
 from swiftlite.db.broker import ZERO_TS, DatabaseBroker
-from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
+from swiftlite.db.listing import ListingParams
 
 CONTAINER_SCHEMA = """
 CREATE TABLE container (
@@ -36,6 +35,8 @@ class AccountBroker(DatabaseBroker):
     ITEMS_TABLE = "container"
     ITEMS_SCHEMA = CONTAINER_SCHEMA
     ITEM_COLUMNS = ("name", *_FIELDS)
+    KIND = "account"
+    LISTING_COLUMNS = ("name", "object_count", "bytes_used", "put_timestamp")
 
     def _tombstone_column(self) -> str:
         return "delete_timestamp"
@@ -110,27 +111,7 @@ class AccountBroker(DatabaseBroker):
 
     def list_containers(self, params: ListingParams) -> tuple[dict[str, Any], list[tuple]]:
         """(info, rows): rows are (name, object_count, bytes_used, put_timestamp) or (subdir,)."""
-        with self._lock:
-            conn = self._get_conn()
-
-            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> Iterable[tuple]:
-                where, args = bounds_sql(b, prefix)
-                order = "DESC" if reverse else "ASC"
-                return conn.execute(
-                    "SELECT name, object_count, bytes_used, put_timestamp FROM container"
-                    f" WHERE deleted = 0 AND {where} ORDER BY name {order} LIMIT ?",
-                    (*args, limit))
-
-            conn.execute("BEGIN")
-            try:
-                info = self._info_locked(conn)
-                rows = walk(fetch, params) if not info["deleted"] else []
-            finally:
-                conn.execute("COMMIT")
-            return info, rows
+        return self.list_items(params)
 
     def list_containers_body(self, params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
-        """(info, body, content type): query and rendering in one thread hop."""
-        info, rows = self.list_containers(params)
-        body, ctype = render_body(rows, params.out_format, "account", info["account"])
-        return info, body, ctype
+        return self.list_items_body(params)

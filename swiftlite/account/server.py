@@ -21,7 +21,6 @@ from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.db.broker import ZERO_TS, DatabaseNotFound
 from swiftlite.db.headers import meta_headers, req_int, req_metadata, req_timestamp
-from swiftlite.db.listing import ListingParams
 from swiftlite.db.server import DBServer, backend_ts, make_db_app
 
 KEY = web.AppKey("account_server", object)
@@ -61,10 +60,6 @@ class AccountServer(DBServer):
                 raise DatabaseNotFound(broker.db_file)
             return broker.merge_items(rows)
         return merge
-
-    def list_body(self, broker: AccountBroker,
-                  params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
-        return broker.list_containers_body(params)
 
     async def put(self, request: web.Request, broker: AccountBroker,
                   dev_path: str) -> web.StreamResponse:

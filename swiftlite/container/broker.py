@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 from typing import Any
 
 from swiftlite.db.broker import DatabaseBroker
-from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
+from swiftlite.db.listing import ListingParams
 
 OBJECT_SCHEMA = """
 CREATE TABLE object (
@@ -28,6 +27,8 @@ class ContainerBroker(DatabaseBroker):
     ITEMS_TABLE = "object"
     ITEMS_SCHEMA = OBJECT_SCHEMA
     ITEM_COLUMNS = ("name", "created_at", "size", "content_type", "etag", "deleted")
+    KIND = "container"
+    LISTING_COLUMNS = ("name", "created_at", "size", "content_type", "etag")
 
     def _tombstone_column(self) -> str:
         return "created_at"
@@ -80,30 +81,8 @@ class ContainerBroker(DatabaseBroker):
         return len(add)
 
     def list_objects(self, params: ListingParams) -> tuple[dict[str, Any], list[tuple]]:
-        """(info, rows) in one hop: rows are (name, created_at, size, content_type, etag)
-        or (subdir,)."""
-        with self._lock:
-            conn = self._get_conn()
-
-            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> Iterable[tuple]:
-                where, args = bounds_sql(b, prefix)
-                order = "DESC" if reverse else "ASC"
-                return conn.execute(
-                    "SELECT name, created_at, size, content_type, etag FROM object"
-                    f" WHERE deleted = 0 AND {where} ORDER BY name {order} LIMIT ?",
-                    (*args, limit))
-
-            # One read transaction so info and rows are a consistent snapshot.
-            conn.execute("BEGIN")
-            try:
-                info = self._info_locked(conn)
-                rows = walk(fetch, params) if not info["deleted"] else []
-            finally:
-                conn.execute("COMMIT")
-            return info, rows
+        """(info, rows): rows are (name, created_at, size, content_type, etag) or (subdir,)."""
+        return self.list_items(params)
 
     def list_objects_body(self, params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
-        """(info, body, content type): query and rendering in one thread hop."""
-        info, rows = self.list_objects(params)
-        body, ctype = render_body(rows, params.out_format, "container", info["container"] or "")
-        return info, body, ctype
+        return self.list_items_body(params)

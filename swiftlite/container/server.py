@@ -39,7 +39,6 @@ from swiftlite.db.headers import (
     req_metadata,
     req_timestamp,
 )
-from swiftlite.db.listing import ListingParams
 from swiftlite.db.server import DBServer, make_db_app
 
 # Stored alongside X-Container-Meta-*; the proxy and middlewares read them back.
@@ -123,10 +122,6 @@ class ContainerServer(DBServer):
 
     def commit_batch(self) -> int:
         return self.max_batch if self.group_commit else 1
-
-    def list_body(self, broker: ContainerBroker,
-                  params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
-        return broker.list_objects_body(params)
 
     async def on_startup(self, app: web.Application) -> None:
         self.session = make_session(self.conn_timeout, self.node_timeout)

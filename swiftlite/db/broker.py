@@ -27,6 +27,7 @@ from typing import Any
 
 from swiftlite.common.fsutil import fsync_dir
 from swiftlite.common.timestamp import Timestamp
+from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
 
 ZERO_TS = Timestamp(0).internal
 
@@ -100,6 +101,8 @@ class DatabaseBroker:
     ITEMS_TABLE = ""
     ITEMS_SCHEMA = ""
     ITEM_COLUMNS: tuple[str, ...] = ()
+    KIND = ""  # "account" | "container": names the listing's XML and its owner in info
+    LISTING_COLUMNS: tuple[str, ...] = ()  # a listing row (of live items), name first
 
     def __init__(self, db_file: str, synchronous: str = "FULL", busy_timeout: float = 25.0,
                  account: str = "", container: str | None = None) -> None:
@@ -362,6 +365,35 @@ class DatabaseBroker:
             return [dict(zip(cols, r, strict=True)) for r in cur]
 
     # -- reclaim -------------------------------------------------------------------------
+    # -- listing -------------------------------------------------------------------------
+    def list_items(self, params: ListingParams) -> tuple[dict[str, Any], list[tuple]]:
+        """(info, rows) in one hop: rows are LISTING_COLUMNS tuples or (subdir,)."""
+        select = (f"SELECT {', '.join(self.LISTING_COLUMNS)} FROM {self.ITEMS_TABLE}"
+                  " WHERE deleted = 0 AND ")
+        with self._lock:
+            conn = self._get_conn()
+
+            def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool) -> Iterable[tuple]:
+                where, args = bounds_sql(b, prefix)
+                order = "DESC" if reverse else "ASC"
+                return conn.execute(f"{select}{where} ORDER BY name {order} LIMIT ?",
+                                    (*args, limit))
+
+            # One read transaction so info and rows are a consistent snapshot.
+            conn.execute("BEGIN")
+            try:
+                info = self._info_locked(conn)
+                rows = walk(fetch, params) if not info["deleted"] else []
+            finally:
+                conn.execute("COMMIT")
+            return info, rows
+
+    def list_items_body(self, params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
+        """(info, body, content type): query and rendering in one thread hop."""
+        info, rows = self.list_items(params)
+        body, ctype = render_body(rows, params.out_format, self.KIND, info[self.KIND] or "")
+        return info, body, ctype
+
     def _tombstone_column(self) -> str:
         """Subclass: the timestamp column compared against reclaim_age for tombstones."""
         raise NotImplementedError

@@ -22,7 +22,7 @@ from swiftlite.db.broker import DatabaseBroker, DatabaseNotFound
 from swiftlite.db.cache import BrokerCache
 from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import req_metadata, req_timestamp
-from swiftlite.db.listing import ListingParams, parse_params, response
+from swiftlite.db.listing import parse_params, response
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
 from swiftlite.db.reclaimer import reclaim_loop
 from swiftlite.db.replication_server import register_db_replication_routes
@@ -125,10 +125,6 @@ class DBServer:
     def info_headers(self, info: dict[str, Any]) -> dict[str, str]:
         raise NotImplementedError
 
-    def list_body(self, broker: Any, params: ListingParams) -> tuple[dict[str, Any], bytes, str]:
-        """Blocking: (info, rendered listing body, content type)."""
-        raise NotImplementedError
-
     async def after_change(self, broker: Any, dev_path: str,
                            info: dict[str, Any]) -> web.StreamResponse | None:
         """Hook after a PUT/DELETE of the DB; a response here replaces the success answer."""
@@ -185,7 +181,7 @@ class DBServer:
                   dev_path: str) -> web.StreamResponse:
         params = parse_params(request, self.listing_limit)
         try:
-            info, body, ctype = await run_blocking(self.list_body, broker, params)
+            info, body, ctype = await run_blocking(broker.list_items_body, params)
         except DatabaseNotFound:
             return error(404, "Not Found")
         if info["deleted"]:
