@@ -17,9 +17,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import uvloop
 
 from swiftlite.common import threadpool
+from swiftlite.common.client import make_session
 from swiftlite.common.config import Section, load_sections
 from swiftlite.common.fsutil import atomic_write
 from swiftlite.ring import Ring
@@ -69,6 +71,27 @@ class Pacer:
         if wait > 0:
             self.slept += wait
             await asyncio.sleep(wait)
+
+
+class PeerSession:
+    """Mixin for daemons that talk to peers: one aiohttp session from setup to teardown.
+
+    The daemon sets `conn_timeout` and `node_timeout` (from its config) before setup runs.
+    """
+
+    conn_timeout: float
+    node_timeout: float
+    limit_per_host = 64  # connections per peer
+
+    session: aiohttp.ClientSession | None = None
+
+    async def setup(self) -> None:
+        self.session = make_session(self.conn_timeout, self.node_timeout,
+                                    limit_per_host=self.limit_per_host)
+
+    async def teardown(self) -> None:
+        if self.session is not None:
+            await self.session.close()
 
 
 def new_stats() -> dict[str, Any]:

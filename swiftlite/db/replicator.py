@@ -21,7 +21,7 @@ import aiohttp
 import msgpack
 
 from swiftlite.common import daemon
-from swiftlite.common.client import make_session, node_url, quote_path
+from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker
@@ -69,7 +69,9 @@ def remove_db(path: str) -> None:
         pass
 
 
-class DBReplicator:
+class DBReplicator(daemon.PeerSession):
+    limit_per_host = 8
+
     def __init__(self, conf: Section, kind: str) -> None:
         self.conf = conf
         self.kind = kind
@@ -84,13 +86,6 @@ class DBReplicator:
         self.pacer = daemon.Pacer(conf.get_float("max_objects_per_second", 0.0))
         self.ring = daemon.load_ring(conf, kind)
         self.session: aiohttp.ClientSession | None = None
-
-    async def setup(self) -> None:
-        self.session = make_session(self.conn_timeout, self.node_timeout, limit_per_host=8)
-
-    async def teardown(self) -> None:
-        if self.session is not None:
-            await self.session.close()
 
     async def _call(self, node: dict[str, Any], part: int, hexhash: str,
                     req: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import aiohttp
 import msgpack
 
 from swiftlite.common import daemon
-from swiftlite.common.client import make_session, node_url, quote_path
+from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.obj import digests, diskfile, sync
@@ -84,7 +84,9 @@ def remove_empty_partition(device_path: str, part: int) -> bool:
     return True
 
 
-class ObjectReplicator:
+class ObjectReplicator(daemon.PeerSession):
+    limit_per_host = 8
+
     def __init__(self, conf: Section) -> None:
         self.conf = conf
         self.devices = conf.get_str("devices", "/srv/node")
@@ -99,13 +101,6 @@ class ObjectReplicator:
         self.listing_digests = conf.get_bool("listing_digests", False)
         self.ring = daemon.load_ring(conf, "object")
         self.session: aiohttp.ClientSession | None = None
-
-    async def setup(self) -> None:
-        self.session = make_session(self.conn_timeout, self.node_timeout, limit_per_host=8)
-
-    async def teardown(self) -> None:
-        if self.session is not None:
-            await self.session.close()
 
     # ---- peer requests ------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import aiohttp
 
 from swiftlite.common import daemon
 from swiftlite.common.async_pending import iter_updates, remove_update, save_update
-from swiftlite.common.client import make_session, node_url, quote_path
+from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
@@ -51,7 +51,7 @@ def record_age(record: dict[str, Any], now: float) -> float:
         return 0.0
 
 
-class Updater:
+class Updater(daemon.PeerSession):
     def __init__(self, conf: Section) -> None:
         self.conf = conf
         self.devices = conf.get_str("devices", "/srv/node")
@@ -65,13 +65,6 @@ class Updater:
         self.session: aiohttp.ClientSession | None = None
         self.backoff: dict[str, tuple[float, float]] = {}  # file -> (next try, delay)
         self.once = False
-
-    async def setup(self) -> None:
-        self.session = make_session(self.conn_timeout, self.node_timeout)
-
-    async def teardown(self) -> None:
-        if self.session is not None:
-            await self.session.close()
 
     async def send(self, record: dict[str, Any], target: dict[str, Any]) -> int:
         """The target's status, or 0 when it could not be reached."""
