@@ -33,10 +33,7 @@ def info_headers(info: dict[str, Any]) -> dict[str, str]:
         "X-Account-Bytes-Used": str(info["bytes_used"]),
         "X-Timestamp": Timestamp.parse(info["created_at"]).normal,
         "X-Put-Timestamp": Timestamp.parse(info["put_timestamp"]).normal,
-        "X-Backend-Timestamp": info["created_at"],
-        "X-Backend-Put-Timestamp": info["put_timestamp"],
-        "X-Backend-Delete-Timestamp": info["delete_timestamp"],
-        "X-Backend-Status-Changed-At": info["status_changed_at"],
+        **backend_ts(info),
     }
     h.update(meta_headers(info["metadata"]))
     return h

@@ -39,7 +39,7 @@ from swiftlite.db.headers import (
     req_metadata,
     req_timestamp,
 )
-from swiftlite.db.server import DBServer, make_db_app
+from swiftlite.db.server import DBServer, backend_ts, make_db_app
 
 # Stored alongside X-Container-Meta-*; the proxy and middlewares read them back.
 SAVED_HEADERS = ("x-container-read", "x-container-write", "x-versions-location",
@@ -58,10 +58,7 @@ def info_headers(info: dict[str, Any]) -> dict[str, str]:
         "X-Container-Bytes-Used": str(info["bytes_used"]),
         "X-Timestamp": _ts_normal(info["created_at"]),
         "X-Put-Timestamp": _ts_normal(info["put_timestamp"]),
-        "X-Backend-Timestamp": info["created_at"],
-        "X-Backend-Put-Timestamp": info["put_timestamp"],
-        "X-Backend-Delete-Timestamp": info["delete_timestamp"],
-        "X-Backend-Status-Changed-At": info["status_changed_at"],
+        **backend_ts(info),
         # Group-commit evidence (this process): transactions vs object updates merged.
         "X-Backend-Update-Commits": str(info["item_commits"]),
         "X-Backend-Updates-Merged": str(info["items_merged"]),

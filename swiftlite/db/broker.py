@@ -22,7 +22,8 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from swiftlite.common.fsutil import fsync_dir
@@ -93,6 +94,18 @@ def merge_metadata(current: Metadata, incoming: Mapping[str, Any]) -> bool:
             current[key] = [value, ts]
             changed = True
     return changed
+
+
+@contextmanager
+def _write_txn(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE; COMMIT when the block ends, ROLLBACK if it (or the COMMIT) raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 class DatabaseBroker:
@@ -177,8 +190,7 @@ class DatabaseBroker:
                 self._create_file(put_timestamp)
                 created = True
             conn = self._get_conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_txn(conn):
                 was_deleted = self._is_deleted_locked(conn)
                 row = conn.execute("SELECT put_timestamp, metadata FROM stat").fetchone()
                 if put_timestamp > row[0]:
@@ -191,10 +203,6 @@ class DatabaseBroker:
                 now_deleted = self._is_deleted_locked(conn)
                 if was_deleted != now_deleted:
                     conn.execute("UPDATE stat SET status_changed_at = ?", (put_timestamp,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             created = created or (was_deleted and not now_deleted)
             return created, self._info_locked(conn)
 
@@ -234,15 +242,10 @@ class DatabaseBroker:
         """Merge {key: (value, timestamp)} newest-wins; returns the info after the merge."""
         with self._lock:
             conn = self._get_conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_txn(conn):
                 meta = json.loads(conn.execute("SELECT metadata FROM stat").fetchone()[0])
                 if merge_metadata(meta, metadata):
                     conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             return self._info_locked(conn)
 
     def merge_timestamps(self, put_timestamp: str | None = None,
@@ -250,8 +253,7 @@ class DatabaseBroker:
         """Newest-wins merge of the DB's own put/delete timestamps (replication, DELETE)."""
         with self._lock:
             conn = self._get_conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_txn(conn):
                 was = self._is_deleted_locked(conn)
                 if put_timestamp:
                     conn.execute("UPDATE stat SET put_timestamp = ? WHERE put_timestamp < ?",
@@ -262,10 +264,6 @@ class DatabaseBroker:
                 if self._is_deleted_locked(conn) != was:
                     conn.execute("UPDATE stat SET status_changed_at = ?",
                                  (Timestamp.now().internal,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             return self._info_locked(conn)
 
     def delete_db(self, delete_timestamp: str) -> tuple[str, dict[str, Any]]:
@@ -313,13 +311,8 @@ class DatabaseBroker:
         rows = [dict(r) for r in rows]
         with self._lock:
             conn = self._get_conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_txn(conn):
                 changed = self._merge_items_locked(conn, rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             self.item_commits += 1
             self.items_merged += len(rows)
             return changed
@@ -404,8 +397,7 @@ class DatabaseBroker:
         cut = cutoff.internal
         with self._lock:
             conn = self._get_conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_txn(conn):
                 cur = conn.execute(
                     f"DELETE FROM {self.ITEMS_TABLE} WHERE deleted = 1 AND "
                     f"{self._tombstone_column()} < ?", (cut,))
@@ -415,8 +407,4 @@ class DatabaseBroker:
                 if len(keep) != len(meta):
                     conn.execute("UPDATE stat SET metadata = ?", (json.dumps(keep),))
                     removed += len(meta) - len(keep)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             return removed
