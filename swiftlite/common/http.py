@@ -8,8 +8,8 @@ from urllib.parse import parse_qsl, unquote_to_bytes
 
 from aiohttp import web
 
-# Request-scoped keys.
-TXID = "swiftlite.txid"
+# Request-scoped keys (typed keys where this aiohttp has them; plain strings before 3.14).
+TXID = web.RequestKey("swiftlite.txid", str) if hasattr(web, "RequestKey") else "swiftlite.txid"
 
 
 def new_txid() -> str:

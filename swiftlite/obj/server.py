@@ -440,12 +440,15 @@ class ObjectServer:
         return digests.rehash_suffixes(dev_path, part, sufs)
 
 
+OBJECT_SERVER = web.AppKey("object_server", object)
+
+
 async def create_app(conf: Section) -> web.Application:
     install_method_aliases()  # REPLICATE arrives as REPORT (see swiftlite.common.methods)
     durability.configure(conf.get_str("sync_mode", "batch"))
     server = ObjectServer(conf)
     app = make_app()
-    app["object_server"] = server
+    app[OBJECT_SERVER] = server
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
     sync.register_sync_routes(app, conf)  # the replicator's MERGE states/sync endpoints
     app.on_startup.append(server.on_startup)
