@@ -11,7 +11,7 @@ from typing import Any
 from multidict import CIMultiDict
 
 from swiftlite.common.fastclient import ClientError, ConnectError, Pool, Response
-from swiftlite.proxy.nodes import ErrorLimiter
+from swiftlite.proxy.nodes import ErrorLimiter, write_handoffs
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")
@@ -91,8 +91,7 @@ class Backend:
         """Send to every primary concurrently; a primary that cannot answer (down, 507, 5xx)
         is replaced by the next handoff, so writes land somewhere durable."""
         primaries = ring.get_part_nodes(part)
-        handoffs = (n for n in ring.get_more_nodes(part) if not self.limiter.limited(n)) \
-            if use_handoffs else iter(())
+        handoffs = write_handoffs(ring, part, self.limiter) if use_handoffs else iter(())
         lock = asyncio.Lock()
 
         async def next_handoff() -> dict | None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import random
-
 from aiohttp import web
 
 from swiftlite.common import constraints
 from swiftlite.common.client import node_path
 from swiftlite.common.http import HTTPError
 from swiftlite.proxy.backend import BackendResponse, client_headers
+from swiftlite.proxy.nodes import read_order
 from swiftlite.ring import Ring
 
 # Per kind: request headers a client may set that are stored with the resource.
@@ -57,11 +56,8 @@ async def read_any(proxy, request: web.Request, ring: Ring, part: int, method: s
     headers = proxy.backend_headers(request)
     if extra:
         headers.update(extra)
-    nodes = ring.get_part_nodes(part)
-    random.shuffle(nodes)
-    nodes += [n for _, n in zip(range(len(nodes)), ring.get_more_nodes(part), strict=False)]
     seen_404: BackendResponse | None = None
-    for node in nodes:
+    for node in read_order(ring, part):
         if proxy.limiter.limited(node):
             continue
         resp = await proxy.backend.request(node, method, node_path(node, part, *names), headers,

@@ -55,33 +55,16 @@ class ErrorLimiter:
         self._errors[node_key(node)] = (self.limit, time.monotonic())
         log.error("node %s error limited: %s", node_key(node), why)
 
-    def ok(self, node: dict[str, Any]) -> None:
-        if self._errors:
-            self._errors.pop(node_key(node), None)
+
+def read_order(ring: Ring, part: int) -> list[dict[str, Any]]:
+    """Where a read looks: the primaries in random order (so every replica serves reads),
+    then as many handoffs (where writes went while a primary was down)."""
+    nodes = ring.get_part_nodes(part)
+    random.shuffle(nodes)
+    nodes += [n for _, n in zip(range(len(nodes)), ring.get_more_nodes(part), strict=False)]
+    return nodes
 
 
-def iter_nodes(ring: Ring, part: int, limiter: ErrorLimiter, shuffle: bool = False,
-               handoffs: int | None = None) -> Iterator[dict[str, Any]]:
-    """Primaries (shuffled for reads, so every replica serves) then up to `handoffs` handoffs.
-
-    Error-limited nodes are skipped; if every primary is limited, they are tried anyway at
-    the end rather than failing outright.
-    """
-    primaries = ring.get_part_nodes(part)
-    if shuffle:
-        random.shuffle(primaries)
-    skipped = []
-    for node in primaries:
-        if limiter.limited(node):
-            skipped.append(node)
-        else:
-            yield node
-    budget = len(primaries) * 2 if handoffs is None else handoffs
-    for node in ring.get_more_nodes(part):
-        if budget <= 0:
-            break
-        if limiter.limited(node):
-            continue
-        budget -= 1
-        yield node
-    yield from skipped
+def write_handoffs(ring: Ring, part: int, limiter: ErrorLimiter) -> Iterator[dict[str, Any]]:
+    """Handoffs that may stand in for a primary a write cannot reach (limited ones skipped)."""
+    return (n for n in ring.get_more_nodes(part) if not limiter.limited(n))

@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import logging
 import mimetypes
-import random
 import time
 from urllib.parse import quote, unquote
 
@@ -33,6 +32,7 @@ from swiftlite.proxy.backend import (
     quorum_size,
 )
 from swiftlite.proxy.common import metadata_headers
+from swiftlite.proxy.nodes import read_order, write_handoffs
 
 log = logging.getLogger("swiftlite.proxy")
 
@@ -96,9 +96,7 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     headers = proxy.backend_headers(request)
     if extra:
         headers.update(extra)
-    nodes = ring.get_part_nodes(part)
-    random.shuffle(nodes)
-    nodes += list(ring.get_more_nodes(part))[: len(nodes)]
+    nodes = read_order(ring, part)
     if request.headers.get("X-Newest", "").lower() in ("true", "1", "yes"):
         nodes = await _newest_first(proxy, request, part, nodes, (acct, cont, name))
     newest_tombstone: Timestamp | None = None
@@ -297,7 +295,7 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
     acct, cont, name = target.account, target.container, target.obj
     ring = proxy.object_ring
     primaries = ring.get_part_nodes(part)
-    handoffs = (n for n in ring.get_more_nodes(part) if not proxy.limiter.limited(n))
+    handoffs = write_handoffs(ring, part, proxy.limiter)
     if length is not None:
         headers["Content-Length"] = str(length)
     pool = proxy.backend.pool
