@@ -12,7 +12,6 @@ the migrate tool's own summary plus one markdown row per order.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import re
@@ -22,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from compare_swift import start_cluster  # a sibling script: loadtests/ is on sys.path
 
 SUMMARY = re.compile(r"uploaded (\d+) objects, (\d+) bytes .* in ([\d.]+)s: ([\d.]+) objects/s")
 
@@ -39,21 +40,6 @@ def make_tree(root: str, n: int, lo: int, hi: int, seed: int = 7) -> int:
             f.write(i.to_bytes(8, "big") + blob[: size - 8])  # distinct bodies, distinct ETags
         total += size
     return total
-
-
-def start_cluster(root: str, up_args: list[str]) -> tuple[subprocess.Popen, dict]:
-    cmd = [sys.executable, "-m", "swiftlite.cli", "up", "--root", root, "--port", "0",
-           "--no-daemons", *up_args]
-    proc = subprocess.Popen(cmd, stdout=open(root + ".log", "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    path = os.path.join(root, "cluster.json")
-    deadline = time.monotonic() + 90
-    while not os.path.exists(path):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"swiftlite up failed: see {root}.log")
-        time.sleep(0.2)
-    with open(path) as f:
-        return proc, json.load(f)
 
 
 def main() -> int:

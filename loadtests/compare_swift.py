@@ -32,10 +32,11 @@ SHAPES = {
 }
 
 
-def start(shape_args: list[str], root: str) -> tuple[subprocess.Popen, str]:
+def start_cluster(root: str, up_args: list[str]) -> tuple[subprocess.Popen, dict]:
+    """A fresh `swiftlite up` on free ports without daemons; (process, cluster.json)."""
     cmd = [sys.executable, "-m", "swiftlite.cli", "up", "--root", root, "--port", "0",
-           "--no-daemons", *shape_args]
-    log = open(os.path.join(root + ".log"), "wb")
+           "--no-daemons", *up_args]
+    log = open(root + ".log", "wb")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     path = os.path.join(root, "cluster.json")
     deadline = time.monotonic() + 90
@@ -44,7 +45,7 @@ def start(shape_args: list[str], root: str) -> tuple[subprocess.Popen, str]:
             raise SystemExit(f"swiftlite up failed: see {root}.log")
         time.sleep(0.2)
     with open(path) as f:
-        return proc, json.load(f)["proxy"]["auth_url"]
+        return proc, json.load(f)
 
 
 def bench(a_url: str, b_url: str, size: str, count: int, conc: int, out: str) -> dict:
@@ -75,7 +76,8 @@ def main() -> int:
     try:
         for shape in a.shapes.split(","):
             root = os.path.join(work, shape.replace(" ", "_").replace("'", ""))
-            proc, url = start(SHAPES[shape], root)
+            proc, info = start_cluster(root, SHAPES[shape])
+            url = info["proxy"]["auth_url"]
             try:
                 for size in a.sizes.split(","):
                     count = a.count_1m if size.lower().startswith("1m") else a.count_64k
