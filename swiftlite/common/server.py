@@ -26,6 +26,7 @@ from swiftlite.common.logs import RequestLogger, setup_logging
 
 AppFactory = Callable[[Section], web.Application | Awaitable[web.Application]]
 log = logging.getLogger("swiftlite.server")
+LISTEN_BACKLOG = 4096  # the kernel caps it at net.core.somaxconn
 
 
 @web.middleware
@@ -68,7 +69,7 @@ def listen_socket(ip: str, port: int, reuse_port: bool) -> socket.socket:
     if reuse_port:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((ip, port))
-    sock.listen(1024)
+    sock.listen(LISTEN_BACKLOG)
     sock.setblocking(False)
     return sock
 
@@ -88,7 +89,9 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
         keepalive_timeout=conf.get_float("keepalive_timeout", 75.0),
     )
     await runner.setup()
-    site = web.SockSite(runner, sock)
+    # aiohttp listens again with its own backlog (128 by default): under a burst of new
+    # connections a full accept queue drops SYNs, and each costs the client a 1 s retransmit.
+    site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
     await site.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

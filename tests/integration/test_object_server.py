@@ -6,6 +6,8 @@ import asyncio
 import hashlib
 import http.client
 import os
+import select
+import signal
 import socket
 import time
 
@@ -18,7 +20,7 @@ from swiftlite.common.async_pending import iter_updates
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj import digests, diskfile
-from tests.helpers import ServerProcess, async_wait_for, free_port
+from tests.helpers import ServerProcess, async_wait_for, free_port, healthy, wait_for
 
 MAX = 300_000
 
@@ -458,3 +460,30 @@ async def test_replicate(server, client):
     assert (await call(client, server, "REPLICATE", "/nodev/10"))[0] == 507
     st, _, raw = await call(client, server, "REPLICATE", "/sdb/999")
     assert st == 200 and msgpack.unpackb(raw) == {}
+
+
+def test_burst_of_connections_is_queued_not_dropped(server):
+    """A burst of new connections while the server is busy must wait in the accept queue:
+    with a short queue the kernel drops SYNs and each dropped client stalls a whole second
+    (a retransmit), which the proxy would take for a dead node."""
+    os.kill(server.proc.pid, signal.SIGSTOP)  # busy: accepts nothing for now
+    socks = []
+    try:
+        for _ in range(400):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", server.port))
+            socks.append(s)
+
+        def established() -> int:
+            _, writable, _ = select.select([], socks, [], 0)
+            return sum(1 for s in writable if s.getsockopt(socket.SOL_SOCKET,
+                                                           socket.SO_ERROR) == 0)
+        # Handshakes complete in the kernel, accepted or not, while the queue has room.
+        wait_for(lambda: established() == len(socks), timeout=0.9,
+                 what="all 400 handshakes (none waiting on a SYN retransmit)")
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        for s in socks:
+            s.close()
+    assert healthy(server.port)
