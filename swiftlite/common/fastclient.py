@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 from collections.abc import AsyncIterator
 from typing import Any
 
 from multidict import CIMultiDict
 
 MAX_HEAD = 64 * 1024
+_REFUSED = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL)
 
 
 class ClientError(Exception):
@@ -33,7 +35,14 @@ class ClientError(Exception):
 
 
 class ConnectError(ClientError):
-    """Nothing was sent: the node refused or did not accept the connection in time."""
+    """Nothing was sent: the node refused or did not accept the connection in time.
+
+    `refused` is true when the node is certainly not serving (connection refused, no route):
+    a timeout may only mean the node, or this process, is busy."""
+
+    def __init__(self, msg: str, refused: bool = False) -> None:
+        super().__init__(msg)
+        self.refused = refused
 
 
 class _Conn(asyncio.Protocol):
@@ -281,7 +290,9 @@ class Pool:
             async with asyncio.timeout(self.conn_timeout):
                 _, conn = await loop.create_connection(lambda: _Conn(loop), key[0], key[1])
         except (OSError, TimeoutError) as exc:
-            raise ConnectError(f"connect to {key[0]}:{key[1]} failed: {exc!r}") from None
+            refused = isinstance(exc, OSError) and exc.errno in _REFUSED
+            raise ConnectError(f"connect to {key[0]}:{key[1]} failed: {exc!r}",
+                               refused) from None
         return conn, False
 
     async def request(self, ip: str, port: int, method: str, path: str,

@@ -59,7 +59,7 @@ class Backend:
         try:
             resp = await self.pool.request(node["ip"], node["port"], method, path, headers, data)
         except NETWORK_ERRORS as exc:
-            if isinstance(exc, ConnectError):
+            if isinstance(exc, ConnectError) and exc.refused:
                 self.limiter.fatal(node, f"{method} {path}: {exc}")
             else:
                 self.limiter.error(node, f"{method} {path}: {exc!r}")

@@ -61,7 +61,7 @@ class Proxy:
 
     async def startup(self, app: web.Application) -> None:
         pool = Pool(self.conn_timeout, self.node_timeout,
-                    self.conf.get_int("backend_connections_per_host", 64))
+                    self.conf.get_int("backend_connections_per_host", 256))
         self.backend = Backend(pool, self.limiter)
 
     async def cleanup(self, app: web.Application) -> None:

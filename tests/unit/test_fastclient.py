@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 from aiohttp import web
@@ -119,9 +120,35 @@ async def test_connection_close_and_stale_retry(server):
 
 async def test_refused_and_timeout():
     pool = Pool(conn_timeout=0.5, node_timeout=0.3)
-    with pytest.raises(ConnectError):
+    with pytest.raises(ConnectError) as info:
         await pool.request("127.0.0.1", free_port(), "GET", "/")
+    assert info.value.refused  # nothing listens: the node is down, not busy
     await pool.close()
+
+
+async def test_connect_timeout_is_not_refused():
+    """A server that does not accept in time (full accept queue) is busy, not down: the
+    proxy must count it as an ordinary error, not error-limit it at once."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(0)
+    port = lsock.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):  # fill the accept queue (nobody accepts)
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", port))
+            fillers.append(c)
+        pool = Pool(conn_timeout=0.3, node_timeout=0.3)
+        with pytest.raises(ConnectError) as info:
+            await pool.request("127.0.0.1", port, "GET", "/")
+        assert not info.value.refused
+        await pool.close()
+    finally:
+        for c in fillers:
+            c.close()
+        lsock.close()
 
 
 async def test_read_timeout(server):
