@@ -309,21 +309,24 @@ class DataWriter:
 
     def put(self, chunks: list[bytes], metadata: dict[str, str], timestamp: str,
             expected_etag: str | None = None) -> CommitResult:
-        """The last hop of a PUT: rest of the body, ETag check, trailer, fsync, commit."""
+        """The last hop of a PUT: rest of the body, ETag check, trailer, fsync, commit.
+
+        A body that fits in this one hop skips the early (unlocked) staleness check: the
+        locked check in the commit refuses a stale write all the same, and a small write
+        costs less than the extra directory listing every PUT would pay."""
         try:
-            if self.fd < 0:
-                self.check_newer(timestamp)
-            self.write(chunks)
-            etag = self.md5.hexdigest()
-            if expected_etag and expected_etag.strip('"').lower() != etag:
-                raise ETagMismatch(etag)
-            metadata = dict(metadata, ETag=etag)
-            metadata["Content-Length"] = str(self.size)
-            metadata["X-Timestamp"] = timestamp
-            _write_all(self.fd, [pack_trailer(metadata)])
-            self._close_synced()
-            res = _commit(self.device_path, self.part, self.hexhash, self.tmp,
-                          f"{timestamp}.data", _check_newer_than(timestamp), self.fsync)
+            with durability.committing(self.device_path):
+                self.write(chunks)
+                etag = self.md5.hexdigest()
+                if expected_etag and expected_etag.strip('"').lower() != etag:
+                    raise ETagMismatch(etag)
+                metadata = dict(metadata, ETag=etag)
+                metadata["Content-Length"] = str(self.size)
+                metadata["X-Timestamp"] = timestamp
+                _write_all(self.fd, [pack_trailer(metadata)])
+                self._close_synced()
+                res = _commit(self.device_path, self.part, self.hexhash, self.tmp,
+                              f"{timestamp}.data", self._locked_check(timestamp), self.fsync)
             self.tmp = None
             res.metadata = metadata
             return res
@@ -331,18 +334,28 @@ class DataWriter:
             self.abort()
             raise
 
+    def _locked_check(self, ts: str) -> Callable[[str, list[str]], None]:
+        newer = _check_newer_than(ts)
+
+        def check(hdir: str, names: list[str]) -> None:
+            if self.refuse_existing and (current_files(names)[0] or "").endswith(".data"):
+                raise Exists()
+            return newer(hdir, names)
+        return check
+
     def commit_raw(self, filename: str) -> CommitResult:
         """Commit a whole file copied from a peer (replication); refused unless newer."""
         try:
-            if self.fd < 0:
-                self.write([])
-            self._close_synced()
             stem, ext = _split(filename)
             if ext not in EXTS or not stem[:1].isdigit():
                 raise ValueError(f"bad object file name {filename!r}")
             exts = ("meta", "data", "ts") if ext == "meta" else ("data", "ts")
-            res = _commit(self.device_path, self.part, self.hexhash, self.tmp, filename,
-                          _check_newer_than(stem, exts), self.fsync)
+            with durability.committing(self.device_path):
+                if self.fd < 0:
+                    self.write([])
+                self._close_synced()
+                res = _commit(self.device_path, self.part, self.hexhash, self.tmp, filename,
+                              _check_newer_than(stem, exts), self.fsync)
             self.tmp = None
             return res
         except BaseException:
@@ -394,12 +407,14 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
     metadata = dict(metadata, **{"X-Timestamp": timestamp})
     fd, tmp = _open_tmp(device_path)
     try:
-        _write_all(fd, [pack_trailer(metadata)])
-        if fsync:
-            durability.flush_file(device_path, fd)
-        os.close(fd)
-        fd = -1
-        return _commit(device_path, part, hexhash, tmp, f"{timestamp}.{ext}", check, fsync)
+        with durability.committing(device_path):
+            _write_all(fd, [pack_trailer(metadata)])
+            if fsync:
+                durability.flush_file(device_path, fd)
+            os.close(fd)
+            fd = -1
+            return _commit(device_path, part, hexhash, tmp, f"{timestamp}.{ext}", check,
+                           fsync)
     except BaseException:
         if fd >= 0:
             os.close(fd)

@@ -445,7 +445,8 @@ OBJECT_SERVER = web.AppKey("object_server", object)
 
 async def create_app(conf: Section) -> web.Application:
     install_method_aliases()  # REPLICATE arrives as REPORT (see swiftlite.common.methods)
-    durability.configure(conf.get_str("sync_mode", "batch"))
+    durability.configure(conf.get_str("sync_mode", "batch"),
+                         conf.get_float("sync_gather_ms", 2.0))
     server = ObjectServer(conf)
     app = make_app()
     app[OBJECT_SERVER] = server

@@ -76,3 +76,53 @@ def test_caller_waits_for_a_flush_started_after_it(tmp_path):
     assert order and order[0][1] >= started[0] + 1
     assert gs.fd == real
     gs.close()
+
+
+def test_flush_gathers_writers_still_committing(tmp_path):
+    """Writers announced with writing() are waited for: one flush covers the whole wave."""
+    gs = GroupSync(str(tmp_path), gather=10.0)  # generous: the wave completes long before
+    n = 8
+    inside = threading.Barrier(n)
+    errors = []
+
+    def writer(i: int) -> None:
+        try:
+            with gs.writing():
+                inside.wait()  # everybody is committing before anybody syncs
+                (tmp_path / f"g{i}").write_bytes(b"x" * 100)
+                gs.sync()
+        except Exception as exc:  # pragma: no cover
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(8)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert gs.flushes == 1
+    gs.close()
+
+
+def test_lone_writer_does_not_wait_for_the_gather_window(tmp_path):
+    gs = GroupSync(str(tmp_path), gather=30.0)
+    done = threading.Event()
+
+    def lone() -> None:
+        with gs.writing():
+            gs.sync()
+        done.set()
+
+    threading.Thread(target=lone, daemon=True).start()
+    assert done.wait(10), "a lone writer waited for others that were not coming"
+    assert gs.flushes == 1
+    gs.close()
+
+
+def test_devices_on_one_filesystem_share_a_syncer(tmp_path):
+    from swiftlite.obj.durability import Syncers
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    s = Syncers()
+    assert s.for_device(str(tmp_path / "d1")) is s.for_device(str(tmp_path / "d2"))
+    s.close()
