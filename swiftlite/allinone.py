@@ -83,6 +83,10 @@ def build(args: Namespace) -> dict[str, Any]:
     hash_conf = {"hash_path_prefix": secrets.token_hex(8),
                  "hash_path_suffix": secrets.token_hex(8)}
     _write(os.path.join(etc, "swiftlite.conf"), _ini({"hash": hash_conf}))
+    # The proxy and the object servers carry every byte: one process per CPU each (an
+    # object server is one GIL, and its replica writes queue behind it). Container and
+    # account servers stay single: their SQLite group commit batches best in one process.
+    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     nodes = []
     for n in range(1, args.nodes + 1):
         ports = {role: (_free_port(args.bind) if random_ports else 6200 + 10 * n + off)
@@ -97,6 +101,7 @@ def build(args: Namespace) -> dict[str, Any]:
         sections: dict[str, dict[str, Any]] = {"DEFAULT": common, "hash": hash_conf}
         for role in ROLES:
             sections[f"{role}-server"] = {"bind_port": ports[role], "workers": 1}
+        sections["object-server"]["workers"] = workers
         sections["object-server"]["io_threads"] = 32  # room for group-commit batches
         for daemon in DAEMONS:
             sections[daemon] = {"interval": 30}
@@ -104,7 +109,6 @@ def build(args: Namespace) -> dict[str, Any]:
         nodes.append({"name": f"node{n}", "ip": ring_ip, "zone": n, "ports": ports,
                       "devices_root": devices_root, "conf": conf_path,
                       "devices": [f"d{d}" for d in range(1, args.devices + 1)]})
-    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     proxy_conf = os.path.join(etc, "proxy.conf")
     _write(proxy_conf, _ini({
         "DEFAULT": {"swift_dir": etc, "log_level": "INFO"},

@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--devices", type=int, default=4, help="devices per node")
     u.add_argument("--replicas", type=int, default=3)
     u.add_argument("--part-power", type=int, default=10)
-    u.add_argument("--workers", type=int, default=None, help="proxy workers (default: CPUs)")
+    u.add_argument("--workers", type=int, default=None,
+                   help="proxy and object server workers (default: CPUs)")
     u.add_argument("--no-daemons", action="store_true", help="start servers only")
     u.set_defaults(func=cmd_up)
 
