@@ -38,6 +38,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -279,6 +280,11 @@ class DataWriter:
         self.tmp: str | None = None
         self.md5 = hashlib.md5()
         self.size = 0
+        self.done = False  # committed
+        # abort() may run while a write is still in a pool thread (the request was cancelled
+        # mid-hop): it waits for that write, and no write starts after it.
+        self._lock = threading.RLock()
+        self._aborted = False
 
     def check_newer(self, ts: str) -> None:
         """Early refusal (no lock): a PUT not newer than the stored object is a 409."""
@@ -288,6 +294,12 @@ class DataWriter:
         _check_newer_than(ts)("", names)
 
     def write(self, chunks: list[bytes], hash_body: bool = True) -> None:
+        with self._lock:
+            self._write(chunks, hash_body)
+
+    def _write(self, chunks: list[bytes], hash_body: bool) -> None:
+        if self._aborted:
+            raise OSError(errno.ECANCELED, "write aborted")
         if self.fd < 0:
             self.fd, self.tmp = _open_tmp(self.device_path)
         if not chunks:
@@ -308,16 +320,25 @@ class DataWriter:
         self.fd = -1
 
     def put(self, chunks: list[bytes], metadata: dict[str, str], timestamp: str,
-            expected_etag: str | None = None) -> CommitResult:
+            expected_etag: str | None = None, body_etag: str | None = None) -> CommitResult:
         """The last hop of a PUT: rest of the body, ETag check, trailer, fsync, commit.
 
         A body that fits in this one hop skips the early (unlocked) staleness check: the
         locked check in the commit refuses a stale write all the same, and a small write
-        costs less than the extra directory listing every PUT would pay."""
+        costs less than the extra directory listing every PUT would pay. `body_etag` is the
+        MD5 of the whole body when the caller already computed it (one body, many devices).
+        """
+        with self._lock:
+            res = self._put(chunks, metadata, timestamp, expected_etag, body_etag)
+            self.done = True
+            return res
+
+    def _put(self, chunks: list[bytes], metadata: dict[str, str], timestamp: str,
+             expected_etag: str | None, body_etag: str | None) -> CommitResult:
         try:
             with durability.committing(self.device_path):
-                self.write(chunks)
-                etag = self.md5.hexdigest()
+                self._write(chunks, body_etag is None)
+                etag = body_etag or self.md5.hexdigest()
                 if expected_etag and expected_etag.strip('"').lower() != etag:
                     raise ETagMismatch(etag)
                 metadata = dict(metadata, ETag=etag)
@@ -345,6 +366,10 @@ class DataWriter:
 
     def commit_raw(self, filename: str) -> CommitResult:
         """Commit a whole file copied from a peer (replication); refused unless newer."""
+        with self._lock:
+            return self._commit_raw(filename)
+
+    def _commit_raw(self, filename: str) -> CommitResult:
         try:
             stem, ext = _split(filename)
             if ext not in EXTS or not stem[:1].isdigit():
@@ -352,17 +377,23 @@ class DataWriter:
             exts = ("meta", "data", "ts") if ext == "meta" else ("data", "ts")
             with durability.committing(self.device_path):
                 if self.fd < 0:
-                    self.write([])
+                    self._write([], False)
                 self._close_synced()
                 res = _commit(self.device_path, self.part, self.hexhash, self.tmp, filename,
                               _check_newer_than(stem, exts), self.fsync)
             self.tmp = None
+            self.done = True
             return res
         except BaseException:
             self.abort()
             raise
 
     def abort(self) -> None:
+        with self._lock:
+            self._aborted = True
+            self._abort()
+
+    def _abort(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

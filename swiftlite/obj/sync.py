@@ -281,7 +281,7 @@ class SyncReceiver:
                 return "stale"
             return "stored"
         finally:
-            if w.tmp is not None:
+            if not w.done:  # also waits out a write still in a pool thread
                 await run_blocking(w.abort)
 
 

@@ -206,3 +206,34 @@ def test_refuse_existing(dev):
         diskfile.DataWriter(dev, 0, H, refuse_existing=True).put([b"b"], {}, "0000000002.00000")
     diskfile.write_marker(dev, 0, H, "0000000003.00000", "ts", {})
     diskfile.DataWriter(dev, 0, H, refuse_existing=True).put([b"c"], {}, "0000000004.00000")
+
+
+def test_abort_waits_for_a_write_in_flight_and_stops_later_ones(tmp_path):
+    """A request cancelled while its write is in a pool thread aborts from another thread:
+    the abort must not miss the temp file that write is creating, and no write may start
+    after it (or the temp file would leak until the next restart)."""
+    import threading
+
+    dev = tmp_path / "sda"
+    dev.mkdir()
+    w = diskfile.DataWriter(str(dev), 1, "a" * 32)
+    started, release = threading.Event(), threading.Event()
+
+    class SlowChunks(list):
+        def __iter__(self):  # hashing iterates the chunks: hold the write there
+            started.set()
+            release.wait(10)
+            return super().__iter__()
+
+    t = threading.Thread(target=w.write, args=(SlowChunks([b"x" * 100]),))
+    t.start()
+    assert started.wait(10)
+    aborter = threading.Thread(target=w.abort)
+    aborter.start()
+    release.set()
+    t.join(10)
+    aborter.join(10)
+    assert os.listdir(dev / "tmp") == []
+    with pytest.raises(OSError):
+        w.write([b"late"])
+    assert os.listdir(dev / "tmp") == []
