@@ -24,6 +24,7 @@ from swiftlite.common.config import Section
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.methods import install_method_aliases
+from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
 from swiftlite.common.server import make_app
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
@@ -35,6 +36,8 @@ _PART_RE = re.compile(r"[0-9]{1,10}")
 _SUFFIX_RE = re.compile(r"[0-9a-f]{3}(-[0-9a-f]{3})*")
 PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At")
 DEFAULT_CT = "application/octet-stream"
+_REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server Error",
+            507: "Insufficient Storage", 400: "Bad Request"}
 
 
 class ObjectServer:
@@ -182,6 +185,10 @@ class ObjectServer:
         metadata["name"] = f"/{acc}/{cont}/{obj}"
         metadata["Content-Type"] = request.headers.get("Content-Type") or DEFAULT_CT
         hexhash = hash_path(acc, cont, obj)
+        also = request.headers.get(ALSO_DEVICES)
+        if also is not None:
+            return await self._put_grouped(request, dev_path, part, (acc, cont, obj), ts, cl,
+                                           metadata, hexhash, also)
         writer = diskfile.DataWriter(dev_path, part, hexhash, fsync=self.fsync,
                                      refuse_existing=request.headers.get("If-None-Match") == "*")
         try:
@@ -193,7 +200,7 @@ class ObjectServer:
         except diskfile.Exists:
             return error(412, "Precondition Failed")
         finally:
-            if writer.tmp is not None:
+            if not writer.done:  # also waits out a write still in a pool thread
                 await run_blocking(writer.abort)
         targets = parse_targets(request.headers)
         if targets:
@@ -203,6 +210,89 @@ class ObjectServer:
                 "X-Etag": res.metadata["ETag"]}, targets, txid(request))
         self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=201, headers={"ETag": res.metadata["ETag"]})
+
+    async def _put_grouped(self, request: web.Request, dev_path: str, part: int,
+                           names: tuple[str, str, str], ts: Timestamp, cl: int | None,
+                           metadata: dict[str, str], hexhash: str,
+                           also: str) -> web.Response:
+        """One body for several devices of this server (see common.replica_groups): read
+        and hashed once, written to every device concurrently, each device's outcome
+        reported on its own."""
+        try:
+            members = parse_also(also)
+        except ValueError as exc:
+            raise HTTPError(400, str(exc)) from None
+        if cl is None or cl > MAX_BODY:
+            raise HTTPError(400, f"{ALSO_DEVICES} needs a Content-Length up to {MAX_BODY}")
+        chunks = await self._read_all(request, cl)
+        md5 = hashlib.md5()
+        for c in chunks:
+            md5.update(c)
+        etag = md5.hexdigest()
+        expected = request.headers.get("ETag")
+        if expected and expected.strip('"').lower() != etag:
+            return error(422, "Unprocessable Entity: ETag mismatch")
+        refuse = request.headers.get("If-None-Match") == "*"
+        tx = txid(request)
+
+        async def one(device: str | None, dp: str | None,
+                      headers) -> tuple[int, dict[str, str]]:
+            if dp is None:
+                try:
+                    dp = self.device_path(device or "")
+                except HTTPError as exc:
+                    return exc.status, {}
+            writer = diskfile.DataWriter(dp, part, hexhash, fsync=self.fsync,
+                                         refuse_existing=refuse)
+            try:
+                res = await run_blocking(writer.put, chunks, metadata, ts.internal, None, etag)
+            except diskfile.Conflict as exc:
+                return 409, {"X-Backend-Timestamp": exc.stored}
+            except diskfile.Exists:
+                return 412, {}
+            except diskfile.DeviceMissing:
+                return 507, {}
+            except Exception as exc:
+                if diskfile.is_enospc(exc):
+                    return 507, {}
+                log.exception("grouped PUT to %s failed, txid=%s", dp, tx)
+                return 500, {}
+            finally:
+                if not writer.done:
+                    await run_blocking(writer.abort)
+            targets = parse_targets(headers)
+            if targets:
+                await self.updater.update(dp, "PUT", *names, {
+                    "X-Timestamp": ts.internal, "X-Size": str(cl),
+                    "X-Content-Type": metadata["Content-Type"], "X-Etag": etag},
+                    targets, tx)
+            self._maybe_fold(dp, part, res.journal_size)
+            return 201, {}
+
+        results = await asyncio.gather(
+            one(None, dev_path, request.headers),
+            *(one(device, None, headers) for device, headers in members))
+        (status, extra), rest = results[0], results[1:]
+        headers = {"ETag": etag, ALSO_STATUSES: ",".join(str(st) for st, _ in rest), **extra}
+        if status == 201:
+            return web.Response(status=201, headers=headers)
+        return error(status, _REASONS.get(status, "Error"), headers)
+
+    async def _read_all(self, request: web.Request, cl: int) -> list[bytes]:
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            try:
+                chunk = await request.content.readany()
+            except Exception:  # reset, payload error
+                raise HTTPError(499, "Client disconnected") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total < cl:
+            raise HTTPError(499, "Client disconnected")
+        return chunks
 
     async def _receive(self, request: web.Request, writer: diskfile.DataWriter, cl: int | None,
                        metadata: dict[str, str], ts: Timestamp) -> diskfile.CommitResult:

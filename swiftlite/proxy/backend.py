@@ -11,6 +11,7 @@ from typing import Any
 from multidict import CIMultiDict
 
 from swiftlite.common.fastclient import ClientError, ConnectError, Pool, Response
+from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, format_also, parse_statuses
 from swiftlite.proxy.nodes import ErrorLimiter, write_handoffs
 from swiftlite.ring import Ring
 
@@ -86,10 +87,13 @@ class Backend:
 
     async def fan_out(self, ring: Ring, part: int, method: str, path_for: Callable[[dict], str],
                       headers_for: Callable[[int, dict], dict[str, str]],
-                      data: Any = None, query: str = "",
-                      use_handoffs: bool = True) -> list[BackendResponse]:
+                      data: Any = None, query: str = "", use_handoffs: bool = True,
+                      grouped: bool = False) -> list[BackendResponse]:
         """Send to every primary concurrently; a primary that cannot answer (down, 507, 5xx)
-        is replaced by the next handoff, so writes land somewhere durable."""
+        is replaced by the next handoff, so writes land somewhere durable.
+
+        `grouped` (a PUT with its body in memory): primaries on one object server share one
+        request (see common.replica_groups)."""
         primaries = ring.get_part_nodes(part)
         handoffs = write_handoffs(ring, part, self.limiter) if use_handoffs else iter(())
         lock = asyncio.Lock()
@@ -114,9 +118,61 @@ class Backend:
                 node = await next_handoff() if use_handoffs else None
             return last
 
-        results = await asyncio.gather(*(one(i, n) for i, n in enumerate(primaries)))
+        async def on_handoff(index: int) -> BackendResponse | None:
+            return await one(index, await next_handoff())
+
+        results: list[BackendResponse | None] = [None] * len(primaries)
+        failed: set[int] = set()  # primaries a group could not store: straight to handoffs
+        if grouped and isinstance(data, bytes):
+            await self._grouped(primaries, method, path_for, headers_for, data, results, failed)
+        pending = [i for i, r in enumerate(results) if r is None]
+        more = await asyncio.gather(*(on_handoff(i) if i in failed and use_handoffs
+                                      else one(i, primaries[i]) for i in pending))
+        for i, r in zip(pending, more, strict=True):
+            results[i] = r
         return [r for r in results if r is not None] + \
             [BackendResponse(503) for r in results if r is None]
+
+    async def _grouped(self, primaries: list[dict], method: str,
+                       path_for: Callable[[dict], str],
+                       headers_for: Callable[[int, dict], dict[str, str]], data: bytes,
+                       results: list[BackendResponse | None], failed: set[int]) -> None:
+        """One request per object server holding several primaries; fills `results` for
+        the replicas stored and `failed` for those the server could not store."""
+        by_server: dict[tuple[str, int], list[int]] = {}
+        for i, node in enumerate(primaries):
+            if not self.limiter.limited(node):
+                by_server.setdefault((node["ip"], node["port"]), []).append(i)
+        groups = [idx for idx in by_server.values() if len(idx) > 1]
+
+        async def send(idx: list[int]) -> None:
+            lead = primaries[idx[0]]
+            headers = dict(headers_for(idx[0], lead))
+            headers[ALSO_DEVICES] = format_also(
+                [(primaries[i]["device"], headers_for(i, primaries[i])) for i in idx[1:]])
+            resp = await self.request(lead, method, path_for(lead), headers, data)
+            if resp is None:
+                failed.update(idx)  # the server did not answer: every replica to handoffs
+                return
+            if resp.status >= 500:
+                failed.add(idx[0])
+            else:
+                results[idx[0]] = resp
+            statuses = parse_statuses(resp.headers.get(ALSO_STATUSES), len(idx) - 1)
+            if statuses is None:
+                return  # a server without grouped writes: the others go one by one
+            for i, status in zip(idx[1:], statuses, strict=True):
+                node = primaries[i]
+                if status == 507:
+                    self.limiter.fatal(node, "507 Insufficient Storage")
+                elif status >= 500:
+                    self.limiter.error(node, f"{method} {path_for(node)}: {status}")
+                if status >= 500:
+                    failed.add(i)
+                else:
+                    results[i] = BackendResponse(status, resp.headers, b"", node)
+
+        await asyncio.gather(*(send(idx) for idx in groups))
 
 
 def best_response(responses: list[BackendResponse], n: int) -> BackendResponse:

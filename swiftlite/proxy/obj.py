@@ -23,6 +23,7 @@ from swiftlite.common import constraints
 from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import Response
 from swiftlite.common.http import HTTPError, error, txid
+from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.proxy.backend import (
     NETWORK_ERRORS,
@@ -225,7 +226,7 @@ async def _store(proxy, target, headers: dict[str, str], body, length: int | Non
         headers["Content-Length"] = str(len(body))
         responses = await proxy.backend.fan_out(
             ring, part, "PUT", lambda n: node_path(n, part, acct, cont, name), headers_for,
-            data=body)
+            data=body, grouped=proxy.grouped_writes and len(body) <= MAX_BODY)
     else:
         etag, responses = await _put_streaming(proxy, body, target, part, headers, headers_for,
                                                length)

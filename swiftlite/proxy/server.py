@@ -52,6 +52,7 @@ class Proxy:
         self.node_timeout = conf.get_float("node_timeout", 10.0)
         self.client_timeout = conf.get_float("client_timeout", 60.0)
         self.put_buffer_size = conf.get_size("put_buffer_size", 1024 * 1024)
+        self.grouped_writes = conf.get_bool("grouped_writes", True)
         self.account_autocreate = conf.get_bool("account_autocreate", True)
         self.max_file_size = conf.get_size("max_file_size", constraints.MAX_FILE_SIZE)
         self.container_cache = InfoCache(conf.get_float("recheck_container_existence", 10.0))
