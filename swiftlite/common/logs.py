@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import sys
+import time as _time
 
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest, StreamResponse
@@ -25,17 +28,75 @@ def setup_logging(name: str, level: str = "INFO", log_file: str | None = None) -
     return logging.getLogger(name)
 
 
+class _AccessSink:
+    """Access lines, written once per event-loop iteration: a busy server issues one
+    write() for many requests instead of one per request, and skips building a LogRecord.
+    Lines look exactly like FORMAT's. Falls back to the logger for non-stream handlers."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.scheduled = False
+        self._sec = -1
+        self._stamp = ""
+        self.pid = os.getpid()
+
+    def stamp(self, now: float) -> str:
+        sec = int(now)
+        if sec != self._sec:
+            self._sec = sec
+            self._stamp = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(sec))
+        return f"{self._stamp},{int((now - sec) * 1000):03d}"
+
+    def add(self, logger: logging.Logger, message: str) -> None:
+        handlers = _stream_handlers(logger)
+        if handlers is None:
+            logger.info("%s", message)
+            return
+        if os.getpid() != self.pid:  # a forked worker
+            self.pid = os.getpid()
+        self.lines.append(f"{self.stamp(_time.time())} {logger.name}[{self.pid}] INFO "
+                          f"{message}\n")
+        if not self.scheduled:
+            self.scheduled = True
+            try:
+                asyncio.get_running_loop().call_soon(self.flush, handlers)
+            except RuntimeError:  # no loop: write now
+                self.flush(handlers)
+
+    def flush(self, handlers: list[logging.StreamHandler]) -> None:
+        self.scheduled = False
+        data, self.lines = "".join(self.lines), []
+        for h in handlers:
+            with h.lock:  # type: ignore[union-attr]
+                h.stream.write(data)
+                h.flush()
+
+
+def _stream_handlers(logger: logging.Logger) -> list[logging.StreamHandler] | None:
+    """The handlers an INFO line of `logger` reaches, if all are plain streams; else None."""
+    if not logger.isEnabledFor(logging.INFO):
+        return []
+    out: list[logging.StreamHandler] = []
+    lg: logging.Logger | None = logger
+    while lg is not None:
+        for h in lg.handlers:
+            if type(h) not in (logging.StreamHandler, logging.FileHandler) or h.filters \
+                    or h.level > logging.INFO:
+                return None
+            out.append(h)
+        if not lg.propagate:
+            break
+        lg = lg.parent
+    return out
+
+
+_SINK = _AccessSink()
+
+
 class RequestLogger(AbstractAccessLogger):
     """The per-request line: method, path, status, bytes sent, duration, request id."""
 
     def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
-        self.logger.info(
-            "%s %s %s %d %s %.4f %s",
-            request.remote or "-",
-            request.method,
-            request.raw_path,
-            response.status,
-            response.body_length,
-            time,
-            txid(request),  # type: ignore[arg-type]
-        )
+        _SINK.add(self.logger, f"{request.remote or '-'} {request.method} {request.raw_path} "
+                               f"{response.status} {response.body_length} {time:.4f} "
+                               f"{txid(request)}")
