@@ -186,6 +186,16 @@ def configure(mode: str, gather_ms: float = 2.0) -> str:
     return MODE
 
 
+def syncer(device_path: str) -> GroupSync | None:
+    """The device's group syncer in batch mode; None in file mode or without the device."""
+    if MODE != "batch":
+        return None
+    try:
+        return SYNCERS.for_device(device_path)
+    except FileNotFoundError:
+        return None
+
+
 def committing(device_path: str) -> AbstractContextManager[None]:
     """Wrap a write's commit step (the hop that flushes): lets group commit wait for it."""
     if MODE == "batch":

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import time
+from typing import Any
 
 import msgpack
 from aiohttp import web
@@ -234,44 +235,63 @@ class ObjectServer:
             return error(422, "Unprocessable Entity: ETag mismatch")
         refuse = request.headers.get("If-None-Match") == "*"
         tx = txid(request)
-
-        async def one(device: str | None, dp: str | None,
-                      headers) -> tuple[int, dict[str, str]]:
-            if dp is None:
-                try:
-                    dp = self.device_path(device or "")
-                except HTTPError as exc:
-                    return exc.status, {}
-            writer = diskfile.DataWriter(dp, part, hexhash, fsync=self.fsync,
-                                         refuse_existing=refuse)
+        devices: list[tuple[str | None, int, Any]] = []  # (device path, status, headers)
+        for device, hdrs in [(None, request.headers), *members]:
             try:
-                res = await run_blocking(writer.put, chunks, metadata, ts.internal, None, etag)
-            except diskfile.Conflict as exc:
-                return 409, {"X-Backend-Timestamp": exc.stored}
-            except diskfile.Exists:
-                return 412, {}
-            except diskfile.DeviceMissing:
-                return 507, {}
-            except Exception as exc:
-                if diskfile.is_enospc(exc):
-                    return 507, {}
-                log.exception("grouped PUT to %s failed, txid=%s", dp, tx)
-                return 500, {}
-            finally:
-                if not writer.done:
-                    await run_blocking(writer.abort)
-            targets = parse_targets(headers)
-            if targets:
-                await self.updater.update(dp, "PUT", *names, {
-                    "X-Timestamp": ts.internal, "X-Size": str(cl),
-                    "X-Content-Type": metadata["Content-Type"], "X-Etag": etag},
-                    targets, tx)
-            self._maybe_fold(dp, part, res.journal_size)
-            return 201, {}
+                devices.append((dev_path if device is None else self.device_path(device),
+                                0, hdrs))
+            except HTTPError as exc:
+                devices.append((None, exc.status, hdrs))
+        writers = {i: diskfile.DataWriter(dp, part, hexhash, fsync=self.fsync,
+                                          refuse_existing=refuse)
+                   for i, (dp, _, _) in enumerate(devices) if dp is not None}
+        outcomes: dict[int, Any] = {}
+        try:
+            if durability.MODE == "batch":
+                idx = list(writers)
+                res = await run_blocking(diskfile.put_many, [writers[i] for i in idx], chunks,
+                                         metadata, ts.internal, etag)
+                outcomes = dict(zip(idx, res, strict=True))
+            else:
+                async def one(w: diskfile.DataWriter) -> Any:
+                    try:
+                        return await run_blocking(w.put, chunks, metadata, ts.internal, None,
+                                                  etag)
+                    except Exception as exc:
+                        return exc
+                res = await asyncio.gather(*(one(w) for w in writers.values()))
+                outcomes = dict(zip(writers, res, strict=True))
+        finally:
+            for w in writers.values():
+                if not w.done:
+                    await run_blocking(w.abort)
 
-        results = await asyncio.gather(
-            one(None, dev_path, request.headers),
-            *(one(device, None, headers) for device, headers in members))
+        async def finish(i: int) -> tuple[int, dict[str, str]]:
+            dp, status, hdrs = devices[i]
+            if dp is None:
+                return status, {}
+            out = outcomes.get(i)
+            if isinstance(out, diskfile.CommitResult):
+                targets = parse_targets(hdrs)
+                if targets:
+                    await self.updater.update(dp, "PUT", *names, {
+                        "X-Timestamp": ts.internal, "X-Size": str(cl),
+                        "X-Content-Type": metadata["Content-Type"], "X-Etag": etag},
+                        targets, tx)
+                self._maybe_fold(dp, part, out.journal_size)
+                return 201, {}
+            if isinstance(out, diskfile.Conflict):
+                return 409, {"X-Backend-Timestamp": out.stored}
+            if isinstance(out, diskfile.Exists):
+                return 412, {}
+            if isinstance(out, diskfile.DeviceMissing) or (
+                    isinstance(out, BaseException) and diskfile.is_enospc(out)):
+                return 507, {}
+            log.error("grouped PUT to %s failed, txid=%s", dp, tx,
+                      exc_info=out if isinstance(out, BaseException) else None)
+            return 500, {}
+
+        results = await asyncio.gather(*(finish(i) for i in range(len(devices))))
         (status, extra), rest = results[0], results[1:]
         headers = {"ETag": etag, ALSO_STATUSES: ",".join(str(st) for st, _ in rest), **extra}
         if status == 201:
