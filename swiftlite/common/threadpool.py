@@ -1,21 +1,87 @@
 """The bounded thread pool every server sends its blocking work to (fsync, SQLite, reads).
 
 One pool per process keeps the number of threads touching the disks fixed; the event loop
-only awaits the futures, so it never blocks on I/O.
+only awaits the results, so it never blocks on I/O.
+
+It is leaner than `loop.run_in_executor`: a job is a tuple on a SimpleQueue and its result
+goes straight to the asyncio future through `call_soon_threadsafe`, with no
+concurrent.futures.Future (a Condition and an RLock per call) in between. Every PUT and GET
+makes at least one such hop, so that overhead was paid on every request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_pool: ThreadPoolExecutor | None = None
 _size = 8
+_pool: _Pool | None = None
+
+
+class _Pool:
+    def __init__(self, size: int) -> None:
+        self.jobs: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
+        self.size = size
+        self.started = 0
+        self.idle = 0
+        self.lock = threading.Lock()
+        self.pid = os.getpid()  # a forked child starts its own threads
+
+    def submit(self, job: tuple) -> None:
+        with self.lock:
+            # Start a thread only when none is waiting (as ThreadPoolExecutor does).
+            if self.idle == 0 and self.started < self.size:
+                self.started += 1
+                threading.Thread(target=self._run, name=f"swiftlite-io-{self.started}",
+                                 daemon=True).start()
+        self.jobs.put(job)
+
+    def _run(self) -> None:
+        jobs = self.jobs
+        while True:
+            with self.lock:
+                self.idle += 1
+            job = jobs.get()
+            with self.lock:
+                self.idle -= 1
+            if job is None:
+                return
+            fn, args, loop, fut = job
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # delivered to the awaiting coroutine
+                _deliver(loop, fut, None, exc)
+            else:
+                _deliver(loop, fut, result, None)
+            del job, fn, args, fut
+
+    def shutdown(self) -> None:
+        for _ in range(self.started):
+            self.jobs.put(None)
+
+
+def _deliver(loop: asyncio.AbstractEventLoop, fut: asyncio.Future, result: Any,
+             exc: BaseException | None) -> None:
+    try:
+        loop.call_soon_threadsafe(_set, fut, result, exc)
+    except RuntimeError:  # the loop is closed: nobody is waiting any more
+        pass
+
+
+def _set(fut: asyncio.Future, result: Any, exc: BaseException | None) -> None:
+    if fut.cancelled():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
 
 
 def configure(size: int) -> None:
@@ -23,14 +89,14 @@ def configure(size: int) -> None:
     global _size, _pool
     _size = max(1, size)
     if _pool is not None:
-        _pool.shutdown(wait=False)
+        _pool.shutdown()
         _pool = None
 
 
-def pool() -> ThreadPoolExecutor:
+def _get_pool() -> _Pool:
     global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_size, thread_name_prefix="swiftlite-io")
+    if _pool is None or _pool.pid != os.getpid():
+        _pool = _Pool(_size)
     return _pool
 
 
@@ -38,4 +104,6 @@ async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     loop = asyncio.get_running_loop()
     if kwargs:
         fn = functools.partial(fn, **kwargs)
-    return await loop.run_in_executor(pool(), fn, *args)
+    fut = loop.create_future()
+    _get_pool().submit((fn, args, loop, fut))
+    return await fut
