@@ -52,8 +52,6 @@ class _AccessSink:
         if handlers is None:
             logger.info("%s", message)
             return
-        if os.getpid() != self.pid:  # a forked worker
-            self.pid = os.getpid()
         self.lines.append(f"{self.stamp(_time.time())} {logger.name}[{self.pid}] INFO "
                           f"{message}\n")
         if not self.scheduled:
@@ -91,6 +89,7 @@ def _stream_handlers(logger: logging.Logger) -> list[logging.StreamHandler] | No
 
 
 _SINK = _AccessSink()
+os.register_at_fork(after_in_child=lambda: setattr(_SINK, "pid", os.getpid()))
 
 
 class RequestLogger(AbstractAccessLogger):

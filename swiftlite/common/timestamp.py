@@ -8,12 +8,19 @@ to time order, so file names and SQLite columns sort correctly as plain text.
 
 from __future__ import annotations
 
+import functools
 import time
 from functools import total_ordering
 
 PRECISION = 5
 _SCALE = 10**PRECISION
 _MAX_TICKS = 10**(10 + PRECISION)  # year 2286
+
+
+@functools.lru_cache(maxsize=4096)
+def _http_date(secs: int) -> str:
+    # Every GET and HEAD formats one; objects written in the same second share it.
+    return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(secs))
 
 
 class TimestampError(ValueError):
@@ -81,8 +88,7 @@ class Timestamp:
 
     def http_date(self) -> str:
         """RFC 7231 date for Last-Modified (rounded up, as clients compare whole seconds)."""
-        secs = -(-self.ticks // _SCALE)
-        return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(secs))
+        return _http_date(-(-self.ticks // _SCALE))
 
     def iso(self) -> str:
         """ISO 8601 with microseconds, as in listings' last_modified."""

@@ -230,8 +230,21 @@ def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
             return CommitResult(old, new, journal_size, current or {}, existed)
 
 
+_tmp_names = [0, "", 0]  # pid, random prefix, counter: unique without a syscall per file
+
+
+def _reset_tmp_names() -> None:
+    _tmp_names[:] = [os.getpid(), os.urandom(4).hex(), 0]
+
+
+_reset_tmp_names()
+os.register_at_fork(after_in_child=_reset_tmp_names)
+
+
 def _tmp_path(device_path: str) -> str:
-    return os.path.join(device_path, TMP, f"obj-{os.getpid()}-{os.urandom(8).hex()}")
+    t = _tmp_names
+    t[2] += 1  # under the GIL; O_EXCL catches the impossible repeat
+    return os.path.join(device_path, TMP, f"obj-{t[0]}-{t[1]}{t[2]:08x}")
 
 
 def _open_tmp(device_path: str) -> tuple[int, str]:
