@@ -91,18 +91,38 @@ class ContainerUpdater:
                      obj: str, headers: dict[str, str], targets: list[dict[str, Any]],
                      txid: str | None = None) -> None:
         """Send (and wait a little for) the update to every target; never raises."""
-        if not targets:
+        await self.update_devices(method, account, container, obj, headers,
+                                  [(device_path, targets)], txid)
+
+    async def update_devices(self, method: str, account: str, container: str, obj: str,
+                             headers: dict[str, str],
+                             per_device: list[tuple[str, list[dict[str, Any]]]],
+                             txid: str | None = None) -> None:
+        """`update` for one write stored on several devices (a grouped PUT): each device
+        tells its own targets, with one task and one wait for them all."""
+        per_device = [(d, t) for d, t in per_device if t]
+        if not per_device:
             return
         if txid:
             headers = dict(headers, **{"X-Trans-Id": txid})
-        task = asyncio.ensure_future(self._send_all(device_path, method, account, container,
-                                                    obj, headers, targets))
+        if len(per_device) == 1:
+            coro = self._send_all(per_device[0][0], method, account, container, obj, headers,
+                                  per_device[0][1])
+        else:
+            coro = self._send_each(method, account, container, obj, headers, per_device)
+        task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         try:
             await asyncio.wait_for(asyncio.shield(task), self.wait_timeout)
         except (TimeoutError, Exception):
             pass  # it carries on (and saves itself on failure) in the background
+
+    async def _send_each(self, method: str, account: str, container: str, obj: str,
+                         headers: dict[str, str],
+                         per_device: list[tuple[str, list[dict[str, Any]]]]) -> None:
+        await asyncio.gather(*(self._send_all(d, method, account, container, obj, headers, t)
+                               for d, t in per_device))
 
     async def _send_all(self, device_path: str, method: str, account: str, container: str,
                         obj: str, headers: dict[str, str], targets: list[dict[str, Any]]) -> None:

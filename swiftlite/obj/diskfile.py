@@ -422,15 +422,23 @@ class DataWriter:
 
 
 def put_many(writers: list[DataWriter], chunks: list[bytes], metadata: dict[str, str],
-             timestamp: str, body_etag: str) -> list[CommitResult | BaseException]:
+             timestamp: str, expected_etag: str | None = None
+             ) -> tuple[str, list[CommitResult | BaseException]]:
     """One body to several devices in one thread hop, with one shared flush for all data
     files and one for all renames (where `put` pays both per device). Each device's outcome
-    is its own: a CommitResult or the exception that refused or failed it.
+    is its own: a CommitResult or the exception that refused or failed it. Returns the
+    body's MD5 (hashed here, off the event loop) with them; ETagMismatch refuses them all.
 
     Needs sync_mode = batch (flushes are per filesystem); the caller falls back to one
     `put` per device otherwise. Hash dirs are locked in device-path order, so two grouped
     writes of one object cannot deadlock; all stay locked until the renames are durable.
     """
+    md5 = hashlib.md5()
+    for c in chunks:
+        md5.update(c)
+    body_etag = md5.hexdigest()
+    if expected_etag and expected_etag.strip('"').lower() != body_etag:
+        raise ETagMismatch(body_etag)
     order = sorted(range(len(writers)), key=lambda i: writers[i].device_path)
     results: list[CommitResult | BaseException | None] = [None] * len(writers)
     syncers = {id(g): g for g in (durability.syncer(w.device_path) for w in writers)
@@ -457,7 +465,7 @@ def put_many(writers: list[DataWriter], chunks: list[bytes], metadata: dict[str,
                 w._abort()
         live = [i for i in order if results[i] is None]
         if not live:
-            return results  # type: ignore[return-value]
+            return body_etag, results  # type: ignore[return-value]
         try:
             if writers[live[0]].fsync:
                 flush_all()  # every data file, before any rename
@@ -465,7 +473,7 @@ def put_many(writers: list[DataWriter], chunks: list[bytes], metadata: dict[str,
             for i in live:
                 results[i] = exc
                 writers[i]._abort()
-            return results  # type: ignore[return-value]
+            return body_etag, results  # type: ignore[return-value]
         for i in live:
             os.close(writers[i].fd)
             writers[i].fd = -1
@@ -502,7 +510,7 @@ def put_many(writers: list[DataWriter], chunks: list[bytes], metadata: dict[str,
         chain(0)
         if not flushed[0]:  # pragma: no cover - chain always ends in the flush
             flush_all()
-    return results  # type: ignore[return-value]
+    return body_etag, results  # type: ignore[return-value]
 
 
 def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str, ext: str,

@@ -226,13 +226,7 @@ class ObjectServer:
         if cl is None or cl > MAX_BODY:
             raise HTTPError(400, f"{ALSO_DEVICES} needs a Content-Length up to {MAX_BODY}")
         chunks = await self._read_all(request, cl)
-        md5 = hashlib.md5()
-        for c in chunks:
-            md5.update(c)
-        etag = md5.hexdigest()
         expected = request.headers.get("ETag")
-        if expected and expected.strip('"').lower() != etag:
-            return error(422, "Unprocessable Entity: ETag mismatch")
         refuse = request.headers.get("If-None-Match") == "*"
         tx = txid(request)
         devices: list[tuple[str | None, int, Any]] = []  # (device path, status, headers)
@@ -247,12 +241,19 @@ class ObjectServer:
                    for i, (dp, _, _) in enumerate(devices) if dp is not None}
         outcomes: dict[int, Any] = {}
         try:
-            if durability.MODE == "batch":
+            if durability.MODE == "batch":  # one hop: hash, write, two shared flushes
                 idx = list(writers)
-                res = await run_blocking(diskfile.put_many, [writers[i] for i in idx], chunks,
-                                         metadata, ts.internal, etag)
+                etag, res = await run_blocking(diskfile.put_many, [writers[i] for i in idx],
+                                               chunks, metadata, ts.internal, expected)
                 outcomes = dict(zip(idx, res, strict=True))
             else:
+                md5 = hashlib.md5()
+                for c in chunks:
+                    md5.update(c)
+                etag = md5.hexdigest()
+                if expected and expected.strip('"').lower() != etag:
+                    raise diskfile.ETagMismatch(etag)
+
                 async def one(w: diskfile.DataWriter) -> Any:
                     try:
                         return await run_blocking(w.put, chunks, metadata, ts.internal, None,
@@ -261,23 +262,19 @@ class ObjectServer:
                         return exc
                 res = await asyncio.gather(*(one(w) for w in writers.values()))
                 outcomes = dict(zip(writers, res, strict=True))
+        except diskfile.ETagMismatch:
+            return error(422, "Unprocessable Entity: ETag mismatch")
         finally:
             for w in writers.values():
                 if not w.done:
                     await run_blocking(w.abort)
 
-        async def finish(i: int) -> tuple[int, dict[str, str]]:
-            dp, status, hdrs = devices[i]
+        def status_of(i: int) -> tuple[int, dict[str, str]]:
+            dp, status, _ = devices[i]
             if dp is None:
                 return status, {}
             out = outcomes.get(i)
             if isinstance(out, diskfile.CommitResult):
-                targets = parse_targets(hdrs)
-                if targets:
-                    await self.updater.update(dp, "PUT", *names, {
-                        "X-Timestamp": ts.internal, "X-Size": str(cl),
-                        "X-Content-Type": metadata["Content-Type"], "X-Etag": etag},
-                        targets, tx)
                 self._maybe_fold(dp, part, out.journal_size)
                 return 201, {}
             if isinstance(out, diskfile.Conflict):
@@ -291,7 +288,12 @@ class ObjectServer:
                       exc_info=out if isinstance(out, BaseException) else None)
             return 500, {}
 
-        results = await asyncio.gather(*(finish(i) for i in range(len(devices))))
+        results = [status_of(i) for i in range(len(devices))]
+        await self.updater.update_devices("PUT", *names, {
+            "X-Timestamp": ts.internal, "X-Size": str(cl),
+            "X-Content-Type": metadata["Content-Type"], "X-Etag": etag},
+            [(devices[i][0], parse_targets(devices[i][2]))  # type: ignore[misc]
+             for i, (st, _) in enumerate(results) if st == 201], tx)
         (status, extra), rest = results[0], results[1:]
         headers = {"ETag": etag, ALSO_STATUSES: ",".join(str(st) for st, _ in rest), **extra}
         if status == 201:

@@ -254,8 +254,10 @@ def test_put_many_one_hop_two_flushes_and_outcomes_per_device(tmp_path):
     gs = durability.SYNCERS.for_device(str(tmp_path / "d1"))
     before = gs.flushes
     writers = [diskfile.DataWriter(str(tmp_path / d), 5, h) for d in ("d1", "d2", "d3", "d9")]
-    out = diskfile.put_many(writers, body, {"name": "/a/c/o", "Content-Type": "text/plain"},
-                            "0000000001.00000", etag)
+    got, out = diskfile.put_many(writers, body, {"name": "/a/c/o",
+                                                 "Content-Type": "text/plain"},
+                                 "0000000001.00000", etag)
+    assert got == etag
     assert isinstance(out[0], diskfile.CommitResult) and isinstance(out[2], diskfile.CommitResult)
     assert isinstance(out[1], diskfile.Conflict)
     assert isinstance(out[3], diskfile.DeviceMissing)
