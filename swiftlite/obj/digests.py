@@ -98,11 +98,12 @@ class Journal:
                 self._create()
                 continue
             fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
-            if os.fstat(fd).st_nlink == 0:  # folded and unlinked while we waited
+            st = os.fstat(fd)
+            if st.st_nlink == 0:  # folded and unlinked while we waited
                 os.close(fd)
                 continue
             self.fd = fd
-            self.size = os.fstat(fd).st_size
+            self.size = st.st_size
             return
 
     def _create(self) -> None:
@@ -133,8 +134,11 @@ class Journal:
 
     def record_delta(self, suffix: str, delta: int) -> None:
         if delta:
-            os.write(self.fd, msgpack.packb([int(suffix, 16), delta.to_bytes(16, "big")]))
-        self.size = os.fstat(self.fd).st_size
+            rec = msgpack.packb([int(suffix, 16), delta.to_bytes(16, "big")])
+            os.write(self.fd, rec)
+            # At least this big (other writers may append too): enough for the fold
+            # threshold, without an fstat per write.
+            self.size += len(rec)
 
     def read(self, folded_id: bytes = b"", folded_offset: int = 0
              ) -> tuple[bytes, int, dict[int, int]]:
