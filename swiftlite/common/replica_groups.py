@@ -10,6 +10,11 @@ then writes those replicas one by one as before.
 
 Each named device carries the container replica its write must update, as the first device
 does with X-Container-Host/Device/Partition: ``device;host:port;cdevice;cpartition``.
+
+The same holds one step further: those container replicas usually share a container server
+too, so the object server's batched updates to one container server go as one MERGE whose
+body lists ``[device, partition, rows]`` sections (marked by ``X-Backend-Sections``), each
+answered in ``X-Backend-Section-Statuses``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 ALSO_DEVICES = "X-Backend-Also-Devices"
+# Container updates for several DBs of one container server in one MERGE (container_updates)
+SECTIONS = "X-Backend-Sections"
+SECTION_STATUSES = "X-Backend-Section-Statuses"
 ALSO_STATUSES = "X-Backend-Also-Statuses"
 MAX_ALSO = 8
 MAX_BODY = 8 * 1024 * 1024  # grouped bodies are held in memory whole

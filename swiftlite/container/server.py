@@ -14,6 +14,7 @@ updates go through the DB's group committer so concurrent updates share a transa
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgpack
@@ -27,6 +28,7 @@ from swiftlite.common.constraints import (
     check_utf8,
 )
 from swiftlite.common.http import HTTPError, error
+from swiftlite.common.replica_groups import SECTION_STATUSES, SECTIONS
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.account_reporter import AccountReporter, parse_account_nodes
@@ -39,6 +41,7 @@ from swiftlite.db.headers import (
     req_metadata,
     req_timestamp,
 )
+from swiftlite.db.paths import db_file, parse_partition
 from swiftlite.db.server import DBServer, backend_ts, make_db_app
 
 # Stored alongside X-Container-Meta-*; the proxy and middlewares read them back.
@@ -186,10 +189,43 @@ class ContainerServer(DBServer):
             return error(400, "UPDATE body must be a msgpack list")
         if not isinstance(raw, list):
             return error(400, "UPDATE body must be a msgpack list")
+        if SECTIONS in request.headers:
+            return await self._update_sections(broker, raw)
         rows = [_update_row(r) for r in raw]
         if not rows:
             return web.Response(status=202)
         return await self._commit(broker, dev_path, rows) or web.Response(status=202)
+
+
+    async def _update_sections(self, broker: ContainerBroker,
+                               raw: list[Any]) -> web.StreamResponse:
+        """A batch for several replicas of this container held here (one per device): the
+        body lists [device, partition, rows]; each DB's outcome is reported on its own, in
+        order, in X-Backend-Section-Statuses (202, or the status that DB alone would get)."""
+        if len(raw) > 64 or not all(isinstance(x, list) and len(x) == 3 for x in raw):
+            return error(400, "sections must be [device, partition, rows] lists")
+
+        async def one(device: Any, part: Any, rows_raw: Any) -> int:
+            try:
+                if not isinstance(device, str) or not isinstance(rows_raw, list):
+                    raise HTTPError(400, "bad section")
+                dp = self.devices.check(device)
+                part_n = parse_partition(str(part))
+                rows = [_update_row(r) for r in rows_raw]
+            except HTTPError as exc:
+                return exc.status
+            db = self.brokers.get(db_file(self.devices.devices, device, self.kind, part_n,
+                                          broker.account, broker.container))
+            if not db.account:
+                db.account, db.container = broker.account, broker.container
+            if not rows:
+                return 202
+            failed = await self._commit(db, dp, rows)
+            return failed.status if failed is not None else 202
+
+        statuses = await asyncio.gather(*(one(*x) for x in raw))
+        return web.Response(status=202,
+                            headers={SECTION_STATUSES: ",".join(map(str, statuses))})
 
 
 def create_app(conf: Section) -> web.Application:

@@ -431,3 +431,34 @@ async def test_account_reports_are_coalesced(servers, http):
     log = s.procs["account"].log_text()
     reports = log.count(f"PUT /sda/3/{A}/c ")
     assert 1 < reports < 12, reports  # the container PUT plus a few coalesced stat reports
+
+
+async def test_merge_sections_update_each_replica_and_report_each(tmp_path, http):
+    """One MERGE for several replicas of a container held by this server (one per device):
+    every DB gets its own rows, and a DB that cannot take them is reported alone."""
+    s = start_db_servers(tmp_path)
+    try:
+        (tmp_path / "node" / "sdb").mkdir()
+        await put_account(s, http)
+        for dev in ("sda", "sdb"):
+            h = {"X-Timestamp": ts(), **s.account_headers()}
+            async with http.put(s.url(dev, "1", A, "multi"), headers=h) as r:
+                assert r.status == 201
+        row = {"name": "o1", "created_at": ts(), "size": 3, "content_type": "text/plain",
+               "etag": "e" * 32, "deleted": 0}
+        body = msgpack.packb([["sda", 1, [row]], ["sdb", 1, [dict(row, name="o2")]],
+                              ["sdz", 1, [row]], ["sda", 7, [row]]])
+        async with http.request("MERGE", s.url("sda", "1", A, "multi"), data=body,
+                                headers={"X-Backend-Sections": "4"}) as r:
+            assert r.status == 202
+            # sdz is no device (507); partition 7 of sda holds no such container (404).
+            assert r.headers["X-Backend-Section-Statuses"] == "202,202,507,404"
+        assert await names(http, s.url("sda", "1", A, "multi")) == ["o1"]
+        assert await names(http, s.url("sdb", "1", A, "multi")) == ["o2"]
+        async with http.request("MERGE", s.url("sda", "1", A, "multi"),
+                                data=msgpack.packb([["sda", 1]]),
+                                headers={"X-Backend-Sections": "1"}) as r:
+            assert r.status == 400
+    finally:
+        for p in s.procs.values():
+            p.stop()

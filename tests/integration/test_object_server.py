@@ -394,6 +394,60 @@ async def test_container_updates_batch_behind_one_in_flight(server, client, merg
         await runner.cleanup()
 
 
+async def test_container_updates_for_two_replicas_on_one_server_share_a_merge(server, client):
+    """Updates for two replicas of a container on one container server, queued behind a slow
+    one, go as one sectioned MERGE; a section the server refuses is saved, the other not."""
+    gate = asyncio.Event()
+    seen: list[tuple[str, str, dict, bytes]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.read()
+        seen.append((request.method, request.raw_path, dict(request.headers), body))
+        if len(seen) == 1:
+            await gate.wait()
+        if request.method == "MERGE" and "X-Backend-Sections" in request.headers:
+            sections = msgpack.unpackb(body)
+            return web.Response(status=202, headers={"X-Backend-Section-Statuses": ",".join(
+                "503" if dev == "cdev2" else "202" for dev, _, _ in sections)})
+        return web.Response(status=201)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        names = [name() for _ in range(10)]
+        dev_of = {o: "cdev" if i % 2 else "cdev2" for i, o in enumerate(names)}
+        results = await asyncio.gather(*(
+            call(client, server, "PUT", f"/sda/11/a/cs/{o}",
+                 {"X-Timestamp": ts(), "X-Container-Host": f"127.0.0.1:{port}",
+                  "X-Container-Device": dev_of[o], "X-Container-Partition": "5"}, b"abc")
+            for o in names))
+        assert all(r[0] == 201 for r in results)
+        gate.set()
+
+        def sectioned():
+            return [(h, b) for m, _, h, b in seen if m == "MERGE"
+                    and "X-Backend-Sections" in h] or None
+
+        (headers, body), *_ = await async_wait_for(sectioned, 10, what="a sectioned MERGE")
+        sections = {dev: [r["name"] for r in rows] for dev, part, rows in msgpack.unpackb(body)}
+        assert set(sections) == {"cdev", "cdev2"}  # both replicas in one request
+        dev = os.path.join(server.devices, "sda")
+
+        def saved():
+            recs = {r["path"].rsplit("/", 1)[1] for _, r in iter_updates(dev)
+                    if r["path"].startswith("/a/cs/")}
+            return recs if recs >= set(sections["cdev2"]) else None
+
+        recs = await async_wait_for(saved, 10, what="the refused section saved")
+        assert not recs & set(sections["cdev"])  # the accepted section is not
+    finally:
+        await runner.cleanup()
+
+
 async def test_quarantine_on_corrupt_full_get(server, client):
     o = name()
     path = f"/sdb/9/a/c/{o}"
