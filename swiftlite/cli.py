@@ -36,7 +36,9 @@ def cmd_server(args: argparse.Namespace) -> int:
     if args.port is not None:
         conf["bind_port"] = str(args.port)
     app_factory = getattr(importlib.import_module(module), factory)
-    serve(app_factory, conf, f"{args.role}-server")
+    # The proxy and object servers carry every byte: one process per CPU unless configured.
+    default_workers = "auto" if args.role in ("proxy", "object") else "1"
+    serve(app_factory, conf, f"{args.role}-server", default_workers)
     return 0
 
 

@@ -110,14 +110,22 @@ def _worker(factory: AppFactory, conf: Section, name: str, sock: socket.socket |
     uvloop.run(_run(factory, conf, name, sock))
 
 
-def serve(factory: AppFactory, conf: Section, name: str) -> None:
+def worker_count(conf: Section, default: str = "1") -> int:
+    """`workers` from the config: a number, or `auto` for one per CPU."""
+    raw = (conf.get("workers") or default).strip().lower()
+    if raw == "auto":
+        return os.cpu_count() or 1
+    return int(raw)
+
+
+def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = "1") -> None:
     """Run `factory`'s app per `conf` (bind_ip, bind_port, workers, log_level, log_file).
 
     workers <= 1 serves in this process; more forks that many children, each with its own
     SO_REUSEPORT socket so the kernel spreads connections, and restarts any that die.
     """
     setup_logging(name, conf.get_str("log_level", "INFO"), conf.get("log_file"))
-    workers = conf.get_int("workers", 1)
+    workers = worker_count(conf, default_workers)
     ip = conf.get_str("bind_ip", "127.0.0.1")
     port = conf.get_int("bind_port", 0)
     if workers <= 1:

@@ -522,7 +522,7 @@ def test_burst_of_connections_is_queued_not_dropped(server):
     """A burst of new connections while the server is busy must wait in the accept queue:
     with a short queue the kernel drops SYNs and each dropped client stalls a whole second
     (a retransmit), which the proxy would take for a dead node."""
-    os.kill(server.proc.pid, signal.SIGSTOP)  # busy: accepts nothing for now
+    os.killpg(server.proc.pid, signal.SIGSTOP)  # busy (every worker): accepts nothing
     socks = []
     try:
         for _ in range(400):
@@ -539,7 +539,7 @@ def test_burst_of_connections_is_queued_not_dropped(server):
         wait_for(lambda: established() == len(socks), timeout=0.9,
                  what="all 400 handshakes (none waiting on a SYN retransmit)")
     finally:
-        os.kill(server.proc.pid, signal.SIGCONT)
+        os.killpg(server.proc.pid, signal.SIGCONT)
         for s in socks:
             s.close()
     assert healthy(server.port)
