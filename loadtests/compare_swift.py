@@ -6,7 +6,7 @@ against an already running Swift (`../shared/anchors/swift/start.sh`), and print
 markdown row per (shape, size, concurrency, phase) with both figures and the ratio.
 
     python loadtests/compare_swift.py --swift http://127.0.0.1:16080/auth/v1.0 \
-        [--sizes 64k,1m] [--concurrency 8,32] [--count-64k 600] [--count-1m 200]
+        [--sizes 64k,1m] [--concurrency 8,32] [--count-64k 600] [--count-1m 200] [--repeat N]
 
 Shapes: "defaults" (`swiftlite up` as the README starts it: 1 node, 4 devices, proxy workers
 = CPUs), "workers 1" (every server one process), and "Swift's shape" (4 nodes of 1 device,
@@ -68,6 +68,7 @@ def main() -> int:
     p.add_argument("--count-64k", type=int, default=600)
     p.add_argument("--count-1m", type=int, default=200)
     p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--repeat", type=int, default=1, help="runs of each row (one row each)")
     p.add_argument("--json", help="write every run's report here")
     a = p.parse_args()
     rows = []
@@ -82,17 +83,20 @@ def main() -> int:
                 for size in a.sizes.split(","):
                     count = a.count_1m if size.lower().startswith("1m") else a.count_64k
                     for conc in (int(c) for c in a.concurrency.split(",")):
-                        out = os.path.join(work, f"r{len(runs)}.json")
-                        rep = bench(url, a.swift, size, count, conc, out)
-                        runs.append({"shape": shape, "size": size, "concurrency": conc,
-                                     "report": rep})
-                        for phase in ("put", "get"):
-                            x, y = rep["results"]["A"][phase], rep["results"]["B"][phase]
-                            rows.append((shape, size, conc, phase.upper(), x, y))
+                        for _ in range(a.repeat):
+                            out = os.path.join(work, f"r{len(runs)}.json")
+                            rep = bench(url, a.swift, size, count, conc, out)
+                            runs.append({"shape": shape, "size": size, "concurrency": conc,
+                                         "report": rep})
+                            for phase in ("put", "get"):
+                                x, y = rep["results"]["A"][phase], rep["results"]["B"][phase]
+                                rows.append((shape, size, conc, phase.upper(), x, y))
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
-                shutil.rmtree(root, ignore_errors=True)
+                # The data stays until every shape has run: on ext4 a mass delete makes the
+                # next inode allocations slow for minutes (recently freed inodes are skipped
+                # one by one), which would tax the next shape and not Swift.
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("| swiftlite shape | size | c | op | swiftlite ops/s | Swift ops/s | ratio | "
