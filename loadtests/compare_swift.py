@@ -8,9 +8,9 @@ markdown row per (shape, size, concurrency, phase) with both figures and the rat
     python loadtests/compare_swift.py --swift http://127.0.0.1:16080/auth/v1.0 \
         [--sizes 64k,1m] [--concurrency 8,32] [--count-64k 600] [--count-1m 200] [--repeat N]
 
-Shapes: "defaults" (`swiftlite up` as the README starts it: 1 node, 4 devices, proxy workers
-= CPUs), "workers 1" (every server one process), and "Swift's shape" (4 nodes of 1 device,
-1 worker each: the anchor's own layout of 4 object/container/account servers).
+Shapes: "defaults" (`swiftlite up` as the README starts it: 1 node, 4 devices, proxy and
+object workers = CPUs), "workers 1" (every server one process), and "Swift's shape" (4 nodes
+of 1 device, 1 worker each: the anchor's own layout of 4 object/container/account servers).
 """
 
 from __future__ import annotations
