@@ -57,9 +57,9 @@ class _Pool:
             try:
                 result = fn(*args)
             except BaseException as exc:  # delivered to the awaiting coroutine
-                _deliver(loop, fut, None, exc)
+                deliver(loop, fut, None, exc)
             else:
-                _deliver(loop, fut, result, None)
+                deliver(loop, fut, result, None)
             del job, fn, args, fut
 
     def shutdown(self) -> None:
@@ -67,7 +67,7 @@ class _Pool:
             self.jobs.put(None)
 
 
-def _deliver(loop: asyncio.AbstractEventLoop, fut: asyncio.Future, result: Any,
+def deliver(loop: asyncio.AbstractEventLoop, fut: asyncio.Future, result: Any,
              exc: BaseException | None) -> None:
     try:
         loop.call_soon_threadsafe(_set, fut, result, exc)

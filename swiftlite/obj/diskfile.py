@@ -33,7 +33,6 @@ API used by the server and the replicator (blocking; call through the thread poo
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import hashlib
@@ -226,7 +225,7 @@ def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
             held.journal.record(hexhash[-3:], hexhash, old, new)
             journal_size = held.journal.size
             held.release_journal()
-            if flush is not None:  # put_many: one flush after every device's rename
+            if flush is not None:  # batch_commit: one flush after every rename of a batch
                 flush()
             elif fsync:
                 durability.flush_dirs(device_path, held.fd,
@@ -429,99 +428,6 @@ class DataWriter:
             except FileNotFoundError:
                 pass
             self.tmp = None
-
-
-def put_many(writers: list[DataWriter], chunks: list[bytes], metadata: dict[str, str],
-             timestamp: str, expected_etag: str | None = None
-             ) -> tuple[str, list[CommitResult | BaseException]]:
-    """One body to several devices in one thread hop, with one shared flush for all data
-    files and one for all renames (where `put` pays both per device). Each device's outcome
-    is its own: a CommitResult or the exception that refused or failed it. Returns the
-    body's MD5 (hashed here, off the event loop) with them; ETagMismatch refuses them all.
-
-    Needs sync_mode = batch (flushes are per filesystem); the caller falls back to one
-    `put` per device otherwise. Hash dirs are locked in device-path order, so two grouped
-    writes of one object cannot deadlock; all stay locked until the renames are durable.
-    """
-    md5 = hashlib.md5()
-    for c in chunks:
-        md5.update(c)
-    body_etag = md5.hexdigest()
-    if expected_etag and expected_etag.strip('"').lower() != body_etag:
-        raise ETagMismatch(body_etag)
-    order = sorted(range(len(writers)), key=lambda i: writers[i].device_path)
-    results: list[CommitResult | BaseException | None] = [None] * len(writers)
-    syncers = {id(g): g for g in (durability.syncer(w.device_path) for w in writers)
-               if g is not None}
-    with contextlib.ExitStack() as stack:
-        for w in writers:
-            stack.enter_context(w._lock)
-        for g in syncers.values():
-            stack.enter_context(g.writing())
-
-        def flush_all() -> None:
-            for g in syncers.values():
-                g.sync()
-
-        md = dict(metadata, ETag=body_etag, **{"X-Timestamp": timestamp})
-        for i in order:
-            w = writers[i]
-            try:
-                size = sum(len(c) for c in chunks)
-                md_i = dict(md, **{"Content-Length": str(size)})
-                w._write([*chunks, pack_trailer(md_i)], False)  # one write for both
-                w.size = size
-            except BaseException as exc:
-                results[i] = exc
-                w._abort()
-        live = [i for i in order if results[i] is None]
-        if not live:
-            return body_etag, results  # type: ignore[return-value]
-        try:
-            if writers[live[0]].fsync:
-                flush_all()  # every data file, before any rename
-        except BaseException as exc:
-            for i in live:
-                results[i] = exc
-                writers[i]._abort()
-            return body_etag, results  # type: ignore[return-value]
-        for i in live:
-            os.close(writers[i].fd)
-            writers[i].fd = -1
-
-        flushed = [False]
-
-        def chain(k: int) -> None:
-            """Commit live[k:], innermost first to flush: every rename before one flush."""
-            if k == len(live):
-                flushed[0] = True
-                if writers[live[0]].fsync:
-                    flush_all()
-                return
-            i = live[k]
-            w = writers[i]
-            reached = [False]
-
-            def inner() -> None:
-                reached[0] = True
-                chain(k + 1)
-            try:
-                res = _commit(w.device_path, w.part, w.hexhash, w.tmp, f"{timestamp}.data",
-                              w._locked_check(timestamp), w.fsync, inner)
-                w.tmp = None
-                w.done = True
-                res.metadata = dict(md, **{"Content-Length": str(w.size)})
-                results[i] = res
-            except BaseException as exc:
-                results[i] = exc
-                w._abort()
-                if not reached[0]:
-                    chain(k + 1)  # the others still commit
-
-        chain(0)
-        if not flushed[0]:  # pragma: no cover - chain always ends in the flush
-            flush_all()
-    return body_etag, results  # type: ignore[return-value]
 
 
 def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str, ext: str,

@@ -30,6 +30,7 @@ from swiftlite.common.server import make_app
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj import digests, diskfile, durability, ranges, sync
+from swiftlite.obj.batch_commit import MAX_JOBS, BatchCommitter
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 
 log = logging.getLogger("swiftlite.object")
@@ -51,6 +52,7 @@ class ObjectServer:
         self.fsync = conf.get_bool("fsync", True)
         self.fold_bytes = conf.get_size("journal_fold_bytes", digests.FOLD_BYTES)
         self.updater = ContainerUpdater(conf)
+        self.committer = BatchCommitter(conf.get_int("commit_batch_jobs", MAX_JOBS))
         self._folding: set[tuple[str, int]] = set()
         self._mounted: dict[str, float] = {}
 
@@ -223,6 +225,9 @@ class ObjectServer:
             members = parse_also(also)
         except ValueError as exc:
             raise HTTPError(400, str(exc)) from None
+        named = [os.path.basename(dev_path), *(d for d, _ in members)]
+        if len(set(named)) < len(named):
+            raise HTTPError(400, f"a device named twice in {ALSO_DEVICES}")
         if cl is None or cl > MAX_BODY:
             raise HTTPError(400, f"{ALSO_DEVICES} needs a Content-Length up to {MAX_BODY}")
         chunks = await self._read_all(request, cl)
@@ -243,8 +248,8 @@ class ObjectServer:
         try:
             if durability.MODE == "batch":  # one hop: hash, write, two shared flushes
                 idx = list(writers)
-                etag, res = await run_blocking(diskfile.put_many, [writers[i] for i in idx],
-                                               chunks, metadata, ts.internal, expected)
+                etag, res = await self.committer.put([writers[i] for i in idx], chunks,
+                                                     metadata, ts.internal, expected)
                 outcomes = dict(zip(idx, res, strict=True))
             else:
                 md5 = hashlib.md5()
@@ -346,6 +351,12 @@ class ObjectServer:
             raise HTTPError(499, "Client disconnected")
         if cl is not None and total > cl:
             raise HTTPError(400, "Body longer than Content-Length")
+        if first and durability.MODE == "batch":  # the whole body in hand: commit in a batch
+            _, (res,) = await self.committer.put([writer], pending, metadata, ts.internal,
+                                                 request.headers.get("ETag"))
+            if isinstance(res, BaseException):
+                raise res
+            return res
         return await run_blocking(writer.put, pending, metadata, ts.internal,
                                   request.headers.get("ETag"))
 

@@ -71,6 +71,13 @@ async def test_object_server_reports_each_device(cluster):
             assert r.headers[ALSO_STATUSES] == "409,507"
         async with s.put(url, data=body, headers={**headers, ALSO_DEVICES: "a;b"}) as r:
             assert r.status == 400
+        # One device twice would be one hash dir locked twice by one thread: refused, and
+        # the server still answers afterwards (no stuck committer).
+        for also in ("d1", "d2,d2"):
+            async with s.put(url, data=body, headers={**headers, ALSO_DEVICES: also,
+                                                       "X-Timestamp": "1700000002.00000"}) as r:
+                assert r.status == 400
+                assert "named twice" in await r.text()
         async with s.put(url, data=body, headers={**headers, "ETag": "0" * 32,
                                                    "X-Timestamp": "1700000001.00000"}) as r:
             assert r.status == 422

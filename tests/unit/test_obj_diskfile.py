@@ -237,35 +237,3 @@ def test_abort_waits_for_a_write_in_flight_and_stops_later_ones(tmp_path):
     with pytest.raises(OSError):
         w.write([b"late"])
     assert os.listdir(dev / "tmp") == []
-
-
-def test_put_many_one_hop_two_flushes_and_outcomes_per_device(tmp_path):
-    from swiftlite.obj import durability
-
-    assert durability.configure("batch") == "batch"
-    for d in ("d1", "d2", "d3"):
-        (tmp_path / d).mkdir()
-    h = "b" * 32
-    body = [b"hello ", b"world"]
-    etag = hashlib.md5(b"hello world").hexdigest()
-    # d2 already has a newer copy: only it refuses; d9 does not exist: only it fails.
-    diskfile.DataWriter(str(tmp_path / "d2"), 5, h).put([b"new"], {"name": "/a/c/o"},
-                                                       "0000000002.00000")
-    gs = durability.SYNCERS.for_device(str(tmp_path / "d1"))
-    before = gs.flushes
-    writers = [diskfile.DataWriter(str(tmp_path / d), 5, h) for d in ("d1", "d2", "d3", "d9")]
-    got, out = diskfile.put_many(writers, body, {"name": "/a/c/o",
-                                                 "Content-Type": "text/plain"},
-                                 "0000000001.00000", etag)
-    assert got == etag
-    assert isinstance(out[0], diskfile.CommitResult) and isinstance(out[2], diskfile.CommitResult)
-    assert isinstance(out[1], diskfile.Conflict)
-    assert isinstance(out[3], diskfile.DeviceMissing)
-    assert gs.flushes - before == 2  # data files once, renames once: not per device
-    for d in ("d1", "d3"):
-        info = diskfile.open_object(str(tmp_path / d), 5, h, 1 << 20, True)
-        assert info.status == "ok" and info.body == b"hello world"
-        assert info.metadata["ETag"] == etag and info.metadata["Content-Length"] == "11"
-        info.close()
-        assert os.listdir(tmp_path / d / "tmp") == []
-    assert os.listdir(tmp_path / "d2" / "tmp") == []

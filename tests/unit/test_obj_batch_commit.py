@@ -1,0 +1,138 @@
+"""Batched commits: many PUTs written, flushed and renamed by one thread, two flushes a batch."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+
+import pytest
+
+from swiftlite.common.timestamp import Timestamp
+from swiftlite.obj import digests, diskfile, durability
+from swiftlite.obj.batch_commit import BatchCommitter, put_many
+
+
+@pytest.fixture
+def devs(tmp_path):
+    assert durability.configure("batch") == "batch"
+    out = []
+    for d in ("d1", "d2", "d3"):
+        (tmp_path / d).mkdir()
+        out.append(str(tmp_path / d))
+    return out
+
+
+def _hash(i: int) -> str:
+    return hashlib.md5(f"obj{i}".encode()).hexdigest()
+
+
+def test_put_many_one_hop_two_flushes_and_outcomes_per_device(tmp_path):
+    assert durability.configure("batch") == "batch"
+    for d in ("d1", "d2", "d3"):
+        (tmp_path / d).mkdir()
+    h = "b" * 32
+    body = [b"hello ", b"world"]
+    etag = hashlib.md5(b"hello world").hexdigest()
+    # d2 already has a newer copy: only it refuses; d9 does not exist: only it fails.
+    diskfile.DataWriter(str(tmp_path / "d2"), 5, h).put([b"new"], {"name": "/a/c/o"},
+                                                       "0000000002.00000")
+    gs = durability.SYNCERS.for_device(str(tmp_path / "d1"))
+    before = gs.flushes
+    writers = [diskfile.DataWriter(str(tmp_path / d), 5, h) for d in ("d1", "d2", "d3", "d9")]
+    got, out = put_many(writers, body, {"name": "/a/c/o",
+                                                 "Content-Type": "text/plain"},
+                                 "0000000001.00000", etag)
+    assert got == etag
+    assert isinstance(out[0], diskfile.CommitResult) and isinstance(out[2], diskfile.CommitResult)
+    assert isinstance(out[1], diskfile.Conflict)
+    assert isinstance(out[3], diskfile.DeviceMissing)
+    assert gs.flushes - before == 2  # data files once, renames once: not per device
+    for d in ("d1", "d3"):
+        info = diskfile.open_object(str(tmp_path / d), 5, h, 1 << 20, True)
+        assert info.status == "ok" and info.body == b"hello world"
+        assert info.metadata["ETag"] == etag and info.metadata["Content-Length"] == "11"
+        info.close()
+        assert os.listdir(tmp_path / d / "tmp") == []
+    assert os.listdir(tmp_path / "d2" / "tmp") == []
+
+
+async def test_concurrent_puts_share_batches_and_flushes(devs):
+    """40 grouped PUTs at once (two of them the same object, newest last): each is committed
+    on every device, in fewer batches than jobs, with exactly two flushes per batch."""
+    committer = BatchCommitter()
+    gs = durability.SYNCERS.for_device(devs[0])
+    before = gs.flushes
+    base = Timestamp.now().ticks
+
+    async def one(i: int, h: str, ts: str, body: bytes):
+        writers = [diskfile.DataWriter(d, i % 4, h) for d in devs]
+        return await committer.put(writers, [body], {"name": f"/a/c/o{i}"}, ts,
+                                   hashlib.md5(body).hexdigest())
+
+    jobs = [one(i, _hash(i), Timestamp(base + i).internal, b"x" * (100 + i))
+            for i in range(38)]
+    dup = _hash(0)  # object 0 twice more: older then newer than its first write
+    jobs.append(one(0, dup, Timestamp(base - 5).internal, b"old"))
+    jobs.append(one(0, dup, Timestamp(base + 99).internal, b"newest"))
+    out = await asyncio.gather(*jobs)
+    for i, (etag, results) in enumerate(out[:38]):
+        assert etag == hashlib.md5(b"x" * (100 + i)).hexdigest()
+        if i:  # object 0's first write may run after the newest one: then it is refused
+            assert all(isinstance(r, diskfile.CommitResult) for r in results), results
+    assert all(isinstance(r, diskfile.Conflict) for r in out[38][1])  # older than stored
+    for d in devs:
+        info = diskfile.open_object(d, 0, dup, 1 << 20, True)
+        assert info.status == "ok" and info.body == b"newest"
+        info.close()
+        assert os.listdir(os.path.join(d, "tmp")) == []
+        for part in range(4):  # the journal saw every rename
+            assert digests.get_digests(d, part) == digests.recompute(d, part)
+    assert committer.jobs == 40
+    assert committer.batches < committer.jobs
+    assert gs.flushes - before == 2 * committer.batches
+
+
+async def test_one_bad_job_leaves_its_batch_alone(devs):
+    committer = BatchCommitter()
+    ts = Timestamp.now().internal
+
+    async def one(i: int, expected: str | None):
+        return await committer.put([diskfile.DataWriter(d, 1, _hash(i)) for d in devs],
+                                   [b"body"], {"name": f"/a/c/o{i}"}, ts, expected)
+
+    good = hashlib.md5(b"body").hexdigest()
+    out = await asyncio.gather(one(1, good), one(2, "0" * 32), one(3, None),
+                               return_exceptions=True)
+    assert isinstance(out[1], diskfile.ETagMismatch)
+    for got in (out[0], out[2]):
+        assert got[0] == good and all(isinstance(r, diskfile.CommitResult) for r in got[1])
+    assert not os.path.exists(diskfile.hash_dir(devs[0], 1, _hash(2)))
+    # A job naming one hash dir twice is refused instead of waiting on its own flock.
+    with pytest.raises(ValueError):
+        await committer.put([diskfile.DataWriter(devs[0], 1, _hash(4)) for _ in range(2)],
+                            [b"b"], {"name": "/a/c/o4"}, ts)
+    etag, res = await one(5, None)  # and the committer still works
+    assert isinstance(res[0], diskfile.CommitResult)
+
+
+async def test_committer_thread_per_process_survives_a_failed_flush(devs, monkeypatch):
+    committer = BatchCommitter()
+    ts = Timestamp.now().internal
+    calls = []
+
+    def failing(fd):
+        calls.append(threading.current_thread().name)
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(durability, "syncfs", failing)
+    _, res = await committer.put([diskfile.DataWriter(devs[0], 2, _hash(6))], [b"b"],
+                                 {"name": "/a/c/o6"}, ts)
+    assert isinstance(res[0], OSError)  # nothing acknowledged without its flush
+    assert calls == ["swiftlite-commit"]
+    assert not os.path.exists(diskfile.hash_dir(devs[0], 2, _hash(6)))
+    assert os.listdir(os.path.join(devs[0], "tmp")) == []
+    monkeypatch.undo()
+    _, res = await committer.put([diskfile.DataWriter(devs[0], 2, _hash(6))], [b"b"],
+                                 {"name": "/a/c/o6"}, Timestamp.now().internal)
+    assert isinstance(res[0], diskfile.CommitResult)
