@@ -25,10 +25,8 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from swiftlite.common.threadpool import deliver
 from swiftlite.obj import durability
@@ -181,13 +179,19 @@ def _commit_chain(live: list[tuple[Job, int]], flush_all) -> bool:
 
 
 class BatchCommitter:
-    """One committer thread per process; `put` hands it a job and awaits the outcome."""
+    """Committer threads (per process); `put` hands them a job and awaits the outcome.
 
-    def __init__(self, max_jobs: int = MAX_JOBS) -> None:
+    With two or more threads one batch can write and rename while another waits on its
+    flush; jobs for a hash dir that another batch holds wait for a later batch.
+    """
+
+    def __init__(self, max_jobs: int = MAX_JOBS, threads: int = 1) -> None:
         self.max_jobs = max(1, max_jobs)
-        self._queue: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        self.threads = max(1, threads)
+        self._cv = threading.Condition()
+        self._waiting: list[Job] = []
+        self._held: set[tuple[str, str, str]] = set()  # hash dirs of batches in progress
         self._pid = -1
-        self._lock = threading.Lock()
         self.batches = 0  # for tests and stats
         self.jobs = 0
 
@@ -198,53 +202,51 @@ class BatchCommitter:
         loop = asyncio.get_running_loop()
         job = Job(writers, chunks, metadata, timestamp, expected_etag, loop=loop,
                   future=loop.create_future())
-        self._start()
-        self._queue.put(job)
+        with self._cv:
+            if self._pid != os.getpid():  # first use, or a forked worker: its own threads
+                self._pid = os.getpid()
+                self._waiting, self._held = [], set()
+                for n in range(self.threads):
+                    threading.Thread(target=self._run, name=f"swiftlite-commit-{n + 1}",
+                                     daemon=True).start()
+            self._waiting.append(job)
+            self._cv.notify()
         await job.future
         return job.outcome()
 
-    def _start(self) -> None:
-        if self._pid == os.getpid():
-            return
-        with self._lock:  # a forked worker starts its own thread
-            if self._pid != os.getpid():
-                self._pid = os.getpid()
-                threading.Thread(target=self._run, name="swiftlite-commit",
-                                 daemon=True).start()
-
     def _run(self) -> None:
-        waiting: list[Job] = []
         while True:
-            if not waiting:
-                waiting.append(self._queue.get())
-            while True:
-                try:
-                    waiting.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            batch, waiting = self._take(waiting)
+            with self._cv:
+                while not (batch := self._take()):
+                    self._cv.wait()
             try:
                 put_batch(batch)
             except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
                 for job in batch:
                     if job.error is None:
                         job.error = exc
-            self.batches += 1
-            self.jobs += len(batch)
+            with self._cv:
+                for job in batch:
+                    self._held -= job.keys()
+                self.batches += 1
+                self.jobs += len(batch)
+                if self._waiting:
+                    self._cv.notify()  # jobs that waited for these hash dirs
             for job in batch:
                 assert job.loop is not None and job.future is not None
                 deliver(job.loop, job.future, None, None)
 
-    def _take(self, waiting: list[Job]) -> tuple[list[Job], list[Job]]:
-        """The next batch (queue order, no shared hash dirs) and what waits for a later one."""
+    def _take(self) -> list[Job]:
+        """The next batch, in queue order, sharing no hash dir with another batch (lock held);
+        the rest stays queued."""
         batch: list[Job] = []
         later: list[Job] = []
-        held: set[Any] = set()
-        for job in waiting:
+        for job in self._waiting:
             keys = job.keys()
-            if len(batch) < self.max_jobs and not keys & held:
+            if len(batch) < self.max_jobs and not keys & self._held:
                 batch.append(job)
-                held |= keys
+                self._held |= keys
             else:
                 later.append(job)
-        return batch, later
+        self._waiting = later
+        return batch

@@ -52,7 +52,8 @@ class ObjectServer:
         self.fsync = conf.get_bool("fsync", True)
         self.fold_bytes = conf.get_size("journal_fold_bytes", digests.FOLD_BYTES)
         self.updater = ContainerUpdater(conf)
-        self.committer = BatchCommitter(conf.get_int("commit_batch_jobs", MAX_JOBS))
+        self.committer = BatchCommitter(conf.get_int("commit_batch_jobs", MAX_JOBS),
+                                        conf.get_int("commit_threads", 1))
         self._folding: set[tuple[str, int]] = set()
         self._mounted: dict[str, float] = {}
 
