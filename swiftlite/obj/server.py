@@ -1,10 +1,12 @@
 """The object server: PUT/GET/HEAD/POST/DELETE of objects and REPLICATE of partition digests.
 
 Paths: ``/{device}/{partition}/{account}/{container}/{object}`` and
-``/{device}/{partition}[/{suffix}-{suffix}...]`` for REPLICATE. Disk work goes through the
-thread pool in as few hops as possible: a small PUT is one hop (write, fsync, rename, dir
-fsync, cleanup, journal append), a small GET is one hop (list, open, read, MD5). The on-disk
-format is described in ``diskfile``, the suffix digests in ``digests``.
+``/{device}/{partition}[/{suffix}-{suffix}...]`` for REPLICATE. Disk work leaves the event
+loop in as few hops as possible: a small PUT (its whole body read) is one job for the
+committer thread, written and flushed in a batch with every other queued PUT (see
+``batch_commit``); a large PUT is one thread-pool hop per ``write_batch_size``; a small GET
+is one hop (list, open, read, MD5). The on-disk format is described in ``diskfile``, the
+suffix digests in ``digests``.
 """
 
 from __future__ import annotations
