@@ -6,13 +6,14 @@ one of those syscalls releases the GIL and has to win it back, so a single objec
 process spent more time handing the GIL around (futex waits, wake-ups) than doing the work,
 and its PUT rate stalled at about two thirds of what two processes reached on the same CPU.
 
-`BatchCommitter` gives every whole-body PUT of a process to one committer thread instead.
-The thread takes everything queued as one batch (no two jobs for the same hash dir), writes
-every job's files, flushes the filesystems once, renames every file under its hash dir lock,
-flushes once more, and only then answers each job. That is the same durable sequence as
-`put_many` (data flushed before any rename, renames flushed before any answer) with the same
-two flushes, shared by the whole batch, and hardly any GIL contention: the committer's only
-rival for the GIL is the event loop. While one batch commits, the next one queues.
+`BatchCommitter` gives every whole-body PUT of a process to one committer thread instead
+(one per filesystem). The thread takes everything queued as one batch (no two jobs for the
+same hash dir), writes every job's files, flushes the filesystems once, renames every file
+under its hash dir lock, flushes once more, and only then answers each job. That is the same
+durable sequence as `put_many` (data flushed before any rename, renames flushed before any
+answer) with the same two flushes, shared by the whole batch, and hardly any GIL contention:
+the committer's only rival for the GIL is the event loop. While one batch commits, the next
+one queues.
 
 Lock order stays the writers' order (journal shared, then hash dir, see `diskfile`); a batch
 holds the hash dirs of all its jobs until its final flush. Other writers hold one hash dir
@@ -181,15 +182,18 @@ def _commit_chain(live: list[tuple[Job, int]], flush_all) -> bool:
 class BatchCommitter:
     """Committer threads (per process); `put` hands them a job and awaits the outcome.
 
-    With two or more threads one batch can write and rename while another waits on its
-    flush; jobs for a hash dir that another batch holds wait for a later batch.
+    Jobs queue by the set of filesystems they write to, each set with its own thread(s), so
+    a slow or failing disk holds up only the batches that write to it. A job whose hash dir
+    another batch holds (in any queue) waits for a later batch: two batches never wait on
+    each other's locks. With two or more threads per set, one batch can write and rename
+    while another waits on its flush.
     """
 
     def __init__(self, max_jobs: int = MAX_JOBS, threads: int = 1) -> None:
         self.max_jobs = max(1, max_jobs)
         self.threads = max(1, threads)
         self._cv = threading.Condition()
-        self._waiting: list[Job] = []
+        self._queues: dict[frozenset[int], list[Job]] = {}
         self._held: set[tuple[str, str, str]] = set()  # hash dirs of batches in progress
         self._pid = -1
         self.batches = 0  # for tests and stats
@@ -198,26 +202,32 @@ class BatchCommitter:
     async def put(self, writers: list[DataWriter], chunks: list[bytes],
                   metadata: dict[str, str], timestamp: str, expected_etag: str | None = None
                   ) -> tuple[str, list[CommitResult | BaseException]]:
-        """`put_many`, committed with whatever else is queued."""
+        """`put_many`, committed with whatever else is queued for the same filesystems."""
         loop = asyncio.get_running_loop()
         job = Job(writers, chunks, metadata, timestamp, expected_etag, loop=loop,
                   future=loop.create_future())
+        key = frozenset(id(g) for g in (durability.syncer(w.device_path) for w in writers)
+                        if g is not None)
         with self._cv:
             if self._pid != os.getpid():  # first use, or a forked worker: its own threads
                 self._pid = os.getpid()
-                self._waiting, self._held = [], set()
+                self._queues, self._held = {}, set()
+            queue = self._queues.get(key)
+            if queue is None:
+                queue = self._queues[key] = []
                 for n in range(self.threads):
-                    threading.Thread(target=self._run, name=f"swiftlite-commit-{n + 1}",
-                                     daemon=True).start()
-            self._waiting.append(job)
-            self._cv.notify()
+                    threading.Thread(target=self._run, args=(queue,), daemon=True,
+                                     name=f"swiftlite-commit-{len(self._queues)}.{n + 1}"
+                                     ).start()
+            queue.append(job)
+            self._cv.notify_all()
         await job.future
         return job.outcome()
 
-    def _run(self) -> None:
+    def _run(self, queue: list[Job]) -> None:
         while True:
             with self._cv:
-                while not (batch := self._take()):
+                while not (batch := self._take(queue)):
                     self._cv.wait()
             try:
                 put_batch(batch)
@@ -230,23 +240,22 @@ class BatchCommitter:
                     self._held -= job.keys()
                 self.batches += 1
                 self.jobs += len(batch)
-                if self._waiting:
-                    self._cv.notify()  # jobs that waited for these hash dirs
+                self._cv.notify_all()  # jobs that waited for these hash dirs
             for job in batch:
                 assert job.loop is not None and job.future is not None
                 deliver(job.loop, job.future, None, None)
 
-    def _take(self) -> list[Job]:
-        """The next batch, in queue order, sharing no hash dir with another batch (lock held);
-        the rest stays queued."""
+    def _take(self, queue: list[Job]) -> list[Job]:
+        """The next batch from `queue`, in order, sharing no hash dir with a batch in
+        progress (lock held); the rest stays queued."""
         batch: list[Job] = []
         later: list[Job] = []
-        for job in self._waiting:
+        for job in queue:
             keys = job.keys()
             if len(batch) < self.max_jobs and not keys & self._held:
                 batch.append(job)
                 self._held |= keys
             else:
                 later.append(job)
-        self._waiting = later
+        queue[:] = later
         return batch

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
+import tempfile
 import threading
 
 import pytest
@@ -129,10 +131,44 @@ async def test_committer_thread_per_process_survives_a_failed_flush(devs, monkey
     _, res = await committer.put([diskfile.DataWriter(devs[0], 2, _hash(6))], [b"b"],
                                  {"name": "/a/c/o6"}, ts)
     assert isinstance(res[0], OSError)  # nothing acknowledged without its flush
-    assert calls == ["swiftlite-commit-1"]
+    assert calls == ["swiftlite-commit-1.1"]
     assert not os.path.exists(diskfile.hash_dir(devs[0], 2, _hash(6)))
     assert os.listdir(os.path.join(devs[0], "tmp")) == []
     monkeypatch.undo()
     _, res = await committer.put([diskfile.DataWriter(devs[0], 2, _hash(6))], [b"b"],
                                  {"name": "/a/c/o6"}, Timestamp.now().internal)
     assert isinstance(res[0], diskfile.CommitResult)
+
+
+async def test_a_stalled_disk_holds_up_only_its_own_batches(devs, monkeypatch):
+    """Jobs queue per filesystem: while one filesystem's flush hangs, PUTs to another
+    filesystem (here tmpfs) still commit; the stalled one completes once its flush does."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("needs a second filesystem (/dev/shm)")
+    fast_dev = tempfile.mkdtemp(dir="/dev/shm")
+    release = threading.Event()
+    try:
+        if os.stat(fast_dev).st_dev == os.stat(devs[0]).st_dev:
+            pytest.skip("/dev/shm is not a separate filesystem here")
+        slow_fs = os.stat(devs[0]).st_dev
+        real = durability.syncfs
+
+        def syncfs(fd):
+            if os.fstat(fd).st_dev == slow_fs:
+                assert release.wait(30)
+            real(fd)
+        monkeypatch.setattr(durability, "syncfs", syncfs)
+        committer = BatchCommitter()
+        ts = Timestamp.now().internal
+        slow = asyncio.ensure_future(committer.put(
+            [diskfile.DataWriter(devs[0], 0, _hash(7))], [b"s"], {"name": "/a/c/o7"}, ts))
+        _, res = await asyncio.wait_for(committer.put(
+            [diskfile.DataWriter(fast_dev, 0, _hash(8))], [b"f"], {"name": "/a/c/o8"}, ts), 10)
+        assert isinstance(res[0], diskfile.CommitResult)
+        assert not slow.done()
+        release.set()
+        _, res = await asyncio.wait_for(slow, 10)
+        assert isinstance(res[0], diskfile.CommitResult)
+    finally:
+        release.set()
+        shutil.rmtree(fast_dev, ignore_errors=True)
