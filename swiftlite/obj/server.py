@@ -249,7 +249,7 @@ class ObjectServer:
                    for i, (dp, _, _) in enumerate(devices) if dp is not None}
         outcomes: dict[int, Any] = {}
         try:
-            if durability.MODE == "batch":  # one hop: hash, write, two shared flushes
+            if durability.MODE == "batch":  # one committer job: hash, write, batch flushes
                 idx = list(writers)
                 etag, res = await self.committer.put([writers[i] for i in idx], chunks,
                                                      metadata, ts.internal, expected)
