@@ -102,21 +102,24 @@ class Auditor:
                                   conf.get_size("max_bytes_per_second", 10 * 1024 * 1024))
         self._rehash_next: dict[str, int] = {}  # device -> index of next partition to rehash
 
-    def _walk(self) -> list[tuple[str, str, list[str]]]:
+    def _walk(self) -> tuple[list[tuple[str, str, list[str]]], int]:
+        """(device, partition, suffixes) to audit, and how many stale digest temp files
+        (left by a crash) the partition listings found and removed."""
         out = []
+        removed = 0
         for d in _listdir(self.devices):
             dev_path = os.path.join(self.devices, d)
             for p in _listdir(os.path.join(dev_path, diskfile.OBJECTS)):
                 if p.isdigit():
-                    sufs = [s for s in _listdir(os.path.join(dev_path, diskfile.OBJECTS, p))
-                            if len(s) == 3]
-                    out.append((dev_path, p, sufs))
-        return out
+                    names = _listdir(os.path.join(dev_path, diskfile.OBJECTS, p))
+                    out.append((dev_path, p, [s for s in names if len(s) == 3]))
+                    removed += digests.clean_stale_temps(dev_path, p, names)
+        return out, removed
 
     async def run_pass(self, stats: dict[str, Any]) -> None:
         for k in ("quarantined", "bytes", "reclaimed", "rehashed"):
             stats[k] = 0
-        work = await run_blocking(self._walk)
+        work, stats["temp_removed"] = await run_blocking(self._walk)
         for dev_path, part, sufs in work:
             stats["partitions"] += 1
             for s in sufs:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+import time
 from collections.abc import Iterable
 
 import msgpack
@@ -53,6 +54,9 @@ from swiftlite.obj import fileformat
 
 JOURNAL = "hashes.journal"
 DIGESTS = "hashes.digests"
+# Temp files of a journal being created and of a digest file being replaced; a crash between
+# their write and their rename/link leaves them behind (see `clean_stale_temps`).
+TEMP_PREFIXES = (".journal-", ".digests-")
 SUFFIXES = 4096
 _MAGIC = b"SLD1"
 _HEAD = struct.Struct("<4s16sQ")
@@ -110,7 +114,8 @@ class Journal:
         # The header must be the file's first record, so it is written before the file
         # appears under its name; link() does not replace a journal another writer made.
         os.makedirs(self.part_dir, exist_ok=True)
-        tmp = os.path.join(self.part_dir, f".journal-{os.getpid()}-{os.urandom(4).hex()}")
+        tmp = os.path.join(self.part_dir,
+                           f"{TEMP_PREFIXES[0]}{os.getpid()}-{os.urandom(4).hex()}")
         with open(tmp, "wb") as f:
             f.write(msgpack.packb(["J", os.urandom(16)]))
         try:
@@ -199,7 +204,7 @@ def _write_digest_file(part_dir: str, jid: bytes, offset: int,
     body = msgpack.packb(digests, use_bin_type=True)
     atomic_write(os.path.join(part_dir, DIGESTS),
                  _HEAD.pack(_MAGIC, jid.ljust(16, b"\0"), offset) + body,
-                 prefix=".digests-", sync_dir=True)
+                 prefix=TEMP_PREFIXES[1], sync_dir=True)
 
 
 def _apply(j: Journal, state: tuple[bytes, int, dict[str, bytes]]) -> tuple[bytes, int, bool]:
@@ -351,3 +356,23 @@ def _valid_suffix(s: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def clean_stale_temps(device_path: str, part: int | str, names: list[str],
+                      max_age: float = 3600.0) -> int:
+    """Remove journal/digest temp files among a partition dir's `names` older than
+    `max_age` seconds (a live writer's are seconds old); returns how many went."""
+    part_dir = _part_dir(device_path, part)
+    removed = 0
+    now = time.time()
+    for name in names:
+        if not name.startswith(TEMP_PREFIXES):
+            continue
+        path = os.path.join(part_dir, name)
+        try:
+            if now - os.stat(path).st_mtime > max_age:
+                os.unlink(path)
+                removed += 1
+        except FileNotFoundError:
+            pass
+    return removed

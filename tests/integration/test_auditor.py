@@ -87,3 +87,26 @@ async def test_old_tombstones_reclaimed_and_drift_healed(node):
         assert not os.path.exists(diskfile.hash_dir(node.dev_path(), 0,
                                                     hash_path("a", "c", "dead")))
         assert digests.get_digests(node.dev_path(), 0) == digests.recompute(node.dev_path(), 0)
+
+
+async def test_stale_digest_temp_files_removed_fresh_ones_kept(node):
+    """A crash while creating a journal or replacing a digest file leaves a temp file in the
+    partition dir; the auditor removes those older than an hour and leaves a live writer's."""
+    async with aiohttp.ClientSession() as s:
+        await put(s, node, "t0", b"x" * 100)
+    part_dir = os.path.join(node.dev_path(), diskfile.OBJECTS, "0")
+    old = time.time() - 7200
+    for name in (".journal-99999-deadbeef", ".digests-crashed"):
+        with open(os.path.join(part_dir, name), "wb") as f:
+            f.write(b"left over")
+        os.utime(os.path.join(part_dir, name), (old, old))
+    with open(os.path.join(part_dir, ".digests-inflight"), "wb") as f:
+        f.write(b"being written")
+    before = digests.get_digests(node.dev_path(), 0)
+    st = await audit(node)
+    assert st["temp_removed"] == 2
+    left = sorted(n for n in os.listdir(part_dir) if n.startswith("."))
+    assert left == [".digests-inflight"]
+    assert digests.JOURNAL in os.listdir(part_dir) or digests.DIGESTS in os.listdir(part_dir)
+    assert digests.get_digests(node.dev_path(), 0) == before == digests.recompute(
+        node.dev_path(), 0)
