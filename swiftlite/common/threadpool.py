@@ -30,14 +30,19 @@ class _Pool:
         self.jobs: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
         self.size = size
         self.started = 0
-        self.idle = 0
+        self.idle = 0  # threads waiting for a job
+        self.queued = 0  # jobs submitted and not yet taken
         self.lock = threading.Lock()
         self.pid = os.getpid()  # a forked child starts its own threads
 
     def submit(self, job: tuple) -> None:
         with self.lock:
-            # Start a thread only when none is waiting (as ThreadPoolExecutor does).
-            if self.idle == 0 and self.started < self.size:
+            # Start a thread when the queued jobs outnumber the threads waiting for one.
+            # ("No thread idle" is not enough: a burst of submits would all see the one
+            # thread just started as idle, and jobs that block until a later job runs
+            # would then wait on each other with the pool below its size.)
+            self.queued += 1
+            if self.queued > self.idle and self.started < self.size:
                 self.started += 1
                 threading.Thread(target=self._run, name=f"swiftlite-io-{self.started}",
                                  daemon=True).start()
@@ -51,6 +56,8 @@ class _Pool:
             job = jobs.get()
             with self.lock:
                 self.idle -= 1
+                if job is not None:
+                    self.queued -= 1
             if job is None:
                 return
             fn, args, loop, fut = job

@@ -50,3 +50,14 @@ async def test_cancelled_waiter_leaves_the_pool_working():
         await task
     release.set()
     assert await threadpool.run_blocking(lambda: "still fine") == "still fine"
+
+
+async def test_a_burst_behind_an_idle_thread_still_gets_threads():
+    """An idle thread covers one queued job, not a burst: two jobs submitted together while
+    one thread waits must get a second thread (the first blocks until the second runs)."""
+    threadpool.configure(2)
+    assert await threadpool.run_blocking(lambda: 1) == 1  # one thread started, now idle
+    gate = threading.Barrier(2, timeout=5)
+    out = await asyncio.gather(threadpool.run_blocking(gate.wait),
+                               threadpool.run_blocking(gate.wait))
+    assert sorted(out) == [0, 1]
