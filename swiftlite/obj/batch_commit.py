@@ -146,14 +146,23 @@ def _write_job(job: Job) -> list[tuple[Job, int]]:
 def _commit_chain(live: list[tuple[Job, int]], flush_all) -> bool:
     """Rename every live file into its hash dir, each inside the previous one's lock, the
     innermost flushing once for all; older files go only after that flush. Returns whether
-    the flush ran."""
+    the flush ran.
+
+    A failed final flush fails every rename it was to make durable: it unwinds through all
+    the open commits (so none removes the older files it replaced) and each reports it.
+    """
     flushed = [False]
+    flush_error: list[BaseException | None] = [None]
 
     def chain(k: int) -> None:
         if k == len(live):
             flushed[0] = True
             if any(job.writers[i].fsync for job, i in live):
-                flush_all()
+                try:
+                    flush_all()
+                except BaseException as exc:
+                    flush_error[0] = exc
+                    raise
             return
         job, i = live[k]
         w = job.writers[i]
@@ -172,10 +181,16 @@ def _commit_chain(live: list[tuple[Job, int]], flush_all) -> bool:
         except BaseException as exc:
             job.results[i] = exc
             w._abort()
+            if flush_error[0] is not None:
+                raise  # the outer commits' renames were not made durable either
             if not reached[0]:
                 chain(k + 1)  # the others still commit
 
-    chain(0)
+    try:
+        chain(0)
+    except BaseException:
+        if flush_error[0] is None:
+            raise
     return flushed[0]
 
 

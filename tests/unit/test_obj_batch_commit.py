@@ -172,3 +172,34 @@ async def test_a_stalled_disk_holds_up_only_its_own_batches(devs, monkeypatch):
     finally:
         release.set()
         shutil.rmtree(fast_dev, ignore_errors=True)
+
+
+def test_failed_final_flush_fails_every_rename_and_keeps_older_copies(devs, monkeypatch):
+    """The second flush (renames) fails: no job in the batch may be reported committed, and
+    none may have removed the older file its new one replaces."""
+    from swiftlite.obj.batch_commit import Job, put_batch
+
+    h = _hash(9)
+    old = Timestamp.now()
+    put_many([diskfile.DataWriter(devs[0], 3, h)], [b"older"], {"name": "/a/c/o9"},
+             old.internal)
+    calls = []
+    real = durability.syncfs
+
+    def syncfs(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(5, "Input/output error")
+        real(fd)
+    monkeypatch.setattr(durability, "syncfs", syncfs)
+    ts = Timestamp(old.ticks + 10).internal
+    jobs = [Job([diskfile.DataWriter(d, 3, h) for d in devs[:2]], [b"newer"],
+                {"name": "/a/c/o9"}, ts)]
+    jobs += [Job([diskfile.DataWriter(devs[0], 3, _hash(10 + k))], [b"n"],
+                 {"name": f"/a/c/o{10 + k}"}, ts) for k in range(2)]
+    put_batch(jobs)
+    assert len(calls) == 2
+    for job in jobs:
+        assert all(isinstance(r, OSError) for r in job.results), job.results
+    hdir = diskfile.hash_dir(devs[0], 3, h)
+    assert f"{old.internal}.data" in os.listdir(hdir)  # the older copy is still there
