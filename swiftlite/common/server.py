@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -118,6 +119,23 @@ def worker_count(conf: Section, default: str = "1") -> int:
     return int(raw)
 
 
+def raise_fd_limit(wanted: int = 65536) -> int:
+    """Lift the soft open-files limit toward the hard one (up to `wanted`); returns it.
+
+    A server holds a socket per client and per pooled backend connection, plus files and
+    hash-dir locks per write in flight: the usual soft limit of 1024 runs out under load
+    (EMFILE, read as a failed node) long before the hard limit does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return target
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-files limit from %d: %s", soft, exc)
+    return soft
+
+
 def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = "1") -> None:
     """Run `factory`'s app per `conf` (bind_ip, bind_port, workers, log_level, log_file).
 
@@ -125,6 +143,7 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
     SO_REUSEPORT socket so the kernel spreads connections, and restarts any that die.
     """
     setup_logging(name, conf.get_str("log_level", "INFO"), conf.get("log_file"))
+    raise_fd_limit(conf.get_int("max_open_files", 65536))
     workers = worker_count(conf, default_workers)
     ip = conf.get_str("bind_ip", "127.0.0.1")
     port = conf.get_int("bind_port", 0)
