@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import os
 import threading
@@ -51,8 +52,10 @@ class Job:
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future | None = None
 
-    def keys(self) -> set[tuple[str, str, str]]:
-        return {(w.device_path, str(w.part), w.hexhash) for w in self.writers}
+    @functools.cached_property
+    def keys(self) -> frozenset[tuple[str, str, str]]:
+        """The hash dirs this job writes (the committer's scans of its queue read this)."""
+        return frozenset((w.device_path, str(w.part), w.hexhash) for w in self.writers)
 
     def outcome(self) -> tuple[str, list[CommitResult | BaseException]]:
         if self.error is not None:
@@ -79,13 +82,15 @@ def put_batch(jobs: list[Job]) -> None:
     would wait on its own flock. A job that names one hash dir twice is refused.
     """
     for job in jobs:
-        if len(job.keys()) < len(job.writers):
+        if len(job.keys) < len(job.writers):
             job.error = ValueError("two writers for one hash dir")
     jobs = [job for job in jobs if job.error is None]
     syncers = {id(g): g for g in (durability.syncer(w.device_path)
                                   for job in jobs for w in job.writers) if g is not None}
 
     def flush_all() -> None:
+        if not any(w.fsync for job in jobs for w in job.writers):
+            return  # fsync = false (tests only): nothing to wait for
         for g in syncers.values():
             g.sync()
 
@@ -100,8 +105,7 @@ def put_batch(jobs: list[Job]) -> None:
         if not live:
             return
         try:
-            if any(job.writers[i].fsync for job, i in live):
-                flush_all()  # every data file, before any rename
+            flush_all()  # every data file, before any rename
         except BaseException as exc:
             for job, i in live:
                 job.results[i] = exc
@@ -110,9 +114,7 @@ def put_batch(jobs: list[Job]) -> None:
         for job, i in live:
             os.close(job.writers[i].fd)
             job.writers[i].fd = -1
-        flushed = _commit_chain(live, flush_all)
-        if not flushed:  # pragma: no cover - the chain always ends in the flush
-            flush_all()
+        _commit_chain(live, flush_all)
 
 
 def _write_job(job: Job) -> list[tuple[Job, int]]:
@@ -143,26 +145,23 @@ def _write_job(job: Job) -> list[tuple[Job, int]]:
     return live
 
 
-def _commit_chain(live: list[tuple[Job, int]], flush_all) -> bool:
+def _commit_chain(live: list[tuple[Job, int]], flush_all) -> None:
     """Rename every live file into its hash dir, each inside the previous one's lock, the
-    innermost flushing once for all; older files go only after that flush. Returns whether
-    the flush ran.
+    innermost flushing once for all (every path down the chain reaches it); older files go
+    only after that flush.
 
     A failed final flush fails every rename it was to make durable: it unwinds through all
     the open commits (so none removes the older files it replaced) and each reports it.
     """
-    flushed = [False]
     flush_error: list[BaseException | None] = [None]
 
     def chain(k: int) -> None:
         if k == len(live):
-            flushed[0] = True
-            if any(job.writers[i].fsync for job, i in live):
-                try:
-                    flush_all()
-                except BaseException as exc:
-                    flush_error[0] = exc
-                    raise
+            try:
+                flush_all()
+            except BaseException as exc:
+                flush_error[0] = exc
+                raise
             return
         job, i = live[k]
         w = job.writers[i]
@@ -191,7 +190,6 @@ def _commit_chain(live: list[tuple[Job, int]], flush_all) -> bool:
     except BaseException:
         if flush_error[0] is None:
             raise
-    return flushed[0]
 
 
 class BatchCommitter:
@@ -252,7 +250,7 @@ class BatchCommitter:
                         job.error = exc
             with self._cv:
                 for job in batch:
-                    self._held -= job.keys()
+                    self._held -= job.keys
                 self.batches += 1
                 self.jobs += len(batch)
                 self._cv.notify_all()  # jobs that waited for these hash dirs
@@ -266,10 +264,9 @@ class BatchCommitter:
         batch: list[Job] = []
         later: list[Job] = []
         for job in queue:
-            keys = job.keys()
-            if len(batch) < self.max_jobs and not keys & self._held:
+            if len(batch) < self.max_jobs and not job.keys & self._held:
                 batch.append(job)
-                self._held |= keys
+                self._held |= job.keys
             else:
                 later.append(job)
         queue[:] = later
