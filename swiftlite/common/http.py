@@ -36,9 +36,10 @@ def txid(request: web.Request) -> str:
 
 
 def error(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
-    """A short plain-text error body: the reason a client (or operator) can act on."""
-    body = reason.encode() + b"\n" if reason else b""
-    return web.Response(status=status, body=body, content_type="text/plain", headers=headers)
+    """A short error body: the reason a client (or operator) can act on, typed and framed as
+    Swift's are (clients compare these bodies byte for byte)."""
+    return web.Response(status=status, body=reason.encode(), headers=headers,
+                        content_type="text/html", charset="UTF-8")
 
 
 class HTTPError(Exception):

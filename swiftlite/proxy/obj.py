@@ -14,14 +14,12 @@ import asyncio
 import logging
 import mimetypes
 import time
-from urllib.parse import quote, unquote
 
 from aiohttp import web
 
-from swiftlite.common import constraints
 from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import Response
-from swiftlite.common.http import HTTPError, error, txid
+from swiftlite.common.http import HTTPError, error
 from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.proxy.backend import (
@@ -33,6 +31,8 @@ from swiftlite.proxy.backend import (
 )
 from swiftlite.proxy.common import metadata_headers
 from swiftlite.proxy.nodes import read_order, write_handoffs
+from swiftlite.proxy.request import BODY
+from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
 log = logging.getLogger("swiftlite.proxy")
 
@@ -56,11 +56,6 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
         if method == "POST":
             return await _post(proxy, request, target)
         return await _delete(proxy, request, target)
-    if method == "COPY":
-        put, d_cont, d_name, d_acct = copy_to_put(request, target)
-        dest = proxy.check_target(put, d_acct or target.account, d_cont, d_name)
-        await proxy.authorize_container(put, dest, write=True)
-        return await _copy(proxy, put, dest)
     raise HTTPError(405, "Method Not Allowed")
 
 
@@ -81,7 +76,7 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
                              target.obj, headers)
     if resp is None:
         return error(404, "Not Found")
-    return await _relay_stream(request, resp)
+    return object_response(resp)
 
 
 async def open_object(proxy, request: web.Request, method: str, acct: str, cont: str, name: str,
@@ -134,32 +129,21 @@ async def _newest_first(proxy, request, part, nodes, names) -> list[dict]:
     return [n for _, n in sorted(ranked, key=lambda x: -x[0])]
 
 
-async def _relay_stream(request: web.Request, resp: Response) -> web.StreamResponse:
+def object_response(resp: Response) -> BodyResponse:
+    """A replica's answer as the client's, its body streamed when the pipeline is done."""
+    length = resp.headers.get("Content-Length")
+    return BodyResponse(resp.status, client_headers(resp.headers),
+                        _backend_chunks(resp), int(length) if length is not None else None,
+                        on_close=resp.release)
+
+
+async def _backend_chunks(resp: Response):
     try:
-        out = web.StreamResponse(status=resp.status, headers=client_headers(resp.headers))
-        length = resp.headers.get("Content-Length")
-        if length is not None:
-            out.content_length = int(length)
-        if request.method == "HEAD" or resp.status in (304, 412, 416) and not length:
-            await out.prepare(request)
-            await out.write_eof()
-            return out
-        await out.prepare(request)
-        try:
-            async for chunk in resp.iter_chunks(STREAM_CHUNK * 4):
-                await out.write(chunk)
-        except NETWORK_ERRORS as exc:
-            # The replica stopped mid-body (died, or found its copy corrupt): the client
-            # must see a short response, never one that looks complete.
-            log.warning("backend body cut short for %s: %r (txid %s)", request.path, exc,
-                        txid(request))
-            if request.transport is not None:
-                request.transport.abort()
-            raise ConnectionResetError("backend body cut short") from None
-        await out.write_eof()
-        return out
-    finally:
-        resp.release()
+        async for chunk in resp.iter_chunks(STREAM_CHUNK * 4):
+            yield chunk
+    except NETWORK_ERRORS as exc:
+        # The replica stopped mid-body (died, or found its copy corrupt).
+        raise BodyCutShort(repr(exc)) from None
 
 
 # ---- PUT -----------------------------------------------------------------------------------
@@ -191,8 +175,14 @@ def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str
 
 
 async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
-    if "X-Copy-From" in request.headers:
-        return await _copy(proxy, request, target)
+    given = request.get(BODY)
+    if given is not None:  # a sub-request's body (a copy, a manifest), not the client's
+        headers = _put_headers(proxy, request, target, proxy.next_timestamp())
+        if isinstance(given, bytes):
+            return await _store(proxy, target, headers, given)
+        length = request.headers.get("Content-Length")
+        return await _store(proxy, target, headers, given,
+                            int(length) if length is not None else None)
     chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
     length = request.content_length
     if length is None and not chunked:
@@ -347,79 +337,6 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
     responses = [r for r in results if r is not None]
     responses += [BackendResponse(503) for r in results if r is None]
     return responses
-
-
-COPY_META = ("content-type", "content-encoding", "content-disposition")
-
-
-def _copy_source(request: web.Request) -> tuple[str, str, str]:
-    """(account, container, object) named by X-Copy-From[-Account] (or the COPY's own path)."""
-    src = unquote(request.headers["X-Copy-From"]).lstrip("/")
-    cont, _, name = src.partition("/")
-    if not cont or not name:
-        raise HTTPError(412, "X-Copy-From header must be of the form <container>/<object>")
-    for check, value in ((constraints.check_container, cont),
-                         (constraints.check_object, name)):
-        bad = check(value)
-        if bad:
-            raise HTTPError(400, bad)
-    return request.headers.get("X-Copy-From-Account", ""), cont, name
-
-
-async def _copy(proxy, request: web.Request, target) -> web.StreamResponse:
-    """Server-side copy: read the source through the ring, write it as a new PUT."""
-    src_acct, src_cont, src_name = _copy_source(request)
-    src_acct = src_acct or target.account
-    src_target = type(target)(src_acct, src_cont, src_name, target.ident,
-                              target.is_owner and src_acct == target.account)
-    if not src_target.is_owner:
-        await proxy.authorize_container(request, src_target, write=False)
-    resp = await open_object(proxy, request, "GET", src_acct, src_cont, src_name)
-    if resp is None:
-        raise HTTPError(404, "Copy source not found")
-    try:
-        if resp.status != 200:
-            raise HTTPError(resp.status if resp.status < 500 else 503, "Copy source unreadable")
-        length = int(resp.headers.get("Content-Length", "0"))
-        if length > proxy.max_file_size:
-            raise HTTPError(413, "Copy source larger than the maximum object size")
-        fresh = request.headers.get("X-Fresh-Metadata", "").lower() in ("true", "1", "yes")
-        headers = {} if fresh else {
-            k: v for k, v in resp.headers.items()
-            if k.lower().startswith("x-object-meta-") or k.lower() in COPY_META}
-        own = _put_headers(proxy, request, target, proxy.next_timestamp())
-        if "Content-Type" not in request.headers:
-            own.pop("Content-Type", None)
-        headers.update(own)
-        headers.setdefault("Content-Type", "application/octet-stream")
-        headers.pop("ETag", None)
-        extra = {"X-Copied-From": quote(f"{src_cont}/{src_name}"),
-                 "X-Copied-From-Last-Modified": resp.headers.get("Last-Modified", "")}
-        if src_acct != target.account:
-            extra["X-Copied-From-Account"] = quote(src_acct)
-        if length <= proxy.put_buffer_size:
-            body = await resp.read()
-            return await _store(proxy, target, headers, body, extra_response=extra)
-        return await _store(proxy, target, headers, resp.iter_chunks(STREAM_CHUNK),
-                            length, extra_response=extra)
-    finally:
-        resp.release()
-
-
-def copy_to_put(request: web.Request, target) -> tuple[web.Request, str, str, str | None]:
-    """COPY /a/c/o with Destination: c2/o2 is a PUT of c2/o2 with X-Copy-From: c/o."""
-    dest = request.headers.get("Destination")
-    if not dest:
-        raise HTTPError(412, "Destination header required")
-    d_cont, _, d_name = unquote(dest).lstrip("/").partition("/")
-    if not d_cont or not d_name:
-        raise HTTPError(412, "Destination header must be of the form <container>/<object>")
-    headers = request.headers.copy()
-    headers["X-Copy-From"] = quote(f"{target.container}/{target.obj}")
-    if "Destination-Account" in request.headers:
-        headers["X-Copy-From-Account"] = target.account
-    return request.clone(method="PUT", headers=headers), d_cont, d_name, \
-        request.headers.get("Destination-Account")
 
 
 # ---- POST / DELETE -------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""The proxy: authenticates, authorizes, and routes Swift v1 API requests to the rings."""
+"""The proxy: its pipeline of features (swiftlite/proxy/pipeline.py) around the core, which
+routes Swift v1 API requests for accounts, containers and objects to the rings."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -12,15 +12,15 @@ from aiohttp import web
 from swiftlite.common import constraints
 from swiftlite.common.config import Section
 from swiftlite.common.fastclient import Pool
-from swiftlite.common.http import HTTPError, error, split_path, txid
+from swiftlite.common.http import HTTPError, error, txid
 from swiftlite.common.server import make_app
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.proxy import account, container, obj
-from swiftlite.proxy.acl import parse_acl, principal_allowed, referrer_allowed
+from swiftlite.proxy import account, container, obj, pipeline
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.backend import Backend
 from swiftlite.proxy.info import ContainerInfo, InfoCache
 from swiftlite.proxy.nodes import ErrorLimiter
+from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, unauthorized
 from swiftlite.ring import Ring
 
 PROXY = web.AppKey("proxy", object)
@@ -45,7 +45,7 @@ class Proxy:
         self.object_ring = Ring.load(os.path.join(swift_dir, "object.ring.gz"), reload)
         self.container_ring = Ring.load(os.path.join(swift_dir, "container.ring.gz"), reload)
         self.account_ring = Ring.load(os.path.join(swift_dir, "account.ring.gz"), reload)
-        self.auth = TempAuth(conf)
+        self.auth: TempAuth | None = None  # set by the tempauth feature when it is in use
         self.limiter = ErrorLimiter(conf.get_int("error_suppression_limit", 10),
                                     conf.get_float("error_suppression_interval", 60.0))
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
@@ -59,6 +59,7 @@ class Proxy:
         self.account_cache = InfoCache(conf.get_float("recheck_account_existence", 10.0))
         self.backend: Backend | None = None
         self._last_ts = Timestamp(0)
+        self.pipeline, self.middleware = pipeline.build(self, conf, self.handle)
 
     async def startup(self, app: web.Application) -> None:
         pool = Pool(self.conn_timeout, self.node_timeout,
@@ -83,28 +84,37 @@ class Proxy:
             headers["X-Timestamp"] = ts.internal
         return headers
 
-    # ---- routing -------------------------------------------------------------------------
+    # ---- routing (the core: the last step of the pipeline) --------------------------------
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        path = request.path
-        if path in ("/auth/v1.0", "/auth/v1.0/", "/auth/v1", "/v1.0"):
-            return self.handle_auth(request)
-        if path == "/info":
+        """The core's answer, after every pipeline feature had its turn."""
+        if request.path == "/info":
             return self.handle_info(request)
-        if not path.startswith("/v1/"):
+        path = api_path(request)
+        if path is None:
             return error(404, "Not Found")
         if len(request.raw_path) > constraints.MAX_URL_LENGTH:
             return error(414, "URL too long")
-        _, acct, cont, name = split_path(request, 2, 4, rest_with_last=True)
-        target = self.check_target(request, acct, cont, name)
-        if name is not None:
+        if len(request.headers) > constraints.MAX_HEADER_COUNT:
+            raise HTTPError(400, "Too many headers")
+        target = self.target(request, path.account, path.container, path.obj)
+        if path.obj is not None:
             return await obj.handle(self, request, target)
-        if cont is not None:
+        if path.container is not None:
             return await container.handle(self, request, target)
         return await account.handle(self, request, target)
 
+    def target(self, request: web.Request, acct: str, cont: str | None,
+               name: str | None) -> Target:
+        """Who asks for what; ownership as the pipeline's authorizer sees it."""
+        ident = request.get(IDENTITY)
+        authorizer = request.get(AUTHORIZER)
+        owner = authorizer is not None and authorizer.is_owner(ident, acct)
+        return Target(acct, cont, name, ident, owner)
+
     def check_target(self, request: web.Request, acct: str, cont: str | None,
                      name: str | None) -> Target:
+        """A Target for names that came from headers (COPY, DLO): checked like a path."""
         for check, value in ((constraints.check_account, acct),
                              (constraints.check_container, cont),
                              (constraints.check_object, name)):
@@ -112,43 +122,25 @@ class Proxy:
                 bad = check(value)
                 if bad:
                     raise HTTPError(400, bad)
-        if len(request.headers) > constraints.MAX_HEADER_COUNT:
-            raise HTTPError(400, "Too many headers")
-        token = request.headers.get("X-Auth-Token") or request.headers.get("X-Storage-Token")
-        ident = self.auth.validate(token)
-        if token and ident is None:
-            raise HTTPError(401, "Invalid or expired token")
-        owner = ident is not None and (
-            ident.is_reseller_admin or ident.is_admin_of(acct, self.auth.reseller_prefix))
-        if not acct.startswith(self.auth.reseller_prefix) and not (ident and
-                                                                    ident.is_reseller_admin):
-            raise HTTPError(403 if ident else 401, "Forbidden")
-        return Target(acct, cont, name, ident, owner)
+        return self.target(request, acct, cont, name)
 
     def deny(self, target: Target) -> HTTPError:
-        return HTTPError(403, "Forbidden") if target.ident else HTTPError(401, "Unauthorized")
+        return HTTPError(403, "Forbidden") if target.ident else unauthorized(target.account)
 
     async def authorize_container(self, request: web.Request, target: Target, write: bool,
                                   listing: bool = False) -> ContainerInfo:
-        """Owner, or the container's read/write ACL; raises 401/403/404."""
+        """Owner, or what the pipeline's authorizer allows; raises 401/403/404."""
         info = await self.container_info(request, target.account, target.container)
         if target.is_owner:
             if info.status == 404:
                 raise HTTPError(404, "Container not found")
             return info
-        if info.status == 404:
+        authorizer = request.get(AUTHORIZER)
+        if authorizer is None:
             raise self.deny(target)
-        if write:
-            if principal_allowed(target.ident, parse_acl(info.write_acl).groups):
-                return info
-            raise self.deny(target)
-        acl = parse_acl(info.read_acl)
-        if principal_allowed(target.ident, acl.groups):
-            return info
-        if referrer_allowed(request.headers.get("Referer"), acl.referrers) and \
-                (not listing or acl.listings):
-            return info
-        raise self.deny(target)
+        authorizer.authorize_container(request, target.ident, target.account, info, write,
+                                       listing)
+        return info
 
     # ---- cached info ---------------------------------------------------------------------
 
@@ -172,24 +164,6 @@ class Proxy:
 
     # ---- auth and info endpoints ---------------------------------------------------------
 
-    def handle_auth(self, request: web.Request) -> web.Response:
-        if request.method not in ("GET", "HEAD"):
-            return error(405, "Method Not Allowed")
-        user = request.headers.get("X-Auth-User") or request.headers.get("X-Storage-User")
-        key = request.headers.get("X-Auth-Key") or request.headers.get("X-Storage-Pass")
-        if not user or key is None:
-            return error(401, "Missing X-Auth-User or X-Auth-Key")
-        entry = self.auth.authenticate(user, key)
-        if entry is None:
-            return error(401, "Invalid credentials")
-        token, life = self.auth.issue_token(entry)
-        host_url = f"{request.scheme}://{request.host}"
-        url = self.auth.storage_url(host_url, entry.account)
-        headers = {"X-Storage-Url": url, "X-Auth-Token": token, "X-Storage-Token": token,
-                   "X-Auth-Token-Expires": str(life)}
-        body = json.dumps({"storage": {"default": "local", "local": url}})
-        return web.Response(text=body, content_type="application/json", headers=headers)
-
     def capabilities(self) -> dict[str, Any]:
         return {
             "swift": {
@@ -210,7 +184,6 @@ class Proxy:
                 "strict_cors_mode": True,
                 "policies": [{"name": "Policy-0", "default": True}],
             },
-            "tempauth": {"account_acls": False},
             "swiftlite": {"replicas": self.object_ring.replica_count,
                           "part_power": self.object_ring.part_power},
         }
@@ -218,11 +191,16 @@ class Proxy:
     def handle_info(self, request: web.Request) -> web.Response:
         if request.method not in ("GET", "HEAD"):
             return error(405, "Method Not Allowed")
-        return web.json_response(self.capabilities())
+        caps = self.capabilities()
+        for mw in self.middleware:
+            entry = mw.info()
+            if entry is not None:
+                caps[mw.name] = entry
+        return web.json_response(caps)
 
 
 async def _dispatch(request: web.Request) -> web.StreamResponse:
-    return await request.app[PROXY].handle(request)
+    return await request.app[PROXY].pipeline(request)
 
 
 def create_app(conf: Section) -> web.Application:

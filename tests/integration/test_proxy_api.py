@@ -174,8 +174,12 @@ def test_bad_input_is_refused_and_harms_nothing(cluster, conn):
     # Path tricks and bad names.
     assert raw(cluster, "PUT", f"{base}/{c}/a/../keep", {**t, "Content-Length": "1"},
                b"x")[0] == 400
-    assert raw(cluster, "PUT", f"{base}/{c}/bad%FFname", {**t, "Content-Length": "1"},
-               b"x")[0] == 400
+    # Invalid UTF-8 and NUL: Swift's 412 and body.
+    for bad in ("bad%FFname", "nul%00name"):
+        status, _, body = raw(cluster, "PUT", f"{base}/{c}/{bad}",
+                              {**t, "Content-Length": "1"}, b"x")
+        assert (status, body) == (412, b"Invalid UTF8 or contains NULL")
+    assert raw(cluster, "PUT", "/v1", t)[:3:2] == (412, b"Bad URL")
     assert raw(cluster, "PUT", f"{base}/{c}/{'n' * 1025}", {**t, "Content-Length": "1"},
                b"x")[0] == 400
     assert raw(cluster, "PUT", f"{base}/{'c' * 257}", t)[0] == 400

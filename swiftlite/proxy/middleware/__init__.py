@@ -1,0 +1,1 @@
+"""Proxy pipeline features, one module each (see swiftlite/proxy/pipeline.py)."""

@@ -1,0 +1,32 @@
+"""Outermost: Swift's response decorations on every answer, whatever made it.
+
+Every answer carries `X-Openstack-Request-Id` (the request id), and one without a body type
+says `text/html; charset=UTF-8`, as Swift's do. Unexpected errors are already turned into
+logged 500s by the server's base middleware.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from swiftlite.common.http import HTTPError, txid
+from swiftlite.proxy.pipeline import Middleware
+
+DEFAULT_TYPE = "text/html; charset=UTF-8"
+
+
+class CatchErrors(Middleware):
+    name = "catch_errors"
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        try:
+            resp = await self.app(request)
+        except HTTPError as exc:
+            resp = exc.response()
+        if "Content-Type" not in resp.headers:
+            resp.headers["Content-Type"] = DEFAULT_TYPE
+        resp.headers["X-Openstack-Request-Id"] = txid(request)
+        return resp
+
+    def info(self) -> None:
+        return None

@@ -1,0 +1,100 @@
+"""The proxy's middleware pipeline, ordered by `pipeline = ...` in proxy-server.conf.
+
+Each user-facing feature is one small module under `swiftlite/proxy/middleware/`: a
+`Middleware` subclass wrapping the next handler. The last name, `proxy-server`, is the core
+(accounts, containers, objects), which knows nothing of the features around it. A feature
+advertises itself in `/info` only when it is in the pipeline (its `info()`), and reads its
+options from `[filter:<name>]`, falling back to `[proxy-server]`.
+
+Handlers take a request and return a response that is not yet sent: a middleware may look at
+or change it (headers, status, even consume an object body through `BodyResponse`) before
+aiohttp sends it. Sub-requests are `request.clone(...)` sent to `self.app` (or to
+`proxy.pipeline` to go through every feature again).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from aiohttp import web
+
+from swiftlite.common.config import Section, load_sections
+
+if TYPE_CHECKING:
+    from swiftlite.proxy.server import Proxy
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+CORE = "proxy-server"
+DEFAULT_PIPELINE = "catch_errors tempauth copy proxy-server"
+
+# Pipeline name -> "module:class". A name not listed here is a configuration error.
+REGISTRY: dict[str, str] = {
+    "catch_errors": "swiftlite.proxy.middleware.catch_errors:CatchErrors",
+    "cors": "swiftlite.proxy.middleware.cors:CORS",
+    "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
+    "copy": "swiftlite.proxy.middleware.copy:Copy",
+    "dlo": "swiftlite.proxy.middleware.dlo:DLO",
+    "container_quotas": "swiftlite.proxy.middleware.quotas:ContainerQuotas",
+    "account_quotas": "swiftlite.proxy.middleware.quotas:AccountQuotas",
+}
+
+
+class Middleware:
+    """One pipeline feature. Subclasses set `name` and override `__call__` (and `info`)."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, app: Handler, proxy: Proxy, conf: Section) -> None:
+        self.app = app
+        self.proxy = proxy
+        self.conf = conf
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        return await self.app(request)
+
+    def info(self) -> dict[str, Any] | None:
+        """What `/info` says under this feature's name; None says nothing."""
+        return {}
+
+
+def _filter_conf(proxy_conf: Section, name: str) -> Section:
+    """`[filter:<name>]` over `[proxy-server]`: the feature's own options win."""
+    conf = Section(proxy_conf)
+    conf.name = name
+    path = proxy_conf.get("__file__")
+    if path and os.path.exists(path):
+        own = load_sections(path).get(f"filter:{name}")
+        if own:
+            conf.update(own)
+    return conf
+
+
+def load_class(name: str) -> type[Middleware]:
+    try:
+        target = REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown pipeline entry {name!r}; known: "
+                         f"{', '.join(sorted(REGISTRY))}, {CORE}") from None
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def build(proxy: Proxy, conf: Section, core: Handler) -> tuple[Handler, list[Middleware]]:
+    """The handler chain from `pipeline` (outermost first) and its middleware, in order."""
+    names = conf.get_str("pipeline", DEFAULT_PIPELINE).split()
+    if not names or names[-1] != CORE:
+        raise ValueError(f"pipeline must end with {CORE}")
+    if len(set(names)) != len(names):
+        raise ValueError("pipeline names an entry twice")
+    handler: Handler = core
+    built: list[Middleware] = []
+    for name in reversed(names[:-1]):
+        mw = load_class(name)(handler, proxy, _filter_conf(conf, name))
+        built.append(mw)
+        handler = mw
+    built.reverse()
+    return handler, built

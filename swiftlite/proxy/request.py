@@ -1,0 +1,115 @@
+"""What the pipeline knows about a request: its parsed /v1 path, who sent it, overrides.
+
+Keys live on the aiohttp request; `request.clone()` copies them, so a sub-request made by a
+middleware carries the caller's identity unless the middleware replaces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, unquote_to_bytes
+
+from aiohttp import web
+
+from swiftlite.common import constraints
+from swiftlite.common.http import HTTPError
+
+# Set by the auth middleware: the Identity of a valid token (absent: anonymous) and the
+# object that decides what that identity may do (absent: nothing is allowed).
+IDENTITY = "swiftlite.identity"
+AUTHORIZER = "swiftlite.authorizer"
+# A sub-request's body (bytes or an async iterator of chunks) instead of the client's.
+BODY = "swiftlite.body"
+# Memo of api_path(): (raw_path, ApiPath).
+_PATH = "swiftlite.path"
+# Set on sub-requests a middleware makes for itself (no client body, no feature re-entry).
+INTERNAL = "swiftlite.internal"
+
+API_VERSIONS = ("v1", "v1.0")
+
+
+@dataclass(frozen=True)
+class ApiPath:
+    version: str
+    account: str
+    container: str | None = None
+    obj: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "object" if self.obj is not None else \
+            "container" if self.container is not None else "account"
+
+
+def unauthorized(account: str, reason: str = "Unauthorized") -> HTTPError:
+    """401 with Swift's challenge; the realm is the quoted account, so a hostile name cannot
+    split the header."""
+    return HTTPError(401, reason,
+                     {"WWW-Authenticate": f'Swift realm="{quote(account, safe="")}"'})
+
+
+def _bad_utf8() -> HTTPError:
+    return HTTPError(412, "Invalid UTF8 or contains NULL")
+
+
+def decode_raw_path(raw_path: str) -> str:
+    """Percent-decoded path; invalid UTF-8 or NUL is Swift's 412."""
+    path = raw_path.split("?", 1)[0]
+    try:
+        # Raw non-ASCII bytes in the request line reach us surrogate-escaped.
+        raw = path.encode("utf-8", "surrogateescape")
+        text = unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeError:
+        raise _bad_utf8() from None
+    if "\x00" in text:
+        raise _bad_utf8()
+    return text
+
+
+def api_path(request: web.Request) -> ApiPath | None:
+    """The /v1/account[/container[/object]] a request addresses; None for other paths.
+
+    Raises Swift's 412 for bad UTF-8, NUL or a version-only path and 400 for bad names."""
+    memo = request.get(_PATH)
+    if memo is not None and memo[0] == request.raw_path:
+        return memo[1]
+    path = decode_raw_path(request.raw_path)
+    segs = path.split("/", 4)
+    if len(segs) < 2 or segs[1] not in API_VERSIONS:
+        parsed = None
+    else:
+        if len(segs) < 3 or not segs[2]:
+            raise HTTPError(412, "Bad URL")
+        acct = segs[2]
+        cont = segs[3] if len(segs) > 3 else None
+        name = segs[4] if len(segs) > 4 else None
+        if cont == "" and name is None:
+            cont = None  # "/v1/a/" is the account
+        elif name == "":
+            name = None  # "/v1/a/c/" is the container
+        if cont == "":
+            raise HTTPError(412, "Bad URL")
+        for check, value in ((constraints.check_account, acct),
+                             (constraints.check_container, cont),
+                             (constraints.check_object, name)):
+            if value is not None:
+                bad = check(value)
+                if bad:
+                    raise HTTPError(400, bad)
+        parsed = ApiPath(segs[1], acct, cont, name)
+    request[_PATH] = (request.raw_path, parsed)
+    return parsed
+
+
+def sub_request(request: web.Request, method: str, path: str,
+                headers: Any = None, body: Any = None, query: str = "") -> web.Request:
+    """A request a middleware sends down the pipeline: `path` is the already-quoted path."""
+    from yarl import URL
+
+    url = URL.build(path=path, query_string=query, encoded=True)
+    sub = request.clone(method=method, rel_url=url,
+                        headers=headers if headers is not None else request.headers)
+    sub[INTERNAL] = True
+    sub[BODY] = body if body is not None else b""
+    return sub

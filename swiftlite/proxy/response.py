@@ -1,0 +1,68 @@
+"""Responses the pipeline hands back before anything is sent.
+
+`BodyResponse` carries an object body as an async iterator (a backend's stream, or segments
+one after another): aiohttp sends it when the handler chain returns, and until then a
+middleware may change its headers, wrap its iterator, or read it itself and `close()` it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+log = logging.getLogger("swiftlite.proxy")
+
+
+class BodyCutShort(Exception):
+    """The body's source failed mid-stream: the client must see a short response."""
+
+
+class BodyResponse(web.StreamResponse):
+    def __init__(self, status: int, headers: CIMultiDict | dict | None = None,
+                 body: AsyncIterator[bytes] | None = None, length: int | None = None,
+                 on_close: Callable[[], None] | None = None) -> None:
+        super().__init__(status=status, headers=headers)
+        self.body_iter = body
+        self._on_close = on_close
+        if length is not None:
+            self.content_length = length
+
+    def close(self) -> None:
+        """Release what feeds the body (a backend connection); safe to call twice."""
+        cb, self._on_close = self._on_close, None
+        self.body_iter = None
+        if cb is not None:
+            cb()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Read the body here instead of sending it (closes when done)."""
+        try:
+            if self.body_iter is not None:
+                async for chunk in self.body_iter:
+                    yield chunk
+        finally:
+            self.close()
+
+    async def read(self) -> bytes:
+        return b"".join([c async for c in self.chunks()])
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        body = self.body_iter
+        try:
+            if body is not None and self._req is not None and self._req.method != "HEAD" \
+                    and self.status not in (204, 304):
+                try:
+                    async for chunk in body:
+                        await self.write(chunk)
+                except BodyCutShort as exc:
+                    # Never let a cut body look complete: drop the connection.
+                    log.warning("body of %s cut short: %s", self._req.path, exc)
+                    if self._req.transport is not None:
+                        self._req.transport.abort()
+                    raise ConnectionResetError("body cut short") from None
+        finally:
+            self.close()
+        await super().write_eof(data)
