@@ -83,6 +83,7 @@ async def _write(proxy, request: web.Request, acct: str, method: str,
         lambda i, n: base)
     if method == "DELETE":
         proxy.account_cache.drop((acct,))
+    proxy.account_cache.drop(("info", acct))
     best = best_response(responses, proxy.account_ring.replica_count)
     return web.Response(status=best.status, body=best.body if best.status >= 400 else b"")
 

@@ -11,14 +11,16 @@ from swiftlite.proxy.backend import BackendResponse, client_headers
 from swiftlite.proxy.nodes import read_order
 from swiftlite.ring import Ring
 
-# Per kind: request headers a client may set that are stored with the resource.
+# Per kind: request headers stored with the resource. Sysmeta is for pipeline features only:
+# the gatekeeper strips it from what clients send and from what they get back.
 STORED_HEADERS = {
-    "container": ("x-container-meta-", "x-container-read", "x-container-write",
+    "container": ("x-container-meta-", "x-container-sysmeta-", "x-container-read",
+                  "x-container-write",
                   "x-versions-location", "x-history-location", "x-container-sync-to",
                   "x-container-sync-key"),
-    "account": ("x-account-meta-",),
-    "object": ("x-object-meta-", "content-type", "content-encoding", "content-disposition",
-               "x-delete-at"),
+    "account": ("x-account-meta-", "x-account-sysmeta-"),
+    "object": ("x-object-meta-", "x-object-sysmeta-", "content-type", "content-encoding",
+               "content-disposition", "x-delete-at"),
 }
 
 

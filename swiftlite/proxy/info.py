@@ -42,3 +42,12 @@ class InfoCache:
 
     def drop(self, key: tuple) -> None:
         self._entries.pop(key, None)
+
+
+@dataclass
+class AccountInfo:
+    status: int
+    container_count: int = 0
+    object_count: int = 0
+    bytes_used: int = 0
+    meta: dict[str, str] = field(default_factory=dict)  # X-Account-Meta-* and -Sysmeta-*

@@ -29,17 +29,14 @@ if TYPE_CHECKING:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CORE = "proxy-server"
-DEFAULT_PIPELINE = "catch_errors tempauth copy proxy-server"
+DEFAULT_PIPELINE = "catch_errors gatekeeper tempauth copy proxy-server"
 
 # Pipeline name -> "module:class". A name not listed here is a configuration error.
 REGISTRY: dict[str, str] = {
     "catch_errors": "swiftlite.proxy.middleware.catch_errors:CatchErrors",
-    "cors": "swiftlite.proxy.middleware.cors:CORS",
+    "gatekeeper": "swiftlite.proxy.middleware.gatekeeper:Gatekeeper",
     "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
     "copy": "swiftlite.proxy.middleware.copy:Copy",
-    "dlo": "swiftlite.proxy.middleware.dlo:DLO",
-    "container_quotas": "swiftlite.proxy.middleware.quotas:ContainerQuotas",
-    "account_quotas": "swiftlite.proxy.middleware.quotas:AccountQuotas",
 }
 
 

@@ -18,7 +18,8 @@ from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy import account, container, obj, pipeline
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.backend import Backend
-from swiftlite.proxy.info import ContainerInfo, InfoCache
+from swiftlite.proxy.common import read_any
+from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, unauthorized
 from swiftlite.ring import Ring
@@ -158,8 +159,29 @@ class Proxy:
             resp.status, h.get("X-Container-Read", ""), h.get("X-Container-Write", ""),
             int(h.get("X-Container-Object-Count", 0) or 0),
             int(h.get("X-Container-Bytes-Used", 0) or 0),
-            {k: v for k, v in h.items() if k.lower().startswith("x-container-meta-")})
+            {k: v for k, v in h.items()
+             if k.lower().startswith(("x-container-meta-", "x-container-sysmeta-"))})
         self.container_cache.put(key, info)
+        return info
+
+    async def account_info(self, request: web.Request, acct: str) -> AccountInfo:
+        """The account's counts and metadata (for ACLs and quotas); status 404 if missing."""
+        key = ("info", acct)
+        cached = self.account_cache.get(key)
+        if cached is not None:
+            return cached
+        part = self.account_ring.get_part(acct)
+        resp = await read_any(self, request, self.account_ring, part, "HEAD", (acct,))
+        if resp.status // 100 != 2:
+            return AccountInfo(404 if resp.status == 404 else resp.status)
+        h = resp.headers
+        info = AccountInfo(
+            resp.status, int(h.get("X-Account-Container-Count", 0) or 0),
+            int(h.get("X-Account-Object-Count", 0) or 0),
+            int(h.get("X-Account-Bytes-Used", 0) or 0),
+            {k: v for k, v in h.items()
+             if k.lower().startswith(("x-account-meta-", "x-account-sysmeta-"))})
+        self.account_cache.put(key, info)
         return info
 
     # ---- auth and info endpoints ---------------------------------------------------------

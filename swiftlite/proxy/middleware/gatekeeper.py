@@ -1,0 +1,35 @@
+"""Gatekeeper: headers only the cluster may set never come from, or go back to, a client.
+
+System metadata (`X-<Kind>-Sysmeta-*`) is where pipeline features keep their state (account
+ACLs, quotas, ...) and `X-Backend-*` steers the storage servers: a client sending either is
+ignored, and answers never show them.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from swiftlite.proxy.pipeline import Middleware
+
+RESERVED = ("x-account-sysmeta-", "x-container-sysmeta-", "x-object-sysmeta-", "x-backend-")
+
+
+def reserved(name: str) -> bool:
+    return name.lower().startswith(RESERVED)
+
+
+class Gatekeeper(Middleware):
+    name = "gatekeeper"
+
+    def info(self) -> None:
+        return None
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        if any(reserved(k) for k in request.headers):
+            clean = CIMultiDict((k, v) for k, v in request.headers.items() if not reserved(k))
+            request = request.clone(headers=clean)
+        resp = await self.app(request)
+        for k in [k for k in resp.headers if reserved(k)]:
+            del resp.headers[k]
+        return resp
