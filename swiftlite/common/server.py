@@ -28,6 +28,16 @@ from swiftlite.common.logs import RequestLogger, setup_logging
 AppFactory = Callable[[Section], web.Application | Awaitable[web.Application]]
 log = logging.getLogger("swiftlite.server")
 LISTEN_BACKLOG = 4096  # the kernel caps it at net.core.somaxconn
+# Run by `serve` before any worker is forked: state every worker must share (e.g. the
+# proxy's info-cache stamp table in anonymous shared memory) is created here and inherited.
+_before_fork: list[Callable[[Section], None]] = []
+
+
+def before_fork(hook: Callable[[Section], None]) -> Callable[[Section], None]:
+    """Register `hook(conf)` to run in the parent before workers fork (once per serve)."""
+    if hook not in _before_fork:
+        _before_fork.append(hook)
+    return hook
 
 
 @web.middleware
@@ -145,6 +155,8 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
     setup_logging(name, conf.get_str("log_level", "INFO"), conf.get("log_file"))
     raise_fd_limit(conf.get_int("max_open_files", 65536))
     workers = worker_count(conf, default_workers)
+    for hook in _before_fork:
+        hook(conf)
     ip = conf.get_str("bind_ip", "127.0.0.1")
     port = conf.get_int("bind_port", 0)
     if workers <= 1:

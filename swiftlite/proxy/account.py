@@ -58,19 +58,20 @@ def _empty_account(request: web.Request) -> web.Response:
 
 async def ensure_account(proxy, request: web.Request, acct: str) -> None:
     """Create the account on first write (account_autocreate), remembering that it exists."""
-    if proxy.account_cache.get((acct,)):
+    exists, fill = await proxy.account_cache.lookup((acct,))
+    if exists:
         return
     part = proxy.account_ring.get_part(acct)
     resp = await read_any(proxy, request, proxy.account_ring, part, "HEAD", (acct,))
     if resp.status // 100 == 2:
-        proxy.account_cache.put((acct,), True)
+        await proxy.account_cache.put((acct,), True, fill)
         return
     if resp.status != 404 or not proxy.account_autocreate:
         raise HTTPError(404 if resp.status == 404 else 503, "Account not available")
     created = await _write(proxy, request, acct, "PUT", with_meta=False)
     if created.status // 100 != 2:
         raise HTTPError(503, "Could not create account")
-    proxy.account_cache.put((acct,), True)
+    await proxy.account_cache.put((acct,), True, fill)
 
 
 async def _write(proxy, request: web.Request, acct: str, method: str,
@@ -81,9 +82,9 @@ async def _write(proxy, request: web.Request, acct: str, method: str,
     responses = await proxy.backend.fan_out(
         proxy.account_ring, part, method, lambda n: node_path(n, part, acct),
         lambda i, n: base)
-    if method == "DELETE":
-        proxy.account_cache.drop((acct,))
-    proxy.account_cache.drop(("info", acct))
+    # Any outcome may have changed the account (a timeout too): every worker and host refetches.
+    await proxy.account_cache.drop((acct,))
+    await proxy.account_cache.drop(("info", acct))
     best = best_response(responses, proxy.account_ring.replica_count)
     return web.Response(status=best.status, body=best.body if best.status >= 400 else b"")
 

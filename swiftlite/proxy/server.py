@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common import constraints
+from swiftlite.common import constraints, lenient_parser
 from swiftlite.common.config import Section
 from swiftlite.common.fastclient import Pool
 from swiftlite.common.http import HTTPError, error, txid
@@ -19,7 +19,7 @@ from swiftlite.proxy import account, container, obj, pipeline
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.backend import Backend
 from swiftlite.proxy.common import read_any
-from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache
+from swiftlite.proxy.info import AccountInfo, ContainerInfo, info_caches
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, unauthorized
 from swiftlite.ring import Ring
@@ -56,8 +56,8 @@ class Proxy:
         self.grouped_writes = conf.get_bool("grouped_writes", True)
         self.account_autocreate = conf.get_bool("account_autocreate", True)
         self.max_file_size = conf.get_size("max_file_size", constraints.MAX_FILE_SIZE)
-        self.container_cache = InfoCache(conf.get_float("recheck_container_existence", 10.0))
-        self.account_cache = InfoCache(conf.get_float("recheck_account_existence", 10.0))
+        # Coherent across this host's workers, and across hosts through memcache_servers.
+        self.container_cache, self.account_cache = info_caches(conf)
         self.backend: Backend | None = None
         self._last_ts = Timestamp(0)
         self.pipeline, self.middleware = pipeline.build(self, conf, self.handle)
@@ -147,7 +147,7 @@ class Proxy:
 
     async def container_info(self, request: web.Request, acct: str, cont: str) -> ContainerInfo:
         key = (acct, cont)
-        cached = self.container_cache.get(key)
+        cached, fill = await self.container_cache.lookup(key)
         if cached is not None:
             return cached
         part = self.container_ring.get_part(acct, cont)
@@ -161,13 +161,13 @@ class Proxy:
             int(h.get("X-Container-Bytes-Used", 0) or 0),
             {k: v for k, v in h.items()
              if k.lower().startswith(("x-container-meta-", "x-container-sysmeta-"))})
-        self.container_cache.put(key, info)
+        await self.container_cache.put(key, info, fill)
         return info
 
     async def account_info(self, request: web.Request, acct: str) -> AccountInfo:
         """The account's counts and metadata (for ACLs and quotas); status 404 if missing."""
         key = ("info", acct)
-        cached = self.account_cache.get(key)
+        cached, fill = await self.account_cache.lookup(key)
         if cached is not None:
             return cached
         part = self.account_ring.get_part(acct)
@@ -181,7 +181,7 @@ class Proxy:
             int(h.get("X-Account-Bytes-Used", 0) or 0),
             {k: v for k, v in h.items()
              if k.lower().startswith(("x-account-meta-", "x-account-sysmeta-"))})
-        self.account_cache.put(key, info)
+        await self.account_cache.put(key, info, fill)
         return info
 
     # ---- auth and info endpoints ---------------------------------------------------------
@@ -226,10 +226,12 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
 
 
 def create_app(conf: Section) -> web.Application:
+    lenient_parser.install()  # clients may send UTF-8 names unencoded, as Swift allows
     proxy = Proxy(conf)
     app = make_app()
     app[PROXY] = proxy
     app.on_startup.append(proxy.startup)
     app.on_cleanup.append(proxy.cleanup)
-    app.router.add_route("*", "/{tail:.*}", _dispatch)
+    # [\s\S]: a name may hold a newline, which ".*" would not match (a 404 from the router).
+    app.router.add_route("*", r"/{tail:[\s\S]*}", _dispatch)
     return app

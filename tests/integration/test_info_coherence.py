@@ -99,8 +99,11 @@ def test_container_delete_and_recreate_seen_by_every_worker(multi, owner):
     # No worker still believes the container exists: an owner's object PUT is refused.
     assert [request(multi.proxy_url, "PUT", f"{path}/b.jpg", auth, b"b")
             for _ in range(PROBES)] == [404] * PROBES
-    # Re-created without the read ACL: no worker serves it anonymously from the old entry.
-    assert request(multi.proxy_url, "PUT", path, auth) == 201
+    # Re-created private: no worker serves it anonymously from the old entry. (The ACL is
+    # set explicitly: what a re-created container inherits from its deleted DB is another
+    # matter than caching.)
+    assert request(multi.proxy_url, "PUT", path, {**auth, "X-Container-Read": "test:tester3"}) \
+        == 201
     assert request(multi.proxy_url, "PUT", f"{path}/a.jpg", auth, b"a") == 201
     assert statuses(multi.proxy_url, "GET", f"{path}/a.jpg") == [401] * PROBES
 
@@ -191,8 +194,25 @@ def two_hosts(tmp_path_factory, memcached_port):
         assert "was never awaited" not in p.log_text()
 
 
-def test_change_through_one_host_seen_at_once_through_the_other(two_hosts):
+def mc_stats(port: int) -> dict[str, int]:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            chunk = s.recv(65536)
+            assert chunk, "memcached closed the connection"
+            data += chunk
+    out = {}
+    for line in data.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "STAT" and parts[2].isdigit():
+            out[parts[1]] = int(parts[2])
+    return out
+
+
+def test_change_through_one_host_seen_at_once_through_the_other(two_hosts, memcached_port):
     c, (a, b), _ = two_hosts
+    hits_before = mc_stats(memcached_port[0])["get_hits"]
     url, token = swiftclient.get_auth(a + "/auth/v1.0", "test:tester", "testing")
     path = urllib.parse.urlsplit(url).path + f"/shared-{uuid.uuid4().hex[:8]}"
     auth = {"X-Auth-Token": token}
@@ -208,6 +228,8 @@ def test_change_through_one_host_seen_at_once_through_the_other(two_hosts):
         assert request(b, "POST", path, {**auth, "X-Container-Read": ""}) == 204
         assert statuses(a, "GET", f"{path}/x.jpg", n=4) == [401] * 4
         assert statuses(b, "GET", f"{path}/x.jpg", n=4) == [401] * 4
+    # The info really came from memcached (not only from the storage servers every time).
+    assert mc_stats(memcached_port[0])["get_hits"] >= hits_before + 12
     # Deleted through B: A refuses the owner's object PUT at once.
     assert request(b, "DELETE", f"{path}/x.jpg", auth) == 204
     assert request(b, "DELETE", path, auth) == 204

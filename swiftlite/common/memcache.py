@@ -1,0 +1,202 @@
+"""A small asyncio memcached client (text protocol): gets/add/cas/set/delete over pooled
+connections, with timeouts, failing open.
+
+Failing open: a server that cannot be reached, times out or answers nonsense makes a read
+return None (a miss) and a write return False, after logging; the caller then asks the
+storage servers, and a client request never fails because of the cache. A server that just
+failed is skipped by reads for `retry_interval` seconds, so a dead memcached does not add a
+connect timeout to every request; writes (invalidations) always try, as they are rare and a
+skipped one could leave another host reading a stale entry.
+
+Keys go to servers by rendezvous hashing: adding or removing a server moves only its share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+log = logging.getLogger("swiftlite.memcache")
+T = TypeVar("T")
+MAX_KEY = 250
+
+
+class MemcacheError(Exception):
+    """A protocol or server error (the connection is not reused)."""
+
+
+def parse_servers(value: str | list[str]) -> list[tuple[str, int]]:
+    """"10.0.0.1:11211, [::1]:11211, host" -> [(host, port), ...] (port 11211 by default)."""
+    items = value if isinstance(value, list) else value.replace("\n", ",").split(",")
+    out = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = int(rest[1:]) if rest.startswith(":") else 11211
+        elif item.count(":") == 1:
+            host, port_s = item.split(":")
+            port = int(port_s)
+        else:
+            host, port = item, 11211
+        out.append((host, port))
+    return out
+
+
+def check_key(key: str) -> bytes:
+    raw = key.encode()
+    if not raw or len(raw) > MAX_KEY or any(b <= 32 or b == 127 for b in raw):
+        raise ValueError(f"invalid memcached key {key!r}")
+    return raw
+
+
+class _Server:
+    def __init__(self, host: str, port: int, max_idle: int) -> None:
+        self.host, self.port = host, port
+        self.max_idle = max_idle
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.down_until = 0.0
+        self.weight_seed = f"{host}:{port}".encode()
+
+    def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+        self.idle.clear()
+
+
+class MemcacheClient:
+    def __init__(self, servers: list[tuple[str, int]], connect_timeout: float = 0.3,
+                 io_timeout: float = 0.5, max_idle: int = 32,
+                 retry_interval: float = 1.0) -> None:
+        if not servers:
+            raise ValueError("no memcached servers")
+        self.servers = [_Server(h, p, max_idle) for h, p in servers]
+        self.connect_timeout = connect_timeout
+        self.io_timeout = io_timeout
+        self.retry_interval = retry_interval
+        self._last_log = 0.0
+
+    def server_for(self, key: bytes) -> _Server:
+        if len(self.servers) == 1:
+            return self.servers[0]
+        return max(self.servers, key=lambda s: hashlib.md5(s.weight_seed + key).digest())
+
+    async def close(self) -> None:
+        for s in self.servers:
+            s.close()
+
+    # ---- commands (never raise for server or network trouble) ---------------------------
+
+    async def gets(self, key: str) -> tuple[bytes, int] | None:
+        """(value, cas unique), or None for a miss or any failure."""
+        k = check_key(key)
+        return await self._call(k, lambda r, w: self._gets(r, w, k), None, is_read=True)
+
+    async def get(self, key: str) -> bytes | None:
+        hit = await self.gets(key)
+        return hit[0] if hit else None
+
+    async def set(self, key: str, value: bytes, ttl: float) -> bool:
+        return await self._store(b"set", key, value, ttl)
+
+    async def add(self, key: str, value: bytes, ttl: float) -> bool:
+        """Stored only if the key is absent."""
+        return await self._store(b"add", key, value, ttl)
+
+    async def cas(self, key: str, value: bytes, unique: int, ttl: float) -> bool:
+        """Stored only if the key still holds the item `gets` returned `unique` for."""
+        return await self._store(b"cas", key, value, ttl, unique)
+
+    async def delete(self, key: str) -> bool:
+        """True when the key is gone (deleted or absent); False when unknown."""
+        k = check_key(key)
+
+        async def run(reader, writer) -> bool:
+            writer.write(b"delete " + k + b"\r\n")
+            line = await reader.readline()
+            if line in (b"DELETED\r\n", b"NOT_FOUND\r\n"):
+                return True
+            raise MemcacheError(f"delete: {line!r}")
+
+        return await self._call(k, run, False)
+
+    # ---- plumbing -----------------------------------------------------------------------
+
+    async def _store(self, cmd: bytes, key: str, value: bytes, ttl: float,
+                     unique: int | None = None) -> bool:
+        k = check_key(key)
+        # Relative expiry in whole seconds; 0 would mean "never expires".
+        exptime = max(1, int(ttl + 0.999))
+        head = b"%s %s 0 %d %d" % (cmd, k, exptime, len(value))
+        if unique is not None:
+            head += b" %d" % unique
+
+        async def run(reader, writer) -> bool:
+            writer.write(b"".join((head, b"\r\n", value, b"\r\n")))
+            line = await reader.readline()
+            if line == b"STORED\r\n":
+                return True
+            if line in (b"NOT_STORED\r\n", b"EXISTS\r\n", b"NOT_FOUND\r\n"):
+                return False
+            raise MemcacheError(f"{cmd.decode()}: {line!r}")
+
+        return await self._call(k, run, False)
+
+    @staticmethod
+    async def _gets(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    key: bytes) -> tuple[bytes, int] | None:
+        writer.write(b"gets " + key + b"\r\n")
+        line = await reader.readline()
+        if line == b"END\r\n":
+            return None
+        parts = line.split()
+        if len(parts) != 5 or parts[0] != b"VALUE" or parts[1] != key:
+            raise MemcacheError(f"gets: {line[:100]!r}")
+        size, unique = int(parts[3]), int(parts[4])
+        data = await reader.readexactly(size + 2)
+        if data[-2:] != b"\r\n" or await reader.readline() != b"END\r\n":
+            raise MemcacheError("gets: malformed value")
+        return data[:-2], unique
+
+    async def _call(self, key: bytes,
+                    run: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[T]],
+                    failed: T, is_read: bool = False) -> T:
+        server = self.server_for(key)
+        if is_read and server.down_until > time.monotonic():
+            return failed
+        conn = None
+        try:
+            if server.idle:
+                conn = server.idle.pop()
+            else:
+                conn = await asyncio.wait_for(
+                    asyncio.open_connection(server.host, server.port), self.connect_timeout)
+            result = await asyncio.wait_for(run(*conn), self.io_timeout)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError,
+                MemcacheError) as exc:
+            if conn is not None:
+                conn[1].close()
+            server.down_until = time.monotonic() + self.retry_interval
+            self._warn(server, exc)
+            return failed
+        except BaseException:  # cancelled mid-command: the stream state is unknown
+            if conn is not None:
+                conn[1].close()
+            raise
+        if len(server.idle) < server.max_idle:
+            server.idle.append(conn)
+        else:
+            conn[1].close()
+        return result
+
+    def _warn(self, server: _Server, exc: BaseException) -> None:
+        now = time.monotonic()
+        if now - self._last_log >= 10.0:  # one line per 10 s, not one per request
+            self._last_log = now
+            log.warning("memcached %s:%d failed (%r); serving without the cache",
+                        server.host, server.port, exc)
