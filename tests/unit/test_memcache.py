@@ -1,0 +1,136 @@
+"""The asyncio memcached client against a real memcached, and its failing open."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from swiftlite.common.memcache import MemcacheClient, check_key, parse_servers
+from tests.helpers import free_port, wait_for
+
+
+def start_memcached() -> tuple[int, subprocess.Popen]:
+    binary = shutil.which("memcached")
+    if binary is None:
+        pytest.skip("memcached is not installed (apt-get install memcached)")
+    port = free_port()
+    cmd = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
+    if os.geteuid() == 0:
+        cmd += ["-u", "nobody"]  # memcached refuses to run as root otherwise
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+    def up() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+
+    wait_for(up, 10, what="memcached")
+    return port, proc
+
+
+@pytest.fixture
+def memcached():
+    port, proc = start_memcached()
+    yield port, proc
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_parse_servers_and_keys():
+    assert parse_servers("10.0.0.1:11211, [::1]:2000,\nhost") == \
+        [("10.0.0.1", 11211), ("::1", 2000), ("host", 11211)]
+    assert parse_servers("") == []
+    for bad in ("", "a b", "x" * 251, "a\nb"):
+        with pytest.raises(ValueError):
+            check_key(bad)
+
+
+def test_commands_against_real_memcached(memcached):
+    port, _ = memcached
+
+    async def main() -> None:
+        mc = MemcacheClient([("127.0.0.1", port)])
+        assert await mc.gets("k") is None
+        assert await mc.add("k", b"one", 10)
+        assert not await mc.add("k", b"two", 10)  # present: add refuses
+        value, unique = await mc.gets("k")
+        assert value == b"one"
+        assert await mc.set("k", b"three", 10)
+        assert not await mc.cas("k", b"four", unique, 10)  # changed since gets
+        value, unique = await mc.gets("k")
+        assert value == b"three"
+        assert await mc.cas("k", b"four", unique, 10)
+        assert await mc.get("k") == b"four"
+        big = os.urandom(200_000) + b"\r\nEND\r\n"  # binary, with protocol-looking bytes
+        assert await mc.set("big", big, 10)
+        assert await mc.get("big") == big
+        assert await mc.delete("k") and await mc.delete("k")  # absent counts as gone
+        assert await mc.gets("k") is None
+        assert not await mc.cas("k", b"x", unique, 10)  # NOT_FOUND
+        # Concurrent commands share a bounded pool of connections.
+        results = await asyncio.gather(*(mc.set(f"c{i}", b"%d" % i, 10) for i in range(100)))
+        assert all(results)
+        got = await asyncio.gather(*(mc.get(f"c{i}") for i in range(100)))
+        assert got == [b"%d" % i for i in range(100)]
+        assert 1 <= len(mc.servers[0].idle) <= mc.servers[0].max_idle
+        await mc.close()
+
+    asyncio.run(main())
+
+
+def test_fails_open_when_down_refused_or_silent(memcached):
+    port, proc = memcached
+
+    async def main() -> None:
+        mc = MemcacheClient([("127.0.0.1", port)], connect_timeout=0.3, io_timeout=0.3,
+                            retry_interval=0.5)
+        assert await mc.set("k", b"v", 10)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        # The pooled connection is dead, then connecting is refused: misses, not errors.
+        assert await mc.gets("k") is None
+        assert await mc.get("k") is None
+        assert not await mc.set("k", b"v", 10)
+        assert not await mc.delete("k")
+        # A server that accepts but never answers costs one io_timeout, then reads skip it.
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        mc2 = MemcacheClient([("127.0.0.1", silent.getsockname()[1])], connect_timeout=0.3,
+                             io_timeout=0.3, retry_interval=5)
+        t0 = time.monotonic()
+        assert await mc2.gets("k") is None
+        assert 0.25 <= time.monotonic() - t0 < 2
+        t0 = time.monotonic()
+        assert await mc2.gets("k") is None
+        assert time.monotonic() - t0 < 0.1  # marked down: no second wait
+        # Writes still try (an invalidation skipped could leave another host stale).
+        t0 = time.monotonic()
+        assert not await mc2.delete("k")
+        assert time.monotonic() - t0 >= 0.25
+        silent.close()
+        await mc.close()
+        await mc2.close()
+
+    asyncio.run(main())
+
+
+def test_keys_spread_over_servers_and_stay_put():
+    mc = MemcacheClient([("10.0.0.1", 11211), ("10.0.0.2", 11211), ("10.0.0.3", 11211)])
+    keys = [f"key{i}".encode() for i in range(3000)]
+    placed = {k: mc.server_for(k) for k in keys}
+    counts = [sum(1 for s in placed.values() if s is srv) for srv in mc.servers]
+    assert all(800 < c < 1200 for c in counts)
+    # Removing a server moves only its own keys.
+    fewer = MemcacheClient([("10.0.0.1", 11211), ("10.0.0.2", 11211)])
+    for k, srv in placed.items():
+        if srv.host != "10.0.0.3":
+            assert fewer.server_for(k).host == srv.host
