@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CORE = "proxy-server"
-DEFAULT_PIPELINE = "catch_errors gatekeeper tempauth copy proxy-server"
+DEFAULT_PIPELINE = "catch_errors cors gatekeeper tempauth copy proxy-server"
 
 # Pipeline name -> "module:class". A name not listed here is a configuration error.
 REGISTRY: dict[str, str] = {
@@ -37,6 +37,7 @@ REGISTRY: dict[str, str] = {
     "gatekeeper": "swiftlite.proxy.middleware.gatekeeper:Gatekeeper",
     "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
     "copy": "swiftlite.proxy.middleware.copy:Copy",
+    "cors": "swiftlite.proxy.middleware.cors:Cors",
 }
 
 
