@@ -4,9 +4,10 @@ connections, with timeouts, failing open.
 Failing open: a server that cannot be reached, times out or answers nonsense makes a read
 return None (a miss) and a write return False, after logging; the caller then asks the
 storage servers, and a client request never fails because of the cache. A server that just
-failed is skipped by reads for `retry_interval` seconds, so a dead memcached does not add a
-connect timeout to every request; writes (invalidations) always try, as they are rare and a
-skipped one could leave another host reading a stale entry.
+failed is skipped by reads and fills (get, gets, add, cas) for `retry_interval` seconds, so a
+dead memcached does not add a connect timeout to every request; set and delete (used for
+invalidations) always try, as they are rare and a skipped one could leave another host
+reading a stale entry.
 
 Keys go to servers by rendezvous hashing: adding or removing a server moves only its share.
 """
@@ -95,14 +96,14 @@ class MemcacheClient:
     async def gets(self, key: str) -> tuple[bytes, int] | None:
         """(value, cas unique), or None for a miss or any failure."""
         k = check_key(key)
-        return await self._call(k, lambda r, w: self._gets(r, w, k), None, is_read=True)
+        return await self._call(k, lambda r, w: self._gets(r, w, k), None)
 
     async def get(self, key: str) -> bytes | None:
         hit = await self.gets(key)
         return hit[0] if hit else None
 
     async def set(self, key: str, value: bytes, ttl: float) -> bool:
-        return await self._store(b"set", key, value, ttl)
+        return await self._store(b"set", key, value, ttl, always=True)
 
     async def add(self, key: str, value: bytes, ttl: float) -> bool:
         """Stored only if the key is absent."""
@@ -110,7 +111,7 @@ class MemcacheClient:
 
     async def cas(self, key: str, value: bytes, unique: int, ttl: float) -> bool:
         """Stored only if the key still holds the item `gets` returned `unique` for."""
-        return await self._store(b"cas", key, value, ttl, unique)
+        return await self._store(b"cas", key, value, ttl, unique=unique)
 
     async def delete(self, key: str) -> bool:
         """True when the key is gone (deleted or absent); False when unknown."""
@@ -123,12 +124,12 @@ class MemcacheClient:
                 return True
             raise MemcacheError(f"delete: {line!r}")
 
-        return await self._call(k, run, False)
+        return await self._call(k, run, False, always=True)
 
     # ---- plumbing -----------------------------------------------------------------------
 
     async def _store(self, cmd: bytes, key: str, value: bytes, ttl: float,
-                     unique: int | None = None) -> bool:
+                     unique: int | None = None, always: bool = False) -> bool:
         k = check_key(key)
         # Relative expiry in whole seconds; 0 would mean "never expires".
         exptime = max(1, int(ttl + 0.999))
@@ -145,7 +146,7 @@ class MemcacheClient:
                 return False
             raise MemcacheError(f"{cmd.decode()}: {line!r}")
 
-        return await self._call(k, run, False)
+        return await self._call(k, run, False, always)
 
     @staticmethod
     async def _gets(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -165,9 +166,9 @@ class MemcacheClient:
 
     async def _call(self, key: bytes,
                     run: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[T]],
-                    failed: T, is_read: bool = False) -> T:
+                    failed: T, always: bool = False) -> T:
         server = self.server_for(key)
-        if is_read and server.down_until > time.monotonic():
+        if not always and server.down_until > time.monotonic():
             return failed
         conn = None
         try:

@@ -111,6 +111,7 @@ def test_fails_open_when_down_refused_or_silent(memcached):
         assert 0.25 <= time.monotonic() - t0 < 2
         t0 = time.monotonic()
         assert await mc2.gets("k") is None
+        assert not await mc2.add("k", b"v", 10)  # a fill is skipped too
         assert time.monotonic() - t0 < 0.1  # marked down: no second wait
         # Writes still try (an invalidation skipped could leave another host stale).
         t0 = time.monotonic()
