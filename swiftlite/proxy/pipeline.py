@@ -29,7 +29,17 @@ if TYPE_CHECKING:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CORE = "proxy-server"
-DEFAULT_PIPELINE = "catch_errors cors gatekeeper tempauth copy proxy-server"
+# One name a line, so features are added (in Swift's order) by one-line edits.
+DEFAULT_PIPELINE = " ".join([
+    "catch_errors",
+    "cors",
+    "gatekeeper",
+    "tempauth",
+    "copy",
+    "container_quotas",
+    "account_quotas",
+    "proxy-server",
+])
 
 # Pipeline name -> "module:class". A name not listed here is a configuration error.
 REGISTRY: dict[str, str] = {
@@ -38,6 +48,8 @@ REGISTRY: dict[str, str] = {
     "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
     "copy": "swiftlite.proxy.middleware.copy:Copy",
     "cors": "swiftlite.proxy.middleware.cors:Cors",
+    "container_quotas": "swiftlite.proxy.middleware.quotas:ContainerQuotas",
+    "account_quotas": "swiftlite.proxy.middleware.quotas:AccountQuotas",
 }
 
 

@@ -1,0 +1,170 @@
+"""Container and account quotas: object PUTs that would go over a quota are refused (413).
+
+`container_quotas`: the container's owner sets `X-Container-Meta-Quota-Bytes` and
+`-Quota-Count` (digits, checked when set); a PUT whose Content-Length would take the container
+past either is 413 "Upload exceeds quota." (after the caller's write permission is checked, so
+the refusal never tells a stranger that the container exists).
+
+`account_quotas`: `X-Account-Quota-Bytes` / `-Quota-Count` (and `-Policy-<name>` variants; the
+legacy `X-Account-Meta-Quota-Bytes` is read as `X-Account-Quota-Bytes`) may be set or removed
+only by a reseller admin; they are kept as account sysmeta, shown to the owner under their
+own names, and do not bind the reseller admin's own uploads.
+
+As in Swift, both use the cached container/account stats, so a burst of concurrent uploads, or
+a chunked one (its size is unknown up front), may go over a quota once.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from swiftlite.common.http import HTTPError
+from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path
+
+EXCEEDED = "Upload exceeds quota."
+POLICY_EXCEEDED = "Upload exceeds policy quota."
+QUOTA_TYPES = ("Quota-Bytes", "Quota-Count")
+
+
+async def refuse(mw: Middleware, request: web.Request, account: str, container: str,
+                 body: str) -> HTTPError:
+    """413, unless the caller could not have written here anyway (then its 401/403)."""
+    ident = request.get(IDENTITY)
+    authorizer = request.get(AUTHORIZER)
+    if authorizer is not None and not authorizer.is_owner(ident, account):
+        info = await mw.proxy.container_info(request, account, container)
+        authorizer.authorize_container(request, ident, account, info, True, False)
+    return HTTPError(413, body)
+
+
+def _int(value: str | None) -> int:
+    """A quota's value; anything but digits means no quota (-1)."""
+    return int(value) if value is not None and value.isdigit() else -1
+
+
+def _length(request: web.Request) -> int:
+    try:
+        return request.content_length or 0
+    except ValueError:
+        return 0
+
+
+class ContainerQuotas(Middleware):
+    name = "container_quotas"
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        path = api_path(request)
+        if path is None or path.container is None:
+            return await self.app(request)
+        if path.obj is None and request.method in ("PUT", "POST"):
+            for kind, what in (("Bytes", "bytes"), ("Count", "count")):
+                val = request.headers.get(f"X-Container-Meta-Quota-{kind}")
+                if val and not val.isdigit():
+                    raise HTTPError(400, f"Invalid {what} quota.")
+        elif path.obj is not None and request.method == "PUT":
+            await self._check(request, path.account, path.container)
+        return await self.app(request)
+
+    async def _check(self, request: web.Request, account: str, container: str) -> None:
+        info = await self.proxy.container_info(request, account, container)
+        if info.status // 100 != 2:
+            return  # the core answers 404
+        meta = {k.lower(): v for k, v in info.meta.items()}
+        quota = _int(meta.get("x-container-meta-quota-bytes"))
+        over = 0 <= quota < info.bytes_used + _length(request)
+        quota = _int(meta.get("x-container-meta-quota-count"))
+        over = over or 0 <= quota < info.object_count + 1
+        if over:
+            raise await refuse(self, request, account, container, EXCEEDED)
+
+
+class AccountQuotas(Middleware):
+    name = "account_quotas"
+
+    def _policies(self) -> list[tuple[int, str]]:
+        return [(i, p["name"]) for i, p in
+                enumerate(self.proxy.capabilities()["swift"]["policies"])]
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        path = api_path(request)
+        if path is None:
+            return await self.app(request)
+        if path.container is None:
+            return await self.account_request(request)
+        if path.obj is not None and request.method == "PUT":
+            ident = request.get(IDENTITY)
+            if not (ident and ident.is_reseller_admin):
+                await self._check(request, path.account, path.container)
+        return await self.app(request)
+
+    # ---- setting quotas -------------------------------------------------------------------
+
+    async def account_request(self, request: web.Request) -> web.StreamResponse:
+        if request.method in ("POST", "PUT"):
+            request = self._translate(request)
+        resp = await self.app(request)
+        # Non-resellers may not change quotas, but they may see them.
+        sysmeta = "X-Account-Sysmeta-"
+        for qtype in QUOTA_TYPES:
+            if resp.headers.get(sysmeta + qtype):
+                resp.headers[f"X-Account-{qtype}"] = resp.headers[sysmeta + qtype]
+            for idx, pname in self._policies():
+                value = resp.headers.get(f"{sysmeta}{qtype}-Policy-{idx}")
+                if value:
+                    resp.headers[f"X-Account-{qtype}-Policy-{pname}"] = value
+        return resp
+
+    def _translate(self, request: web.Request) -> web.Request:
+        """Quota headers to sysmeta (a reseller admin's request) or 403 (anyone else's)."""
+        h = request.headers.copy()
+        for legacy in ("X-Account-Meta-Quota-Bytes", "X-Remove-Account-Meta-Quota-Bytes"):
+            new = legacy.replace("-Meta-", "-")
+            if legacy in h and not h.get(new):
+                h[new] = h[legacy]
+        updates: dict[str, str | None] = {}
+        for qtype in QUOTA_TYPES:
+            value = h.get(f"X-Account-{qtype}")
+            if h.get(f"X-Remove-Account-{qtype}"):
+                value = ""  # removing wins over setting
+            updates[f"X-Account-Sysmeta-{qtype}"] = value
+            for idx, pname in self._policies():
+                tail = f"Account-{qtype}-Policy-{pname}"
+                value = h.popall(f"X-{tail}", [None])[-1]
+                if h.get(f"X-Remove-{tail}"):
+                    value = ""
+                updates[f"X-Account-Sysmeta-{qtype}-Policy-{idx}"] = value
+        ident = request.get(IDENTITY)
+        if not (ident and ident.is_reseller_admin):
+            if any(v is not None for v in updates.values()):
+                raise HTTPError(403, "Forbidden")
+            return request
+        if any(v and not v.isdigit() for v in updates.values()):
+            raise HTTPError(400, "Bad Request")
+        for k, v in updates.items():
+            if v is not None:
+                h[k] = v  # "" removes the quota
+        return request.clone(headers=h)
+
+    # ---- enforcing them ----------------------------------------------------------------------
+
+    async def _check(self, request: web.Request, account: str, container: str) -> None:
+        info = await self.proxy.account_info(request, account)
+        if info.status // 100 != 2:
+            return
+        meta = {k.lower(): v for k, v in info.meta.items()}
+        sysmeta = "x-account-sysmeta-"
+        length = _length(request)
+        quota = _int(meta.get(sysmeta + "quota-bytes", meta.get("x-account-meta-quota-bytes")))
+        over = 0 <= quota < info.bytes_used + length
+        quota = _int(meta.get(sysmeta + "quota-count"))
+        over = over or 0 <= quota < info.object_count + 1
+        if over:
+            raise await refuse(self, request, account, container, EXCEEDED)
+        # One policy holds every object here, so the account's totals are the policy's.
+        quota = _int(meta.get(sysmeta + "quota-bytes-policy-0"))
+        over = 0 <= quota < info.bytes_used + length
+        quota = _int(meta.get(sysmeta + "quota-count-policy-0"))
+        over = over or 0 <= quota < info.object_count + 1
+        if over:
+            raise await refuse(self, request, account, container, POLICY_EXCEEDED)
