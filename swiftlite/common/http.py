@@ -91,7 +91,8 @@ def split_path(request: web.Request, minsegs: int, maxsegs: int,
 
 
 def query_str(request: web.Request, name: str) -> str | None:
-    """A query parameter, decoded strictly (bad UTF-8 is a 400)."""
+    """A query parameter, decoded strictly (bad UTF-8 is a 400; a NUL is fine, as in Swift:
+    clients use "marker=name%00" as an inclusive bound)."""
     # request.query decodes bad UTF-8 to U+FFFD silently, so parse the raw string strictly.
     try:
         value = next((v for k, v in parse_qsl(request.rel_url.raw_query_string,
@@ -104,8 +105,6 @@ def query_str(request: web.Request, name: str) -> str | None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise HTTPError(400, f"Invalid UTF8 in query parameter {name}") from None
-        if "\x00" in value:
-            raise HTTPError(400, f"NUL byte in query parameter {name}")
     return value
 
 

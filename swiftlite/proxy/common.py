@@ -17,10 +17,10 @@ STORED_HEADERS = {
     "container": ("x-container-meta-", "x-container-sysmeta-", "x-container-read",
                   "x-container-write",
                   "x-versions-location", "x-history-location", "x-container-sync-to",
-                  "x-container-sync-key"),
+                  "x-container-sync-key", "x-storage-policy"),
     "account": ("x-account-meta-", "x-account-sysmeta-"),
     "object": ("x-object-meta-", "x-object-sysmeta-", "content-type", "content-encoding",
-               "content-disposition", "x-delete-at"),
+               "content-disposition", "x-delete-at", "x-object-manifest"),
 }
 
 
@@ -37,7 +37,9 @@ def metadata_headers(request: web.Request, kind: str) -> dict[str, str]:
         if lk.startswith(remove):
             out[f"X-{kind.capitalize()}-" + k[len(remove):]] = ""
         elif lk.startswith(prefixes) or lk in prefixes:
-            out[k] = v
+            # One spelling per header (as Swift's WSGI layer title-cases them), so a later
+            # out["X-Delete-At"] replaces a client's "x-delete-at" instead of joining it.
+            out[k.title()] = v
     return out
 
 

@@ -36,6 +36,7 @@ from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
 log = logging.getLogger("swiftlite.proxy")
 
+MAX_DELETE_AT = 9999999999
 GET_PASS_HEADERS = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
                     "If-Unmodified-Since")
 STREAM_CHUNK = 64 * 1024
@@ -169,6 +170,12 @@ def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str
             raise HTTPError(400, "Non-integer X-Delete-At") from None
         if at < time.time():
             raise HTTPError(400, "X-Delete-At in past")
+        headers["X-Delete-At"] = str(min(at, MAX_DELETE_AT))  # Swift's 10-digit clamp
+    inm = request.headers.get("If-None-Match")
+    if inm is not None and request.method == "PUT":
+        if inm.strip() != "*":
+            raise HTTPError(400, "If-None-Match only supports *")
+        headers["If-None-Match"] = "*"  # the object servers refuse to overwrite: 412
     if "ETag" in request.headers:
         headers["ETag"] = request.headers["ETag"].strip('"').lower()
     return headers
@@ -183,7 +190,10 @@ async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
         length = request.headers.get("Content-Length")
         return await _store(proxy, target, headers, given,
                             int(length) if length is not None else None)
-    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    te = request.headers.get("Transfer-Encoding", "").strip().lower()
+    if te and te != "chunked":
+        raise HTTPError(501, "Not Implemented")  # only plain chunked bodies are understood
+    chunked = te == "chunked"
     length = request.content_length
     if length is None and not chunked:
         raise HTTPError(411, "Length Required: send Content-Length or chunked encoding")
@@ -252,6 +262,8 @@ def _put_answer(responses: list[BackendResponse], n: int, expected: str | None,
                                                  "X-Timestamp": ts.normal})
     if best.status == 409:
         return web.Response(status=202)  # an equal-or-newer write already won, as in Swift
+    if best.status == 412:
+        return error(412, "Precondition Failed")
     if best.status == 422:
         return error(422, "Unprocessable Entity: ETag does not match the body's MD5")
     if best.status in (400, 413, 499):
@@ -350,9 +362,10 @@ async def _post(proxy, request: web.Request, target) -> web.Response:
         headers.pop("Content-Type", None)
     ring = proxy.object_ring
     part = ring.get_part(acct, cont, name)
+    cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
     responses = await proxy.backend.fan_out(
         ring, part, "POST", lambda n: node_path(n, part, acct, cont, name),
-        lambda i, n: headers, use_handoffs=False)
+        _container_headers(headers, cpart, cnodes), use_handoffs=False)
     best = best_response(responses, ring.replica_count)
     if best.status // 100 == 2:
         return web.Response(status=202, text="Accepted\n")
@@ -363,16 +376,22 @@ async def _post(proxy, request: web.Request, target) -> web.Response:
 
 async def _delete(proxy, request: web.Request, target) -> web.Response:
     acct, cont, name = target.account, target.container, target.obj
+    extra = {}
+    if_delete_at = request.headers.get("X-If-Delete-At")
+    if if_delete_at is not None:
+        if not if_delete_at.strip().isdigit():
+            raise HTTPError(400, "Bad X-If-Delete-At header value")
+        extra["X-If-Delete-At"] = if_delete_at.strip()
     ts = proxy.next_timestamp()
     ring = proxy.object_ring
     part = ring.get_part(acct, cont, name)
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
     responses = await proxy.backend.fan_out(
         ring, part, "DELETE", lambda n: node_path(n, part, acct, cont, name),
-        _container_headers(proxy.backend_headers(request, ts), cpart, cnodes))
+        _container_headers({**proxy.backend_headers(request, ts), **extra}, cpart, cnodes))
     best = best_response(responses, ring.replica_count)
     if best.status // 100 == 2:
         return web.Response(status=204)
-    if best.status == 404:
-        return error(404, "Not Found")
+    if best.status in (404, 412):
+        return error(best.status, "Not Found" if best.status == 404 else "Precondition Failed")
     return error(503, "Service Unavailable")

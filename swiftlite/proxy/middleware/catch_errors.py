@@ -26,6 +26,9 @@ class CatchErrors(Middleware):
         if "Content-Type" not in resp.headers:
             resp.headers["Content-Type"] = DEFAULT_TYPE
         resp.headers["X-Openstack-Request-Id"] = txid(request)
+        if request.headers.get("Connection", "").lower() == "keep-alive" and \
+                request.keep_alive and "Connection" not in resp.headers:
+            resp.headers["Connection"] = "keep-alive"  # echoed, as Swift's server does
         return resp
 
     def info(self) -> None:
