@@ -42,7 +42,11 @@ USERS = {  # those of Swift's all-in-one development setup
     "user_test2_tester2": "testing2 .admin",
     "user_test5_tester5": "testing5 service",
     "user_admin_admin": "admin .admin .reseller_admin",
+    "user_admin_auditor": "admin_ro .reseller_reader",
 }
+# As Swift's functional-test setup: SERVICE_<account> needs the account's admin token plus a
+# service token (X-Service-Token) of a user in group `service` (test5:tester5).
+TEMPAUTH = {"reseller_prefix": "AUTH, SERVICE", "SERVICE_require_group": "service"}
 
 
 def _free_port(ip: str) -> int:
@@ -114,7 +118,7 @@ def build(args: Namespace) -> dict[str, Any]:
         "DEFAULT": {"swift_dir": etc, "log_level": "INFO"},
         "hash": hash_conf,
         "proxy-server": {"bind_ip": args.bind, "bind_port": proxy_port, "workers": workers,
-                         "auth_secret": secrets.token_hex(32), **USERS},
+                         "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS},
     }))
     for kind, role in (("object", "object"), ("container", "container"),
                        ("account", "account")):

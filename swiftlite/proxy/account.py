@@ -9,12 +9,16 @@ from swiftlite.common.http import HTTPError, query_str
 from swiftlite.proxy.backend import best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
 from swiftlite.proxy.container import LISTING_PARAMS
+from swiftlite.proxy.request import AUTHORIZER
 
 
 async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
     method = request.method
-    if not target.is_owner:
-        raise proxy.deny(target)
+    if not target.is_owner:  # the authorizer may let a non-owner in (account ACLs)
+        authorizer = request.get(AUTHORIZER)
+        if authorizer is None:
+            raise proxy.deny(target)
+        authorizer.authorize_account(request, target.ident, target.account)
     if method in ("GET", "HEAD"):
         return await _read(proxy, request, target)
     if method == "POST":

@@ -1,13 +1,19 @@
-"""Container ACLs (X-Container-Read / X-Container-Write), tempauth style.
+"""ACLs, tempauth style.
 
-Read ACL items: `.r:*` (anyone may read objects), `.r:<domain>` / `.r:-<domain>` (by
-Referer), `.rlistings` (anonymous listing too, with a .r item), `<account>` or
-`<account>:<user>` or `*:<user>` (authenticated principals). Write ACLs take principals only.
+Container ACLs (X-Container-Read / X-Container-Write). Read ACL items: `.r:*` (anyone may read
+objects), `.r:<domain>` / `.r:-<domain>` (by Referer), `.rlistings` (anonymous listing too,
+with a .r item), and groups (`<account>`, `<account>:<user>`, or any group a user holds),
+matched exactly as Swift's tempauth does (no wildcards). Write ACLs take groups only.
+
+Account ACLs (X-Account-Access-Control, Swift's ACL version 2): a JSON object mapping
+`admin`, `read-write` and `read-only` to lists of groups.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlparse
 
 from swiftlite.proxy.auth import Identity
@@ -50,10 +56,65 @@ def referrer_allowed(referer: str | None, referrers: list[str]) -> bool:
 
 
 def principal_allowed(ident: Identity | None, groups: list[str]) -> bool:
-    if ident is None:
-        return False
-    user = ident.user.split(":", 1)[-1]
-    for g in groups:
-        if g in ident.groups or g == ident.user or g == f"*:{user}" or g == "*":
-            return True
-    return False
+    return ident is not None and any(g in ident.groups for g in groups)
+
+
+# ---- account ACLs ---------------------------------------------------------------------------
+
+ACCOUNT_ACL_LEVELS = ("admin", "read-write", "read-only")  # strongest first
+
+
+def _load_v2(value: str) -> dict[str, Any] | None:
+    """Swift's version-2 ACL: '' is empty, anything but a JSON object is None."""
+    if value == "":
+        return {}
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def account_acl_error(value: str) -> str | None:
+    """Why `value` is not an account ACL tempauth accepts (Swift's wording), or None."""
+    data = _load_v2(value)
+    if data is None:
+        return f"Syntax error in input ({value!r})"
+    for key in data:
+        if key not in ACCOUNT_ACL_LEVELS:
+            return f"Key {json.dumps(key)} not recognized"
+    for key in ACCOUNT_ACL_LEVELS:
+        if key not in data:
+            continue
+        if not isinstance(data[key], list):
+            return f"Value for key {json.dumps(key)} must be a list"
+        if not all(isinstance(g, str) for g in data[key]):
+            return f"Elements of {json.dumps(key)} list must be strings"
+    return None
+
+
+def parse_account_acl(value: str | None) -> dict[str, list[str]]:
+    """The stored ACL by level; empty when unset or unusable (which grants nothing)."""
+    if not value:
+        return {}
+    data = _load_v2(value)
+    if not data or account_acl_error(value):
+        return {}
+    return {k: data[k] for k in ACCOUNT_ACL_LEVELS if data.get(k)}
+
+
+def format_account_acl(value: str | None) -> str | None:
+    """The stored ACL as Swift shows it to owners (compact, sorted JSON); None when empty."""
+    data = _load_v2(value) if value else None
+    if not data:
+        return None
+    return json.dumps(data, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
+
+
+def account_acl_level(acl: dict[str, list[str]], groups: tuple[str, ...] | list[str]
+                      ) -> str | None:
+    """The strongest level the ACL grants any of `groups`."""
+    for level in ACCOUNT_ACL_LEVELS:
+        if any(g in acl.get(level, ()) for g in groups):
+            return level
+    return None

@@ -1,8 +1,14 @@
-"""Tempauth-compatible authentication with self-validating tokens.
+"""Tempauth-compatible users, self-validating tokens, and who owns which account.
 
-Users come from config lines `user_<account>_<user> = <key> [.admin] [.reseller_admin] ...`.
-A token is `AUTH_tk<payload>.<hmac>` where payload carries the user, groups and expiry, signed
-with `auth_secret`: any proxy worker (or host sharing the secret) validates it without a
+Users come from config lines `user_<account>_<user> = <key> [group ...] [storage_url]`, with
+Swift's special groups `.admin` (owns the account), `.reseller_admin` (owns every account)
+and `.reseller_reader` (reads every account). `reseller_prefix` may list several prefixes
+(`AUTH, SERVICE`): the first names tokens and storage URLs, and a `.admin` user owns its
+account under every prefix; `<PREFIX>_require_group = <group>` makes owning an account under
+that prefix also need the group, which a second token (X-Service-Token) can supply.
+
+A token is `<prefix>tk<payload>.<hmac>` where payload carries the user, groups and expiry,
+signed with `auth_secret`: any proxy worker (or host sharing the secret) validates it without a
 shared cache.
 """
 
@@ -14,27 +20,40 @@ import hmac
 import json
 import secrets
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swiftlite.common.config import Section
 
-TOKEN_PREFIX = "AUTH_tk"
 
-
-@dataclass
+@dataclass(frozen=True)
 class Identity:
-    user: str  # "account:user"
+    user: str  # "account:user" of the X-Auth-Token
     account: str  # tempauth account name ("test")
-    groups: list[str] = field(default_factory=list)
+    # Swift's group list: account, account:user, the user's groups with `.admin` replaced by
+    # the account's ids under every prefix (AUTH_test, SERVICE_test), then a valid service
+    # token's groups. Container and account ACLs match these exactly.
+    groups: tuple[str, ...] = ()
     expires: float = 0.0
+    # Account ACL level (admin, read-write, read-only) that accounts addressed by this request
+    # grant these groups; tempauth fills it per request from the account's stored ACL.
+    acl_grants: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_reseller_admin(self) -> bool:
         return ".reseller_admin" in self.groups
 
-    def is_admin_of(self, storage_account: str, reseller_prefix: str) -> bool:
-        return ".admin" in self.groups and storage_account == reseller_prefix + self.account
+    @property
+    def is_reseller_reader(self) -> bool:
+        return ".reseller_reader" in self.groups
+
+    def with_service(self, service: Identity) -> Identity:
+        """This identity plus the groups of a service token (X-Service-Token)."""
+        return replace(self, groups=self.groups + service.groups)
+
+    def with_grant(self, account: str, level: str) -> Identity:
+        return replace(self, acl_grants={**self.acl_grants, account: level})
 
 
 @dataclass
@@ -43,11 +62,32 @@ class User:
     name: str
     key: str
     groups: list[str]
+    storage_url: str | None = None
+
+
+def parse_prefixes(value: str) -> list[str]:
+    """Swift's `reseller_prefix` list: "AUTH, SERVICE" -> ["AUTH_", "SERVICE_"]; '' is the
+    empty prefix (every account)."""
+    out: list[str] = []
+    for item in (p.strip() for p in value.split(",")):
+        if not item:
+            continue
+        prefix = "" if item in ("''", '""') else item if item.endswith("_") else item + "_"
+        if prefix not in out:
+            out.append(prefix)
+    return out or [""]
 
 
 class TempAuth:
     def __init__(self, conf: Section) -> None:
-        self.reseller_prefix = conf.get_str("reseller_prefix", "AUTH_")
+        self.reseller_prefixes = parse_prefixes(conf.get_str("reseller_prefix", "AUTH"))
+        self.reseller_prefix = self.reseller_prefixes[0]
+        self.token_prefix = self.reseller_prefix + "tk"
+        # The config parser lowercases option names: SERVICE_require_group arrives lowercased.
+        default_group = conf.get_str("require_group", "")
+        self.require_groups = {
+            p: conf.get_str(((p or "''") + "require_group").lower(), default_group)
+            for p in self.reseller_prefixes}
         self.token_life = conf.get_int("token_life", 86400)
         secret = conf.get_str("auth_secret", "")
         # Without a configured secret tokens only validate in this process; warn-worthy for
@@ -62,8 +102,42 @@ class TempAuth:
             parts = value.split()
             if not parts or not account or not name:
                 continue
-            self.users[f"{account}:{name}"] = User(account, name, parts[0], parts[1:])
+            url = parts.pop() if len(parts) > 1 and "://" in parts[-1] else None
+            self.users[f"{account}:{name}"] = User(account, name, parts[0], parts[1:], url)
         self._cache: dict[str, Identity] = {}
+
+    # ---- accounts ----------------------------------------------------------------------------
+
+    def account_prefix(self, account: str) -> str | None:
+        """The reseller prefix `account` falls under (the longest), None if not ours."""
+        for prefix in sorted(self.reseller_prefixes, key=len, reverse=True):
+            if account.startswith(prefix):
+                return prefix
+        return None
+
+    def reseller_may_touch(self, account: str) -> bool:
+        """Reseller admins and readers reach every account but a bare prefix or a `.name`."""
+        prefix = self.account_prefix(account)
+        return prefix is not None and account not in self.reseller_prefixes and \
+            account[len(prefix)] != "."
+
+    def is_owner(self, ident: Identity | None, account: str) -> bool:
+        """Swift's `swift_owner`: reseller admin, the account's `.admin` user (holding the
+        prefix's required group, if any), or granted `admin` by the account's ACL."""
+        if ident is None:
+            return False
+        prefix = self.account_prefix(account)
+        if prefix is None:
+            return False
+        if ident.is_reseller_admin and self.reseller_may_touch(account):
+            return True
+        if account in ident.groups:
+            need = self.require_groups.get(prefix)
+            if not need or need in ident.groups:
+                return True
+        return ident.acl_grants.get(account) == "admin"
+
+    # ---- users and tokens --------------------------------------------------------------------
 
     def authenticate(self, user: str, key: str) -> User | None:
         entry = self.users.get(user)
@@ -79,11 +153,15 @@ class TempAuth:
         body = base64.urlsafe_b64encode(payload).rstrip(b"=")
         sig = hmac.new(self.secret, body, hashlib.sha256).digest()[:20]
         sig_text = base64.urlsafe_b64encode(sig).decode().rstrip("=")
-        token = f"{TOKEN_PREFIX}{body.decode()}.{sig_text}"
+        token = f"{self.token_prefix}{body.decode()}.{sig_text}"
         return token, self.token_life
 
+    def is_ours(self, token: str | None) -> bool:
+        """Whether `token` claims to be one of our tokens (others are not ours to refuse)."""
+        return bool(token) and token.startswith(self.token_prefix)  # type: ignore[union-attr]
+
     def validate(self, token: str | None) -> Identity | None:
-        if not token or not token.startswith(TOKEN_PREFIX):
+        if not token or not token.startswith(self.token_prefix):
             return None
         now = time.time()
         ident = self._cache.get(token)
@@ -92,7 +170,7 @@ class TempAuth:
                 return ident
             del self._cache[token]
             return None
-        body, _, sig = token[len(TOKEN_PREFIX):].partition(".")
+        body, _, sig = token[len(self.token_prefix):].partition(".")
         try:
             want = hmac.new(self.secret, body.encode(), hashlib.sha256).digest()[:20]
             got = base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4))
@@ -105,13 +183,28 @@ class TempAuth:
         if payload.get("e", 0) <= now:
             return None
         user = payload["u"]
-        ident = Identity(user, user.split(":", 1)[0], list(payload.get("g", [])), payload["e"])
+        account = user.split(":", 1)[0]
+        ident = Identity(user, account, self.expand_groups(account, payload.get("g", [])),
+                         payload["e"])
         if len(self._cache) > 100000:
             self._cache.clear()
         self._cache[token] = ident
         return ident
 
-    def storage_url(self, host_url: str, account: str) -> str:
+    def expand_groups(self, account: str, groups: list[str]) -> tuple[str, ...]:
+        """`.admin` becomes the account's id under every prefix (as Swift's tempauth)."""
+        if ".admin" not in groups:
+            return tuple(groups)
+        out = [g for g in groups if g != ".admin"]
+        out += [p + account for p in self.reseller_prefixes
+                if p and p + account not in out]
+        if self.reseller_prefix + account not in out:
+            out.append(self.reseller_prefix + account)
+        return tuple(out)
+
+    def storage_url(self, host_url: str, user: User) -> str:
+        if user.storage_url:
+            return user.storage_url.replace("$HOST", host_url)
         if self.storage_url_scheme not in ("default", ""):
             host_url = self.storage_url_scheme + "://" + host_url.split("://", 1)[-1]
-        return f"{host_url}/v1/{self.reseller_prefix}{account}"
+        return f"{host_url}/v1/{self.reseller_prefix}{user.account}"

@@ -9,6 +9,7 @@ from swiftlite.common.http import HTTPError, query_str
 from swiftlite.proxy import account
 from swiftlite.proxy.backend import BackendResponse, best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
+from swiftlite.proxy.request import AUTHORIZER
 
 LISTING_PARAMS = ("format", "prefix", "delimiter", "marker", "end_marker", "limit", "reverse",
                   "path")
@@ -23,8 +24,11 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
     method = request.method
     if method in ("GET", "HEAD"):
         return await _read(proxy, request, target)
-    if not target.is_owner:
-        raise proxy.deny(target)
+    if not target.is_owner:  # the authorizer may let a non-owner in (account ACLs)
+        authorizer = request.get(AUTHORIZER)
+        if authorizer is None:
+            raise proxy.deny(target)
+        authorizer.authorize_account(request, target.ident, target.account, target.container)
     if method == "PUT":
         return await _write(proxy, request, target, "PUT")
     if method == "POST":
