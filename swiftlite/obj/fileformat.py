@@ -22,7 +22,8 @@ FOOTER = struct.Struct("<I4s")
 MAGIC = b"SLO1"
 EXTS = ("data", "ts", "meta")
 # Replaced as a set by a .meta (POST); everything else comes from the .data.
-POSTABLE = ("content-type", "content-encoding", "content-disposition", "x-delete-at")
+POSTABLE = ("content-type", "content-encoding", "content-disposition", "x-delete-at",
+            "x-object-manifest")
 USER_META = "x-object-meta-"
 OBJECTS = "objects"
 

@@ -38,7 +38,7 @@ from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 log = logging.getLogger("swiftlite.object")
 _PART_RE = re.compile(r"[0-9]{1,10}")
 _SUFFIX_RE = re.compile(r"[0-9a-f]{3}(-[0-9a-f]{3})*")
-PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At")
+PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest")
 DEFAULT_CT = "application/octet-stream"
 _REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server Error",
             507: "Insufficient Storage", 400: "Bad Request"}

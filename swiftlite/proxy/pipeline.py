@@ -38,6 +38,7 @@ DEFAULT_PIPELINE = " ".join([
     "copy",
     "container_quotas",
     "account_quotas",
+    "dlo",
     "proxy-server",
 ])
 
@@ -50,6 +51,7 @@ REGISTRY: dict[str, str] = {
     "cors": "swiftlite.proxy.middleware.cors:Cors",
     "container_quotas": "swiftlite.proxy.middleware.quotas:ContainerQuotas",
     "account_quotas": "swiftlite.proxy.middleware.quotas:AccountQuotas",
+    "dlo": "swiftlite.proxy.middleware.dlo:Dlo",
 }
 
 
