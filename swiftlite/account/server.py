@@ -19,7 +19,7 @@ from swiftlite.common.constraints import ACCOUNT_LISTING_LIMIT
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.db.broker import ZERO_TS, DatabaseNotFound
+from swiftlite.db.broker import ZERO_TS, DatabaseNotFound, MetadataLimit
 from swiftlite.db.headers import meta_headers, req_int, req_metadata, req_timestamp
 from swiftlite.db.server import DBServer, backend_ts, make_db_app
 
@@ -63,7 +63,10 @@ class AccountServer(DBServer):
         ts = req_timestamp(request)
         assert ts is not None
         meta = req_metadata(request, "account", ts)
-        created, info = await run_blocking(broker.put_db, ts, meta, None)
+        try:
+            created, info = await run_blocking(broker.put_db, ts, meta, None, True)
+        except MetadataLimit as exc:
+            return error(400, str(exc))
         if info["deleted"]:
             return error(409, "Account was deleted more recently", backend_ts(info))
         return web.Response(status=201 if created else 202)

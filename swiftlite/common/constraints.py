@@ -70,8 +70,20 @@ def check_object(name: str) -> str | None:
     return None
 
 
+def _utf8_len(text: str) -> int | None:
+    """Length in UTF-8 bytes; None when the text holds bytes that were not UTF-8 (aiohttp
+    decodes headers with surrogateescape, so such bytes arrive as lone surrogates)."""
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+
+
 def check_metadata(headers, kind: str) -> str | None:
-    """Swift's metadata limits, applied to the X-<kind>-Meta-* headers of a request."""
+    """Swift's metadata limits, applied to the X-<kind>-Meta-* headers of a request; names
+    and values must also be valid UTF-8 (they are stored and sent back as UTF-8)."""
     prefix = META_PREFIXES[kind]
     count = 0
     size = 0
@@ -79,17 +91,44 @@ def check_metadata(headers, kind: str) -> str | None:
         lk = key.lower()
         if not lk.startswith(prefix):
             continue
-        name = lk[len(prefix):]
+        name = key[len(prefix):]
         if not name:
-            return "metadata name cannot be empty"
+            return "Metadata name cannot be empty"
+        nlen = _utf8_len(name)
+        if nlen is None:
+            return "Metadata name must be valid UTF-8"
+        vlen = _utf8_len(value)
+        if vlen is None:
+            return "Metadata value must be valid UTF-8"
         count += 1
-        size += len(name.encode()) + len(value.encode("utf-8", "surrogateescape"))
-        if len(name.encode()) > MAX_META_NAME_LENGTH:
-            return f"metadata name too long; max {MAX_META_NAME_LENGTH}"
-        if len(value.encode("utf-8", "surrogateescape")) > MAX_META_VALUE_LENGTH:
-            return f"metadata value longer than {MAX_META_VALUE_LENGTH}"
+        size += nlen + vlen
+        if nlen > MAX_META_NAME_LENGTH:
+            return f"Metadata name too long: {prefix}{name.title()}"
+        if vlen > MAX_META_VALUE_LENGTH:
+            return f"Metadata value longer than {MAX_META_VALUE_LENGTH}: {prefix}{name.title()}"
         if count > MAX_META_COUNT:
-            return f"too many metadata items; max {MAX_META_COUNT}"
+            return f"Too many metadata items; max {MAX_META_COUNT}"
         if size > MAX_META_OVERALL_SIZE:
-            return f"total metadata too large; max {MAX_META_OVERALL_SIZE}"
+            return f"Total metadata too large; max {MAX_META_OVERALL_SIZE}"
+    return None
+
+
+def check_stored_metadata(metadata, kind: str) -> str | None:
+    """The count and overall-size limits over a DB's whole metadata after a change
+    ({lower-case key: [value, timestamp]}; "" is a deleted key), as Swift's DB servers check
+    on PUT/POST: a POST fine by itself may not take the stored total over the limit."""
+    prefix = META_PREFIXES[kind]
+    count = 0
+    size = 0
+    for key, pair in metadata.items():
+        value = pair[0]
+        if value == "" or not key.startswith(prefix):
+            continue
+        count += 1
+        size += len(key[len(prefix):].encode("utf-8", "surrogateescape")) + \
+            len(value.encode("utf-8", "surrogateescape"))
+    if count > MAX_META_COUNT:
+        return f"Too many metadata items; max {MAX_META_COUNT}"
+    if size > MAX_META_OVERALL_SIZE:
+        return f"Total metadata too large; max {MAX_META_OVERALL_SIZE}"
     return None

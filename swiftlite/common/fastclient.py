@@ -332,7 +332,9 @@ class Pool:
             lines.append("Transfer-Encoding: chunked")
         elif body is None and method in ("PUT", "POST") and not has_length:
             lines.append("Content-Length: 0")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        # Header values are str as aiohttp parsed them (UTF-8, surrogateescape for bytes
+        # that are not): encoding the same way sends the client's bytes on unchanged.
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape")
         if streaming:
             conn.write(head)
             async for chunk in body:
@@ -365,7 +367,7 @@ class Pool:
             if conn.closed and not buf:
                 raise _StaleConnection()
             await conn.wait_data(timeout)
-        head = bytes(buf[:idx]).decode("latin-1")
+        head = bytes(buf[:idx]).decode("utf-8", "surrogateescape")  # as aiohttp's parser
         del buf[: idx + 4]
         status_line, _, rest = head.partition("\r\n")
         parts = status_line.split(" ", 2)

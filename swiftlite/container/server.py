@@ -33,7 +33,7 @@ from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.account_reporter import AccountReporter, parse_account_nodes
 from swiftlite.container.broker import ContainerBroker
-from swiftlite.db.broker import DatabaseNotFound
+from swiftlite.db.broker import DatabaseNotFound, MetadataLimit
 from swiftlite.db.headers import (
     meta_headers,
     parse_timestamp,
@@ -41,6 +41,7 @@ from swiftlite.db.headers import (
     req_metadata,
     req_timestamp,
 )
+from swiftlite.db.listing import POLICY_NAME
 from swiftlite.db.paths import db_file, parse_partition
 from swiftlite.db.server import DBServer, backend_ts, make_db_app
 
@@ -56,11 +57,15 @@ def _ts_normal(ts: str) -> str:
 
 
 def info_headers(info: dict[str, Any]) -> dict[str, str]:
+    put_ts = Timestamp.parse(info["put_timestamp"])
     h = {
         "X-Container-Object-Count": str(info["object_count"]),
         "X-Container-Bytes-Used": str(info["bytes_used"]),
         "X-Timestamp": _ts_normal(info["created_at"]),
-        "X-Put-Timestamp": _ts_normal(info["put_timestamp"]),
+        "X-Put-Timestamp": put_ts.normal,
+        # Swift's: the last PUT or POST of the container, rounded up to the second.
+        "Last-Modified": put_ts.http_date(),
+        "X-Storage-Policy": POLICY_NAME,
         **backend_ts(info),
         # Group-commit evidence (this process): transactions vs object updates merged.
         "X-Backend-Update-Commits": str(info["item_commits"]),
@@ -68,6 +73,13 @@ def info_headers(info: dict[str, Any]) -> dict[str, str]:
     }
     h.update(meta_headers(info["metadata"]))
     return h
+
+
+def check_policy(headers: Any) -> None:
+    """X-Storage-Policy on a container PUT: empty or the one policy's name (any case)."""
+    name = headers.get("X-Storage-Policy")
+    if name and name.strip().lower() != POLICY_NAME.lower():
+        raise HTTPError(400, f"Invalid X-Storage-Policy '{name.strip()}'")
 
 
 def _clean_str(value: str | None, what: str, max_len: int = 1024) -> str:
@@ -109,6 +121,7 @@ class ContainerServer(DBServer):
     listing_limit = CONTAINER_LISTING_LIMIT
     saved_headers = SAVED_HEADERS
     delete_conflict = "Conflict: container not empty or newer PUT"
+    post_moves_put = True  # Last-Modified follows a POST, as in Swift
     info_headers = staticmethod(info_headers)  # type: ignore[assignment]
 
     def __init__(self, conf: Section) -> None:
@@ -142,14 +155,23 @@ class ContainerServer(DBServer):
                 return error(404, "Account not found")
         return None
 
+    async def after_post(self, broker: ContainerBroker, dev_path: str,
+                         info: dict[str, Any]) -> None:
+        """A POST moved put_timestamp: the account's listing (last_modified) follows soon."""
+        self.reporter.mark_dirty(broker, dev_path)
+
     # -- container -----------------------------------------------------------------------
     async def put(self, request: web.Request, broker: ContainerBroker,
                   dev_path: str) -> web.StreamResponse:
         ts = req_timestamp(request)
         assert ts is not None
+        check_policy(request.headers)
         meta = req_metadata(request, "container", ts, SAVED_HEADERS)
         nodes = parse_account_nodes(request.headers)
-        created, info = await run_blocking(broker.put_db, ts, meta, nodes)
+        try:
+            created, info = await run_blocking(broker.put_db, ts, meta, nodes, True)
+        except MetadataLimit as exc:
+            return error(400, str(exc))
         return (await self.after_change(broker, dev_path, info)
                 or web.Response(status=201 if created else 202))
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from swiftlite.common.constraints import check_stored_metadata
 from swiftlite.common.fsutil import fsync_dir
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
@@ -79,6 +80,10 @@ STAT_KEYS = ("account", "container", "id", "created_at", "put_timestamp", "delet
 
 class DatabaseNotFound(Exception):
     pass
+
+
+class MetadataLimit(ValueError):
+    """A change would take the DB's stored metadata past Swift's limits (a 400)."""
 
 
 Metadata = dict[str, list[str]]  # key -> [value, timestamp]
@@ -182,8 +187,12 @@ class DatabaseBroker:
         fsync_dir(d)
 
     def put_db(self, put_timestamp: str, metadata: Mapping[str, Any] | None = None,
-               account_nodes: Mapping[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
-        """Create or re-PUT the DB in one go; returns (created_or_revived, info)."""
+               account_nodes: Mapping[str, Any] | None = None,
+               validate: bool = False) -> tuple[bool, dict[str, Any]]:
+        """Create or re-PUT the DB in one go; returns (created_or_revived, info).
+
+        `validate`: refuse (MetadataLimit, nothing changed) metadata that would take the
+        stored total past the limits."""
         with self._lock:
             created = False
             if self._conn is None and not os.path.exists(self.db_file):
@@ -197,6 +206,8 @@ class DatabaseBroker:
                     conn.execute("UPDATE stat SET put_timestamp = ?", (put_timestamp,))
                 meta = json.loads(row[1])
                 if metadata and merge_metadata(meta, metadata):
+                    if validate:
+                        self._check_limits(meta)
                     conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))
                 if account_nodes:
                     conn.execute("UPDATE stat SET account_nodes = ?", (json.dumps(account_nodes),))
@@ -238,13 +249,28 @@ class DatabaseBroker:
         with self._lock:
             return json.loads(self._get_conn().execute("SELECT metadata FROM stat").fetchone()[0])
 
-    def update_metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge {key: (value, timestamp)} newest-wins; returns the info after the merge."""
+    def _check_limits(self, meta: Metadata) -> None:
+        bad = check_stored_metadata(meta, self.KIND)
+        if bad:
+            raise MetadataLimit(bad)
+
+    def update_metadata(self, metadata: Mapping[str, Any], validate: bool = False,
+                        put_timestamp: str | None = None) -> dict[str, Any]:
+        """Merge {key: (value, timestamp)} newest-wins; returns the info after the merge.
+        `validate` as for put_db (replication merges whatever a peer has); `put_timestamp`
+        advances the DB's put timestamp in the same transaction (a container POST: Swift's
+        Last-Modified follows it)."""
         with self._lock:
             conn = self._get_conn()
             with _write_txn(conn):
+                if put_timestamp:  # never revives a deleted DB
+                    conn.execute("UPDATE stat SET put_timestamp = ? WHERE put_timestamp < ?"
+                                 " AND delete_timestamp <= put_timestamp",
+                                 (put_timestamp, put_timestamp))
                 meta = json.loads(conn.execute("SELECT metadata FROM stat").fetchone()[0])
                 if merge_metadata(meta, metadata):
+                    if validate:
+                        self._check_limits(meta)
                     conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))
             return self._info_locked(conn)
 

@@ -32,6 +32,10 @@ class ListingParams:
     delimiter: str | None
     reverse: bool
     out_format: str  # "json" | "xml" | "plain"
+    # Swift's `path`: only the names directly under it (prefix path + "/", delimiter "/",
+    # deeper names skipped rather than rolled up, the path itself left out).
+    path: str | None = None
+    ctype: str = ""  # the listing's media type ("" : the format's usual one)
 
 
 def next_after(prefix: str) -> str | None:
@@ -50,8 +54,13 @@ def next_after(prefix: str) -> str | None:
 
 def _accept_format(accept: str | None) -> str:
     """Pick plain/json/xml from an Accept header (q-values honoured); 406 if none fits."""
+    return _accept_type(accept)[1]
+
+
+def _accept_type(accept: str | None) -> tuple[str, str]:
+    """(media type, format) for an Accept header: text/xml stays text/xml, as in Swift."""
     if not accept:
-        return "plain"
+        return "text/plain", "plain"
     offers = [("text/plain", "plain"), ("application/json", "json"),
               ("application/xml", "xml"), ("text/xml", "xml")]
     best: tuple[float, int, str] | None = None
@@ -80,35 +89,48 @@ def _accept_format(accept: str | None) -> str:
                 continue
             cand = (q, spec, -order)
             if best is None or cand > best[:3]:
-                best = (q, spec, -order, fmt)  # type: ignore[assignment]
+                best = (q, spec, -order, offer, fmt)  # type: ignore[assignment]
     if best is None:
         raise HTTPError(406, "no acceptable listing format")
-    return best[3]  # type: ignore[misc]
+    return best[3], best[4]  # type: ignore[misc]
+
+
+FORMAT_TYPES = {"json": "application/json", "xml": "application/xml", "plain": "text/plain"}
+
+
+def parse_format(request: web.Request) -> tuple[str, str]:
+    """(format, media type) from ?format= (an unknown one means plain, as in Swift) or the
+    Accept header (406 when nothing fits). HEAD answers with the same Content-Type."""
+    fmt = (query_str(request, "format") or "").lower()
+    if fmt:
+        fmt = fmt if fmt in FORMAT_TYPES else "plain"
+        return fmt, FORMAT_TYPES[fmt]
+    ctype, fmt = _accept_type(request.headers.get("Accept"))
+    return fmt, ctype
 
 
 def parse_params(request: web.Request, max_limit: int) -> ListingParams:
-    """Validate the listing query; anything malformed is a 400 (412 for limit > max)."""
+    """Validate the listing query as Swift does: bad UTF-8 is a 400, a limit over the
+    maximum a 412, and a limit that is not a number is ignored."""
     raw_limit = query_str(request, "limit")
     limit = max_limit
-    if raw_limit is not None and raw_limit != "":
-        if not raw_limit.isdigit() or not raw_limit.isascii():
-            raise HTTPError(400, "limit must be a non-negative integer")
+    if raw_limit and raw_limit.isascii() and raw_limit.isdigit():
         limit = int(raw_limit)
         if limit > max_limit:
             raise HTTPError(412, f"Maximum limit is {max_limit}")
-    delimiter = query_str(request, "delimiter") or None
-    fmt = (query_str(request, "format") or "").lower()
-    if fmt:
-        if fmt not in ("json", "xml", "plain"):
-            raise HTTPError(400, "format must be json, xml or plain")
-        out = fmt
-    else:
-        out = _accept_format(request.headers.get("Accept"))
+    fmt, ctype = parse_format(request)
     reverse = (query_str(request, "reverse") or "").lower() in TRUE_VALUES
+    prefix = query_str(request, "prefix") or None
+    delimiter = query_str(request, "delimiter") or None
+    path = query_str(request, "path")
+    if path is not None:
+        prefix = path.rstrip("/") + "/" if path else None
+        delimiter = "/"
+        path = prefix or ""
     return ListingParams(limit=limit, marker=query_str(request, "marker") or None,
                          end_marker=query_str(request, "end_marker") or None,
-                         prefix=query_str(request, "prefix") or None, delimiter=delimiter,
-                         reverse=reverse, out_format=out)
+                         prefix=prefix, delimiter=delimiter, reverse=reverse,
+                         out_format=fmt, path=path, ctype=ctype)
 
 
 @dataclass
@@ -170,17 +192,28 @@ def walk(fetch: Fetch, p: ListingParams) -> list[tuple]:
             name = row[0]
             end = name.find(delim, len(prefix))
             if end < 0:
-                results.append(row)
+                if name != p.path:  # the path's own "dir/" object is not in its listing
+                    results.append(row)
                 if p.reverse:
                     b.hi = name
                 else:
                     b.lo, b.lo_incl = name, False
                 continue
             dir_name = name[: end + len(delim)]
-            if dir_name != p.marker:
+            if p.path is not None and len(name) == len(dir_name):
+                # A "dir/" marker object directly under the path is listed as itself.
+                results.append(row)
+                if p.reverse:
+                    b.hi = name
+                else:
+                    b.lo, b.lo_incl = name, False
+                continue
+            if p.path is None and dir_name != p.marker:
                 results.append((dir_name,))
             if p.reverse:
-                b.hi = dir_name  # everything under the subdir sorts at or above it
+                # Everything under the subdir sorts above it (with `path`, the "dir/" object
+                # itself is still to come: keep it inside the bound).
+                b.hi = dir_name if p.path is None else dir_name + "\x00"
             else:
                 nxt = next_after(dir_name)
                 if nxt is None:
@@ -210,11 +243,15 @@ def _iso(ts: str) -> str:
     return f"{base}.{ts[11:16]}0"
 
 
+POLICY_NAME = "Policy-0"  # the one storage policy (see /info)
+
+
 def container_json_row(row: tuple) -> dict[str, Any]:
     if len(row) == 1:
         return {"subdir": row[0]}
     name, created_at, size, content_type, etag = row
-    return {"name": name, "hash": etag, "bytes": size, "content_type": content_type,
+    # Swift's key order, so a byte-for-byte comparison with Swift holds too.
+    return {"bytes": size, "hash": etag, "name": name, "content_type": content_type,
             "last_modified": _iso(created_at)}
 
 
@@ -222,37 +259,59 @@ def account_json_row(row: tuple) -> dict[str, Any]:
     if len(row) == 1:
         return {"subdir": row[0]}
     name, count, nbytes, put_ts = row
-    return {"name": name, "count": count, "bytes": nbytes, "last_modified": _iso(put_ts)}
+    return {"name": name, "count": count, "bytes": nbytes, "last_modified": _iso(put_ts),
+            "storage_policy": POLICY_NAME}
+
+
+_XML_KEYS = {"container": ("name", "hash", "bytes", "content_type", "last_modified"),
+             "account": ("name", "count", "bytes", "last_modified", "storage_policy")}
+_XML_DECL = '<?xml version="1.0" encoding="UTF-8"?>\n'
+
+
+def _xml(rows: list[tuple], kind: str, owner: str) -> str:
+    """Swift's XML exactly: a container's entries on one line, an account's one a line;
+    an empty container is a self-closed element."""
+    to_json = container_json_row if kind == "container" else account_json_row
+    item = "object" if kind == "container" else "container"
+    keys = _XML_KEYS[kind]
+    sep = "" if kind == "container" else "\n"
+    head = f"{_XML_DECL}<{kind} name={quoteattr(owner)}"
+    if not rows and kind == "container":
+        return head + " />"
+    out = [head + ">"]
+    for r in rows:
+        if len(r) == 1:
+            if kind == "container":
+                out.append(f"<subdir name={quoteattr(r[0])}><name>{escape(r[0])}</name>"
+                           "</subdir>")
+            else:
+                out.append(f"<subdir name={quoteattr(r[0])} />")
+            continue
+        d = to_json(r)
+        out.append(f"<{item}>" + "".join(f"<{k}>{escape(str(d[k]))}</{k}>" for k in keys)
+                   + f"</{item}>")
+    out.append(f"</{kind}>")
+    return sep.join(out)
 
 
 def render_body(rows: list[tuple], fmt: str, kind: str, owner: str) -> tuple[bytes, str]:
     """(body, content type) of a listing; CPU work, so servers run it in the thread pool
     together with the query."""
-    to_json = container_json_row if kind == "container" else account_json_row
     if fmt == "json":
+        to_json = container_json_row if kind == "container" else account_json_row
         return json.dumps([to_json(r) for r in rows]).encode(), "application/json"
     if fmt == "xml":
-        item = "object" if kind == "container" else "container"
-        out = ['<?xml version="1.0" encoding="UTF-8"?>\n', f"<{kind} name={quoteattr(owner)}>"]
-        for r in rows:
-            if len(r) == 1:
-                out.append(f"<subdir name={quoteattr(r[0])}><name>{escape(r[0])}</name></subdir>")
-                continue
-            out.append(f"<{item}>")
-            for k, v in to_json(r).items():
-                out.append(f"<{k}>{escape(str(v))}</{k}>")
-            out.append(f"</{item}>")
-        out.append(f"</{kind}>")
-        return "".join(out).encode(), "application/xml"
+        return _xml(rows, kind, owner).encode(), "application/xml"
     return "".join(r[0] + "\n" for r in rows).encode(), "text/plain"
 
 
 def response(body: bytes, ctype: str, headers: dict[str, str]) -> web.Response:
-    """The listing response; an empty plain listing is a 204, as in Swift."""
+    """The listing response; an empty plain listing is a 204, as in Swift. Every answer
+    names its type with charset=utf-8, the 204 too (Swift's clients look at it)."""
+    headers["Content-Type"] = f"{ctype}; charset=utf-8"
     if not body and ctype == "text/plain":
         return web.Response(status=204, headers=headers)
-    return web.Response(status=200, body=body, headers=headers, content_type=ctype,
-                        charset="utf-8")
+    return web.Response(status=200, body=body, headers=headers)
 
 
 def render(rows: list[tuple], fmt: str, kind: str, owner: str,

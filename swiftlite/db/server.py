@@ -18,11 +18,11 @@ from swiftlite.common.constraints import check_account, check_container, check_o
 from swiftlite.common.http import HTTPError, error, split_path
 from swiftlite.common.server import make_app
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.db.broker import DatabaseBroker, DatabaseNotFound
+from swiftlite.db.broker import DatabaseBroker, DatabaseNotFound, MetadataLimit
 from swiftlite.db.cache import BrokerCache
 from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import req_metadata, req_timestamp
-from swiftlite.db.listing import parse_params, response
+from swiftlite.db.listing import parse_format, parse_params, response
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
 from swiftlite.db.reclaimer import reclaim_loop
 from swiftlite.db.replication_server import register_db_replication_routes
@@ -48,6 +48,7 @@ class DBServer:
     listing_limit: ClassVar[int]
     saved_headers: ClassVar[tuple[str, ...]] = ()  # stored beside X-<Kind>-Meta-*
     delete_conflict: ClassVar[str] = "Conflict"  # the 409 text of a refused DELETE
+    post_moves_put: ClassVar[bool] = False  # a POST also advances put_timestamp
 
     def __init__(self, conf: Section) -> None:
         self.conf = conf
@@ -130,6 +131,9 @@ class DBServer:
         """Hook after a PUT/DELETE of the DB; a response here replaces the success answer."""
         return None
 
+    async def after_post(self, broker: Any, dev_path: str, info: dict[str, Any]) -> None:
+        """Hook after a POST changed the DB."""
+
     async def put(self, request: web.Request, broker: Any,
                   dev_path: str) -> web.StreamResponse:
         raise NotImplementedError
@@ -143,14 +147,18 @@ class DBServer:
         def do() -> dict[str, Any] | None:
             if broker.is_deleted():
                 return None
-            return broker.update_metadata(meta)
+            return broker.update_metadata(meta, validate=True,
+                                          put_timestamp=ts if self.post_moves_put else None)
 
         try:
             info = await run_blocking(do)
         except DatabaseNotFound:
             info = None
+        except MetadataLimit as exc:
+            return error(400, str(exc))
         if info is None:
             return error(404, "Not Found")
+        await self.after_post(broker, dev_path, info)
         return web.Response(status=204)
 
     async def delete(self, request: web.Request, broker: Any,
@@ -169,13 +177,16 @@ class DBServer:
 
     async def head(self, request: web.Request, broker: Any,
                    dev_path: str) -> web.StreamResponse:
+        _, ctype = parse_format(request)  # HEAD names the type a GET would send
         try:
             info = await run_blocking(broker.get_info)
         except DatabaseNotFound:
             return error(404, "Not Found")
         if info["deleted"]:
             return error(404, "Not Found", backend_ts(info))
-        return web.Response(status=204, headers=self.info_headers(info))
+        headers = self.info_headers(info)
+        headers["Content-Type"] = f"{ctype}; charset=utf-8"
+        return web.Response(status=204, headers=headers)
 
     async def get(self, request: web.Request, broker: Any,
                   dev_path: str) -> web.StreamResponse:
@@ -186,7 +197,7 @@ class DBServer:
             return error(404, "Not Found")
         if info["deleted"]:
             return error(404, "Not Found", backend_ts(info))
-        return response(body, ctype, self.info_headers(info))
+        return response(body, params.ctype or ctype, self.info_headers(info))
 
 
 def make_db_app(server: DBServer, key: web.AppKey, conf: Section) -> web.Application:

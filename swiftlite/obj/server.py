@@ -44,6 +44,17 @@ _REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server E
             507: "Insufficient Storage", 400: "Bad Request"}
 
 
+def _utf8(name: str, value: str) -> str:
+    """A stored header value must be UTF-8: aiohttp hands other bytes over as lone
+    surrogates, which could be neither stored nor sent back (a 400, not a 500)."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise HTTPError(400, f"{name} must be valid UTF-8") from None
+    return value
+
+
 class ObjectServer:
     def __init__(self, conf: Section) -> None:
         self.devices = conf.get_str("devices", "/srv/node")
@@ -169,7 +180,7 @@ class ObjectServer:
               if k.lower().startswith(diskfile.USER_META)}
         for h in PASSED_HEADERS[:2]:
             if h in request.headers:
-                md[h] = request.headers[h]
+                md[h] = _utf8(h, request.headers[h])
         delete_at = self._delete_at(request, ts)
         if delete_at is not None:
             md["X-Delete-At"] = delete_at
@@ -189,7 +200,8 @@ class ObjectServer:
             return error(413, "Request Entity Too Large")
         metadata = self._user_metadata(request, ts)
         metadata["name"] = f"/{acc}/{cont}/{obj}"
-        metadata["Content-Type"] = request.headers.get("Content-Type") or DEFAULT_CT
+        metadata["Content-Type"] = _utf8("Content-Type", request.headers.get("Content-Type")
+                                         or DEFAULT_CT)
         hexhash = hash_path(acc, cont, obj)
         also = request.headers.get(ALSO_DEVICES)
         if also is not None:
@@ -373,7 +385,7 @@ class ObjectServer:
         ts = self.timestamp(request)
         metadata = self._user_metadata(request, ts)
         if request.headers.get("Content-Type"):
-            metadata["Content-Type"] = request.headers["Content-Type"]
+            metadata["Content-Type"] = _utf8("Content-Type", request.headers["Content-Type"])
         hexhash = hash_path(acc, cont, obj)
         try:
             res = await run_blocking(diskfile.write_marker, dev_path, part, hexhash,
@@ -383,6 +395,14 @@ class ObjectServer:
             return error(404, "Not Found", hdrs)
         except diskfile.Conflict as exc:
             return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
+        targets = parse_targets(request.headers)
+        if targets and "Content-Type" in metadata and res.metadata:
+            # A new content type shows in listings, as the row of a write at the POST's time.
+            old = res.metadata
+            await self.updater.update(dev_path, "PUT", acc, cont, obj, {
+                "X-Timestamp": ts.internal, "X-Size": old.get("Content-Length", "0"),
+                "X-Content-Type": metadata["Content-Type"],
+                "X-Etag": old.get("ETag", "")}, targets, txid(request))
         self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=202)
 
@@ -449,8 +469,10 @@ class ObjectServer:
             return web.Response(status=cond, headers=headers)
         spans = ranges.parse_range(request.headers.get("Range"), length)
         if spans is not None and not spans:
+            # The object's headers go along (clients check the ETag even on a 416).
+            headers.pop("Content-Type")
             return error(416, "Requested Range Not Satisfiable",
-                         {"Content-Range": f"bytes */{length}"})
+                         {**headers, "Content-Range": f"bytes */{length}"})
         if not is_get:
             headers["Content-Length"] = str(length)
             return web.Response(status=200, headers=headers)

@@ -99,7 +99,8 @@ async def test_container_reports_and_listing(base, http):
     rows = json.loads(body)
     assert [r["name"] for r in rows] == ["c1", "c2", "d-x", "é"]
     assert rows[0] == {"name": "c1", "count": 3, "bytes": 30,
-                       "last_modified": Timestamp.parse(t[1]).iso()}
+                       "last_modified": Timestamp.parse(t[1]).iso(),
+                       "storage_policy": "Policy-0"}
     st, hd, body = await listing(http, base, delimiter="-")
     assert st == 200 and body.decode().splitlines() == ["c1", "c2", "d-", "é"]
     st, hd, body = await listing(http, base, format="xml", prefix="c", reverse="1", limit="1")
@@ -131,7 +132,7 @@ async def test_bad_input(base, http):
         ("PUT", f"{base}/sda/0/bad%00acct", {"X-Timestamp": ts()}, 400),
         ("POST", f"{base}/sda/0/{A}", {"X-Timestamp": "x"}, 400),
         ("GET", f"{base}/sda/0/{A}?limit=10001", {}, 412),
-        ("GET", f"{base}/sda/0/{A}?limit=1.5", {}, 400),
+        ("GET", f"{base}/sda/0/{A}?limit=%FF", {}, 400),
         ("PUT", f"{base}/sdq/0/{A}", {"X-Timestamp": ts()}, 507),
     ]
     for method, raw, headers, want in cases:
