@@ -175,10 +175,12 @@ def gate(tests: str) -> int:
             print(f"\nconformance: {len(unexpected)} unexpected failures: not rerunning "
                   f"(over {MAX_RERUN})")
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the stop
+        # A second Ctrl-C (or a SIGTERM) must not cut the stop short.
+        handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
         if proc is not None:
             stop_cluster(proc, root)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     final = [t for t in failed if t not in rerun_passed]
     (LAST / "run.json").write_text(json.dumps({"tests": tests, "failed": final}, indent=1))
 
@@ -218,7 +220,7 @@ def write_expected() -> int:
             continue  # fixed
         seen.add(test_id)
         kept.append(line)
-    new = [f"{t}  # TODO reason" for t in failed if t not in seen]
+    new = [f"{t} # TODO reason" for t in failed if t not in seen]
     EXPECTED.write_text("\n".join(kept + new) + "\n")
     print(f"conformance: {EXPECTED.relative_to(REPO)}: {len(kept)} line(s) kept, "
           f"{len(lines) - len(kept)} removed, {len(new)} added")
@@ -232,12 +234,17 @@ def main() -> int:
     ap.add_argument("--write-expected", action="store_true",
                     help="rewrite expected_failures.txt from the last run (no run)")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # keep our lines in order with functests.sh's
     if args.write_expected:
         return write_expected()
     # SIGTERM (a CI timeout) unwinds like Ctrl-C, so the cluster is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tests = CORE if args.core else (os.environ.get("FUNC_TESTS") or CORE)
-    return gate(tests)
+    try:
+        return gate(tests)
+    except KeyboardInterrupt:
+        print("\nconformance: interrupted (the cluster was stopped)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
