@@ -203,7 +203,7 @@ class Proxy:
                 "account_listing_limit": constraints.ACCOUNT_LISTING_LIMIT,
                 "extra_header_count": constraints.EXTRA_HEADER_COUNT,
                 "valid_api_versions": ["v1", "v1.0"],
-                "strict_cors_mode": True,
+                "strict_cors_mode": self.conf.get_bool("strict_cors_mode", True),
                 "policies": [{"name": "Policy-0", "default": True}],
             },
             "swiftlite": {"replicas": self.object_ring.replica_count,
