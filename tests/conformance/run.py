@@ -127,8 +127,12 @@ def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]
     try:
         proc.wait()
     finally:
-        if proc.poll() is None:
-            proc.terminate()
+        if proc.poll() is None:  # interrupted: stop the script and its pytest
+            for pid in [proc.pid, *descendants(proc.pid)]:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
             proc.wait()
     try:
         cases = list(ET.parse(results / "junit.xml").getroot().iter("testcase"))
@@ -143,6 +147,25 @@ def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]
         test_id, _, msg = rest.partition(" :: ")
         failed.setdefault(test_id, msg)
     return failed
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below pid. functests.sh runs pytest under `timeout`, which gives it a
+    process group of its own, so neither Ctrl-C nor a signal to the script reaches it."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the name may hold spaces and ')'
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
 
 
 def scoped(test_id: str, tests: str) -> bool:
