@@ -23,6 +23,8 @@ class CatchErrors(Middleware):
             resp = await self.app(request)
         except HTTPError as exc:
             resp = exc.response()
+        if resp.status == 411:
+            resp.force_close()  # whatever body follows has no length: the connection is lost
         if "Content-Type" not in resp.headers:
             resp.headers["Content-Type"] = DEFAULT_TYPE
         resp.headers["X-Openstack-Request-Id"] = txid(request)
