@@ -35,6 +35,10 @@ async def server():
             await asyncio.sleep(1)
         if mode == "close":
             return web.Response(body=b"bye", headers={"Connection": "close"})
+        if mode == "meta":  # the header's bytes as received; echoed when it is UTF-8
+            raw = request.headers["X-Meta"].encode("utf-8", "surrogateescape")
+            echo = {"X-Meta": request.headers["X-Meta"]} if b"\xff" not in raw else {}
+            return web.Response(body=raw, headers=echo)
         return web.Response(status=201, body=body or b"nobody",
                             headers={"X-Method": request.method,
                                      "X-Got-Length": str(len(body))})
@@ -156,4 +160,18 @@ async def test_read_timeout(server):
     pool = Pool(node_timeout=0.2)
     with pytest.raises(ClientError):
         await pool.request("127.0.0.1", port, "GET", "/z?mode=slow")
+    await pool.close()
+
+
+async def test_header_bytes_pass_through_unchanged(server):
+    """Header values are str as aiohttp parsed them (UTF-8, surrogateescape): the client
+    sends a server the same bytes, and reads UTF-8 answers back as the same str."""
+    port, _ = server
+    pool = Pool()
+    for sent in ("日本語 한국어 😀".encode(), b"not utf-8 \xff\xfe"):
+        value = sent.decode("utf-8", "surrogateescape")  # as the proxy's parser gave it
+        r = await pool.request("127.0.0.1", port, "GET", "/?mode=meta", {"X-Meta": value})
+        assert await r.read() == sent
+        if b"\xff" not in sent:
+            assert r.headers["X-Meta"] == value
     await pool.close()
