@@ -5,7 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swiftlite.db.listing import Bounds, ListingParams, _accept_format, next_after, walk
+from swiftlite.db.listing import (
+    Bounds,
+    ListingParams,
+    _accept_format,
+    next_after,
+    render_body,
+    walk,
+)
 
 
 def make_fetch(names: list[str]):
@@ -143,3 +150,66 @@ def test_iso_matches_timestamp():
 
     for raw in ("1700000000.12345", "0000000001.00000", "1700000000.00001_000000000000000a"):
         assert _iso(raw) == Timestamp.parse(raw).iso()
+
+
+def path_model(names: list[str], path: str, p: ListingParams) -> list[str]:
+    """Swift's `path`: names directly under path/ (a "sub/" object included), path/ itself
+    and deeper names left out."""
+    base = path.rstrip("/") + "/" if path else ""
+    ordered = sorted(set(names), key=lambda n: n.encode())
+    lo, hi = (p.end_marker, p.marker) if p.reverse else (p.marker, p.end_marker)
+    sel = [n for n in ordered if (lo is None or n > lo) and (hi is None or n < hi)
+           and n.startswith(base) and n != base
+           and n.find("/", len(base)) in (-1, len(n) - 1)]
+    if p.reverse:
+        sel.reverse()
+    return sel[: p.limit]
+
+
+def path_params(path: str, **kw) -> ListingParams:
+    base = path.rstrip("/") + "/" if path else ""
+    return params(path=base, prefix=base or None, delimiter="/", **kw)
+
+
+def test_path_lists_one_level_only():
+    tree = ["/file1", "/dir1/", "/dir1/x", "dir1/", "dir1/file2", "dir1/sub/", "dir1/sub/f",
+            "dir1/sub2/g", "dir2/", "file1"]
+    fetch, _ = make_fetch(tree)
+    assert names_of(walk(fetch, path_params(""))) == ["dir1/", "dir2/", "file1"]
+    assert names_of(walk(fetch, path_params("/"))) == ["/dir1/", "/file1"]
+    assert names_of(walk(fetch, path_params("dir1"))) == ["dir1/file2", "dir1/sub/"]
+    assert names_of(walk(fetch, path_params("dir1/", reverse=True))) == [
+        "dir1/sub/", "dir1/file2"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(name_st, max_size=25), path=st.text(alphabet, max_size=3),
+       marker=opt, end_marker=opt, reverse=st.booleans(), limit=st.integers(0, 8))
+def test_path_walk_matches_model(names, path, marker, end_marker, reverse, limit):
+    p = path_params(path, marker=marker, end_marker=end_marker, reverse=reverse, limit=limit)
+    fetch, _ = make_fetch(names)
+    assert names_of(walk(fetch, p)) == path_model(names, path, p)
+
+
+def test_xml_is_swifts():
+    decl = '<?xml version="1.0" encoding="UTF-8"?>\n'
+    body, ctype = render_body([], "xml", "container", "c")
+    assert (body.decode(), ctype) == (decl + '<container name="c" />', "application/xml")
+    body, _ = render_body([("a&b", "1700000000.50000", 3, "image/png", "e"), ("d/",)], "xml",
+                          "container", "c")
+    assert body.decode() == (
+        decl + '<container name="c"><object><name>a&amp;b</name><hash>e</hash>'
+        "<bytes>3</bytes><content_type>image/png</content_type>"
+        "<last_modified>2023-11-14T22:13:20.500000</last_modified></object>"
+        '<subdir name="d/"><name>d/</name></subdir></container>')
+    body, _ = render_body([("日本", 2, 9, "1700000000.00000"), ("x-",)], "xml", "account",
+                          "AUTH_t")
+    assert body.decode() == (
+        decl + '<account name="AUTH_t">\n<container><name>日本</name><count>2</count>'
+        "<bytes>9</bytes><last_modified>2023-11-14T22:13:20.000000</last_modified>"
+        "<storage_policy>Policy-0</storage_policy></container>\n"
+        '<subdir name="x-" />\n</account>')
+    body, _ = render_body([("日本", 2, 9, "1700000000.00000")], "json", "account", "AUTH_t")
+    assert body == (b'[{"name": "\\u65e5\\u672c", "count": 2, "bytes": 9, '
+                    b'"last_modified": "2023-11-14T22:13:20.000000", '
+                    b'"storage_policy": "Policy-0"}]')
