@@ -178,8 +178,8 @@ class ObjectServer:
             raise HTTPError(400, bad)
         md = {k.title(): v for k, v in request.headers.items()
               if k.lower().startswith(diskfile.USER_META)}
-        for h in PASSED_HEADERS[:2]:
-            if h in request.headers:
+        for h in PASSED_HEADERS:
+            if h != "X-Delete-At" and h in request.headers:  # X-Delete-At: checked below
                 md[h] = _utf8(h, request.headers[h])
         delete_at = self._delete_at(request, ts)
         if delete_at is not None:

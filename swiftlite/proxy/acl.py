@@ -36,7 +36,11 @@ def parse_acl(value: str | None) -> ACL:
         if item == ".rlistings":
             acl.listings = True
         elif item.startswith(".r:") or item.startswith(".ref:") or item.startswith(".referrer:"):
-            acl.referrers.append(item.split(":", 1)[1])
+            ref = item.split(":", 1)[1]
+            # ".r:*.example.com" means the domain and its hosts, as ".r:.example.com" does.
+            if ref.startswith("*.") or ref.startswith("-*."):
+                ref = ref.replace("*", "", 1)
+            acl.referrers.append(ref)
         elif not item.startswith("."):
             acl.groups.append(item)
     return acl

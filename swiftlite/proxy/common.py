@@ -15,9 +15,8 @@ from swiftlite.ring import Ring
 # the gatekeeper strips it from what clients send and from what they get back.
 STORED_HEADERS = {
     "container": ("x-container-meta-", "x-container-sysmeta-", "x-container-read",
-                  "x-container-write",
-                  "x-versions-location", "x-history-location", "x-container-sync-to",
-                  "x-container-sync-key", "x-storage-policy"),
+                  "x-container-write", "x-storage-policy", "x-container-sync-to",
+                  "x-container-sync-key"),
     "account": ("x-account-meta-", "x-account-sysmeta-"),
     "object": ("x-object-meta-", "x-object-sysmeta-", "content-type", "content-encoding",
                "content-disposition", "x-delete-at", "x-object-manifest"),

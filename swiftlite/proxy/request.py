@@ -79,8 +79,8 @@ def api_path(request: web.Request) -> ApiPath | None:
     if len(segs) < 2 or segs[1] not in API_VERSIONS:
         parsed = None
     else:
-        if len(segs) < 3 or not segs[2]:
-            raise HTTPError(412, "Bad URL")
+        if len(segs) < 3 or (not segs[2] and len(segs) == 3):
+            raise HTTPError(412, "Bad URL")  # "/v1", "/v1/": no account
         acct = segs[2]
         cont = segs[3] if len(segs) > 3 else None
         name = segs[4] if len(segs) > 4 else None
@@ -88,8 +88,8 @@ def api_path(request: web.Request) -> ApiPath | None:
             cont = None  # "/v1/a/" is the account
         elif name == "":
             name = None  # "/v1/a/c/" is the container
-        if cont == "":
-            raise HTTPError(412, "Bad URL")
+        if acct == "" or cont == "":
+            raise HTTPError(404, "Not Found")  # "/v1//c/o", "/v1/a//o": nothing is there
         for check, value in ((constraints.check_account, acct),
                              (constraints.check_container, cont),
                              (constraints.check_object, name)):

@@ -93,7 +93,9 @@ class Proxy:
             return self.handle_info(request)
         path = api_path(request)
         if path is None:
-            return error(404, "Not Found")
+            # As Swift answers: "//v1/a" names nothing (404); "/foo" is no API version (412).
+            return error(404 if request.path.startswith("//") else 412,
+                         "Not Found" if request.path.startswith("//") else "Bad URL")
         if len(request.raw_path) > constraints.MAX_URL_LENGTH:
             return error(414, "URL too long")
         if len(request.headers) > constraints.MAX_HEADER_COUNT:

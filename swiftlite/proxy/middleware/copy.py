@@ -21,9 +21,10 @@ from swiftlite.proxy.pipeline import Middleware
 from swiftlite.proxy.request import api_path, sub_request
 from swiftlite.proxy.response import BodyResponse
 
-# Source headers a copy keeps besides X-Object-Meta-*.
-COPIED = ("content-type", "content-encoding", "content-disposition", "x-object-manifest",
-          "x-static-large-object")
+# Source headers a copy keeps besides X-Object-Meta-* (a large object's manifest header
+# only when the manifest itself is copied: ?multipart-manifest=get; else its joined data).
+COPIED = ("content-type", "content-encoding", "content-disposition")
+MANIFEST_HEADERS = ("x-object-manifest", "x-static-large-object")
 # Request headers that describe the copy itself, not the new object.
 NOT_FORWARDED = ("x-copy-from", "x-copy-from-account", "destination", "destination-account",
                  "range", "if-match", "if-none-match", "if-modified-since",
@@ -55,6 +56,10 @@ def _account(value: str | None, default: str, header: str) -> str:
     if bad:
         raise HTTPError(412, f"{header}: {bad}")
     return acct
+
+
+def _manifest_copy(request: web.Request) -> bool:
+    return request.query.get("multipart-manifest") == "get"
 
 
 def _path(acct: str, cont: str, name: str, version: str = "v1") -> str:
@@ -109,7 +114,8 @@ class Copy(Middleware):
             if k in request.headers:
                 headers[k] = request.headers[k]
         headers["X-Newest"] = "true"
-        sub = sub_request(request, "GET", _path(*src, version=version), headers)
+        query = "multipart-manifest=get" if _manifest_copy(request) else ""
+        sub = sub_request(request, "GET", _path(*src, version=version), headers, query=query)
         resp = await self.app(sub)
         if resp.status == 416 or (resp.status // 100 != 2 and resp.status != 404):
             return resp
@@ -122,12 +128,13 @@ class Copy(Middleware):
     async def _write(self, request: web.Request, version: str, src: tuple[str, str, str],
                      source: BodyResponse, dest: tuple[str, str, str]) -> web.StreamResponse:
         fresh = request.headers.get("X-Fresh-Metadata", "").lower() in ("true", "1", "yes")
+        kept = COPIED + MANIFEST_HEADERS if _manifest_copy(request) else COPIED
         headers: CIMultiDict[str] = CIMultiDict()
-        if not fresh:
-            for k, v in source.headers.items():
-                lk = k.lower()
-                if lk.startswith("x-object-meta-") or lk in COPIED:
-                    headers[k] = v
+        for k, v in source.headers.items():
+            lk = k.lower()
+            if (not fresh and (lk.startswith("x-object-meta-") or lk in kept)) or \
+                    (lk in MANIFEST_HEADERS and lk in kept):
+                headers[k] = v
         for k, v in request.headers.items():
             lk = k.lower()
             if lk in NOT_FORWARDED:
