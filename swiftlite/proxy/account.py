@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from xml.sax.saxutils import escape as xml_escape
+
 from aiohttp import web
 
 from swiftlite.common.client import node_path
@@ -40,23 +42,27 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
                           (target.account,),
                           request.rel_url.raw_query_string, extra)
     if resp.status == 404 and proxy.account_autocreate:
-        return _empty_account(request)
+        return _empty_account(request, target.account)
     return relay(resp, request)
 
 
-def _empty_account(request: web.Request) -> web.Response:
+def _empty_account(request: web.Request, acct: str) -> web.Response:
     """What an owner sees before the first write auto-creates the account (as Swift does)."""
     headers = {"X-Account-Container-Count": "0", "X-Account-Object-Count": "0",
                "X-Account-Bytes-Used": "0"}
     fmt = request.query.get("format", "")
     accept = request.headers.get("Accept", "")
-    if request.method == "GET" and (fmt == "json" or "json" in accept):
-        return web.Response(status=200, text="[]", content_type="application/json",
-                            charset="utf-8", headers=headers)
-    if request.method == "GET" and (fmt == "xml" or "xml" in accept):
-        body = '<?xml version="1.0" encoding="UTF-8"?>\n<account name="x"></account>'
-        return web.Response(status=200, text=body, content_type="application/xml",
-                            charset="utf-8", headers=headers)
+    if fmt == "json" or (not fmt and "json" in accept):
+        ctype, body = "application/json", "[]"
+    elif fmt == "xml" or (not fmt and "xml" in accept):
+        ctype = "application/xml"
+        body = (f'<?xml version="1.0" encoding="UTF-8"?>\n'
+                f'<account name="{xml_escape(acct, {chr(34): "&quot;"})}"></account>')
+    else:
+        ctype, body = "text/plain", ""
+    headers["Content-Type"] = f"{ctype}; charset=utf-8"
+    if request.method == "GET" and body:
+        return web.Response(status=200, body=body.encode(), headers=headers)
     return web.Response(status=204, headers=headers)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common import constraints, lenient_parser
+from swiftlite.common import constraints, empty_length, lenient_parser
 from swiftlite.common.config import Section
 from swiftlite.common.fastclient import Pool
 from swiftlite.common.http import HTTPError, error, txid
@@ -229,6 +229,7 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
 
 def create_app(conf: Section) -> web.Application:
     lenient_parser.install()  # clients may send UTF-8 names unencoded, as Swift allows
+    empty_length.install()  # 204s say Content-Length: 0, as Swift's do
     proxy = Proxy(conf)
     app = make_app()
     app[PROXY] = proxy
