@@ -459,3 +459,45 @@ async def test_merge_sections_update_each_replica_and_report_each(tmp_path, http
     finally:
         for p in s.procs.values():
             p.stop()
+
+
+async def test_post_moves_put_timestamp_and_the_account_row_follows(servers, http):
+    """Swift's Last-Modified is the last PUT or POST: a POST advances put_timestamp (never
+    for a deleted container, never backwards) and the account listing learns it."""
+    s = servers
+    await put_account(s, http)
+    await put_container(s, http)
+    t_post = ts(5)
+    async with http.post(s.url("sda", "1", A, "c"), headers={
+            "X-Timestamp": t_post, "X-Container-Meta-K": "v"}) as r:
+        assert r.status == 204
+    st, hd = await head(http, s.url("sda", "1", A, "c"))
+    assert hd["X-Put-Timestamp"] == Timestamp.parse(t_post).normal
+    assert hd["Last-Modified"] == Timestamp.parse(t_post).http_date()
+    assert hd["X-Storage-Policy"] == "Policy-0"
+    async with http.post(s.url("sda", "1", A, "c"), headers={"X-Timestamp": ts(-50)}) as r:
+        assert r.status == 204  # an older POST leaves it alone
+    assert (await head(http, s.url("sda", "1", A, "c")))[1]["X-Put-Timestamp"] == \
+        Timestamp.parse(t_post).normal
+
+    async def account_has_post_time() -> bool:
+        row = await account_row(http, s)
+        return row is not None and row["last_modified"] == Timestamp.parse(t_post).iso()
+    await async_wait_for(account_has_post_time, 10, what="account row with the POST's time")
+    async with http.delete(s.url("sda", "1", A, "c"), headers={"X-Timestamp": ts(10)}) as r:
+        assert r.status == 204
+    async with http.post(s.url("sda", "1", A, "c"), headers={"X-Timestamp": ts(20)}) as r:
+        assert r.status == 404
+    st, hd = await head(http, s.url("sda", "1", A, "c"))
+    assert st == 404 and hd["X-Backend-Put-Timestamp"] == Timestamp.parse(t_post).internal
+
+
+async def test_storage_policy_checked_on_put(servers, http):
+    s = servers
+    await put_account(s, http)
+    async with http.put(s.url("sda", "1", A, "c"), headers={
+            "X-Timestamp": ts(), "X-Storage-Policy": "gold", **s.account_headers()}) as r:
+        assert (r.status, (await r.text()).strip()) == (400, "Invalid X-Storage-Policy 'gold'")
+    assert (await head(http, s.url("sda", "1", A, "c")))[0] == 404
+    await put_container(s, http, headers={"X-Storage-Policy": "policy-0"})
+    assert (await head(http, s.url("sda", "1", A, "c")))[1]["X-Storage-Policy"] == "Policy-0"
