@@ -10,6 +10,7 @@ import select
 import signal
 import socket
 import time
+import urllib.parse
 
 import aiohttp
 import msgpack
@@ -543,3 +544,39 @@ def test_burst_of_connections_is_queued_not_dropped(server):
         for s in socks:
             s.close()
     assert healthy(server.port)
+
+
+def raw_call(server, method: str, path: str, headers: dict, body: bytes = b""):
+    """Exact header bytes (bytes values go out as they are; answers are read as latin-1)."""
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        c.request(method, path, body=body, headers=headers)
+        r = c.getresponse()
+        data = r.read()
+        return r.status, {k: v.encode("latin-1") for k, v in r.getheaders()}, data
+    finally:
+        c.close()
+
+
+async def test_utf8_metadata_stored_as_sent_and_bad_utf8_refused(server):
+    path = f"/sda/1/a/c/{name()}-日本"
+    quoted = urllib.parse.quote(path)
+    sent = "日本語 한국어 😀".encode()
+    st, _, body = raw_call(server, "PUT", quoted, {
+        "X-Timestamp": ts(), "X-Object-Meta-Mixed": sent, "Content-Type": "image/png",
+        "Content-Length": "1"}, b"x")
+    assert st == 201, body
+    for method in ("GET", "HEAD"):
+        st, h, _ = raw_call(server, method, quoted, {})
+        assert st == 200 and h["X-Object-Meta-Mixed"] == sent
+    st, _, _ = raw_call(server, "POST", quoted, {"X-Timestamp": ts(),
+                                                 "X-Object-Meta-Post": "🎉".encode()})
+    assert st == 202
+    assert raw_call(server, "HEAD", quoted, {})[1]["X-Object-Meta-Post"] == "🎉".encode()
+    for header in ("X-Object-Meta-Bad", "Content-Type", "Content-Disposition"):
+        for method in ("PUT", "POST"):
+            st, _, body = raw_call(server, method, quoted, {
+                "X-Timestamp": ts(), header: b"a\xffb", "Content-Length": "1"}, b"x")
+            assert st == 400 and b"UTF-8" in body, (method, header, st, body)
+    st, h, _ = raw_call(server, "HEAD", quoted, {})
+    assert h["X-Object-Meta-Post"] == "🎉".encode() and h["Content-Type"] == b"image/png"
