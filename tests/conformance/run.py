@@ -123,6 +123,7 @@ def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]
     for stale in ("junit.xml", "failures.txt"):  # a failed run must not read an older one
         (results / stale).unlink(missing_ok=True)
     env = dict(os.environ, FUNC_TESTS=tests, RESULTS_DIR=str(results))
+    env.setdefault("FUNC_TIMEOUT", "1800")  # a hung run fails in 30 min, not functests' 90
     proc = subprocess.Popen([str(script), host, str(port)], env=env, stdin=subprocess.DEVNULL)
     try:
         proc.wait()
@@ -137,8 +138,8 @@ def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]
     try:
         cases = list(ET.parse(results / "junit.xml").getroot().iter("testcase"))
     except (OSError, ET.ParseError) as e:
-        raise SystemExit(f"conformance: FAILED: the suite did not run ({e}); "
-                         f"see {results}/pytest.log") from None
+        raise SystemExit(f"conformance: FAILED: the suite did not run or did not finish "
+                         f"({e}); see {results}/pytest.log") from None
     if not cases or not (results / "failures.txt").exists():
         raise SystemExit(f"conformance: FAILED: the suite ran no tests; see {results}/pytest.log")
     failed: dict[str, str] = {}
