@@ -113,12 +113,17 @@ def stop_cluster(proc: subprocess.Popen, root: str) -> None:
 
 # -- the suite --------------------------------------------------------------------------------
 
-def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]:
-    """Run functests.sh; {failed test id: message}. Exits loudly if the suite did not run."""
+def functests() -> Path:
     script = anchors() / "functests.sh"
     if not script.exists():
-        raise SystemExit(f"conformance: {script} not found (set SWIFT_ANCHORS to the directory "
-                         "holding Swift's functests.sh)")
+        raise SystemExit(f"conformance: FAILED: {script} not found (set SWIFT_ANCHORS to the "
+                         "directory holding Swift's functests.sh)")
+    return script
+
+
+def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]:
+    """Run functests.sh; {failed test id: message}. Exits loudly if the suite did not run."""
+    script = functests()
     results.mkdir(parents=True, exist_ok=True)
     for stale in ("junit.xml", "failures.txt"):  # a failed run must not read an older one
         (results / stale).unlink(missing_ok=True)
@@ -176,6 +181,7 @@ def scoped(test_id: str, tests: str) -> bool:
 
 def gate(tests: str) -> int:
     expected = read_expected()
+    functests()  # before starting a cluster for nothing
     root = tempfile.mkdtemp(prefix="swiftlite-conformance-")
     proc = None
     try:
