@@ -71,9 +71,12 @@ def api_path(request: web.Request) -> ApiPath | None:
     """The /v1/account[/container[/object]] a request addresses; None for other paths.
 
     Raises Swift's 412 for bad UTF-8, NUL or a version-only path and 400 for bad names."""
-    memo = request.get(_PATH)
-    if memo is not None and memo[0] == request.raw_path:
-        return memo[1]
+    try:  # every feature asks: parse once (a sub-request has its own path, so check it)
+        memo = request[_PATH]
+        if memo[0] == request.raw_path:
+            return memo[1]
+    except KeyError:
+        pass
     path = decode_raw_path(request.raw_path)
     segs = path.split("/", 4)
     if len(segs) < 2 or segs[1] not in API_VERSIONS:
