@@ -2,6 +2,7 @@
 
 Layout under --root:
     etc/        swiftlite.conf ([hash]), proxy.conf, node<N>.conf, *.builder, *.ring.gz
+                (every conf carries the cluster's generated backend_secret in [DEFAULT])
     node<N>/    that node's devices d1..dK (its `devices` root)
     logs/       one log per process
     run/        daemon status files (see `swiftlite status`)
@@ -11,6 +12,7 @@ Re-running `up` on the same root reuses the rings, configs and data.
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import secrets
@@ -24,6 +26,7 @@ from argparse import Namespace
 from importlib.util import find_spec
 from typing import Any
 
+from swiftlite.common import signing
 from swiftlite.common.fsutil import atomic_write
 
 ROLES = ("account", "container", "object")
@@ -76,12 +79,21 @@ def build(args: Namespace) -> dict[str, Any]:
     root = os.path.abspath(args.root)
     etc = os.path.join(root, "etc")
     plan_path = os.path.join(etc, "plan.json")
+    # Storage servers sign and check each other's requests with this; SWIFTLITE_BACKEND_SECRET
+    # lets several roots (or a test harness) share one.
+    backend_secret = signing.check_secret(os.environ.get(signing.ENV) or
+                                          secrets.token_urlsafe(32))
     if os.path.exists(plan_path):
         with open(plan_path) as f:
-            return json.load(f)
+            plan = json.load(f)
+        _add_backend_secret(plan, backend_secret)
+        return plan
     for d in ("etc", "logs", "run"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
-    ring_ip = "127.0.0.1" if args.bind in ("0.0.0.0", "::", "") else args.bind
+    # The proxy listens on --bind; storage servers on --backend-bind, private by default.
+    backend_bind = getattr(args, "backend_bind", None) or "127.0.0.1"
+    ring_ip = "127.0.0.1" if backend_bind in ("0.0.0.0", "::", "") else backend_bind
+    proxy_ip = "127.0.0.1" if args.bind in ("0.0.0.0", "::", "") else args.bind
     random_ports = args.port == 0
     proxy_port = _free_port(args.bind) if random_ports else args.port
     hash_conf = {"hash_path_prefix": secrets.token_hex(8),
@@ -93,14 +105,15 @@ def build(args: Namespace) -> dict[str, Any]:
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     nodes = []
     for n in range(1, args.nodes + 1):
-        ports = {role: (_free_port(args.bind) if random_ports else 6200 + 10 * n + off)
+        ports = {role: (_free_port(backend_bind) if random_ports else 6200 + 10 * n + off)
                  for role, off in ROLE_OFFSET.items()}
         devices_root = os.path.join(root, f"node{n}")
         for d in range(1, args.devices + 1):
             os.makedirs(os.path.join(devices_root, f"d{d}"), exist_ok=True)
         conf_path = os.path.join(etc, f"node{n}.conf")
         common = {"devices": devices_root, "mount_check": "false", "swift_dir": etc,
-                  "bind_ip": args.bind, "log_level": "INFO",
+                  "bind_ip": backend_bind, "log_level": "INFO",
+                  "backend_secret": backend_secret,
                   "status_dir": os.path.join(root, "run", f"node{n}")}
         sections: dict[str, dict[str, Any]] = {"DEFAULT": common, "hash": hash_conf}
         for role in ROLES:
@@ -115,7 +128,7 @@ def build(args: Namespace) -> dict[str, Any]:
                       "devices": [f"d{d}" for d in range(1, args.devices + 1)]})
     proxy_conf = os.path.join(etc, "proxy.conf")
     _write(proxy_conf, _ini({
-        "DEFAULT": {"swift_dir": etc, "log_level": "INFO"},
+        "DEFAULT": {"swift_dir": etc, "log_level": "INFO", "backend_secret": backend_secret},
         "hash": hash_conf,
         "proxy-server": {"bind_ip": args.bind, "bind_port": proxy_port, "workers": workers,
                          "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS},
@@ -130,11 +143,26 @@ def build(args: Namespace) -> dict[str, Any]:
         builder.rebalance(seed=1)
         builder.save(os.path.join(etc, f"{kind}.builder"))
         write_ring(os.path.join(etc, f"{kind}.ring.gz"), builder.get_ring_data())
-    plan = {"root": root, "etc_dir": etc, "bind": args.bind, "proxy_ip": ring_ip,
+    plan = {"root": root, "etc_dir": etc, "bind": args.bind, "proxy_ip": proxy_ip,
+            "backend_bind": backend_bind,
             "proxy_port": proxy_port, "proxy_conf": proxy_conf, "nodes": nodes,
             "daemons": not args.no_daemons}
     _write(plan_path, json.dumps(plan, indent=2))
     return plan
+
+
+def _add_backend_secret(plan: dict[str, Any], secret: str) -> None:
+    """Give the configs of a root made before backend signing one shared backend_secret."""
+    for path in [plan["proxy_conf"], *(n["conf"] for n in plan["nodes"])]:
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
+        parser.read(path)
+        if parser.defaults().get("backend_secret"):
+            continue
+        parser["DEFAULT"]["backend_secret"] = secret
+        with open(path + ".tmp", "w") as f:
+            parser.write(f)
+        os.replace(path + ".tmp", path)
 
 
 def _spawn(cmd: list[str], log_path: str) -> subprocess.Popen:

@@ -8,15 +8,34 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
+from swiftlite.common import signing
+
+
+def signing_middleware(signer: signing.Signer) -> aiohttp.ClientMiddlewareType:
+    """An aiohttp client middleware adding the backend signature to every request."""
+
+    async def sign(req: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType):
+        # raw_path_qs is the request target aiohttp writes on the wire, as servers see it.
+        req.headers[signing.HEADER] = signer.sign(req.method, req.url.raw_path_qs,
+                                                  req.headers.get("X-Timestamp"))
+        return await handler(req)
+
+    return sign
+
 
 def make_session(conn_timeout: float = 0.5, node_timeout: float = 10.0,
-                 limit_per_host: int = 64) -> aiohttp.ClientSession:
+                 limit_per_host: int = 64,
+                 signer: signing.Signer | None = None) -> aiohttp.ClientSession:
+    """A session for storage servers; its requests are signed with `signer` or the
+    process-wide signer (storage servers refuse unsigned ones)."""
+    signer = signer or signing.current()
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=limit_per_host,
                                      keepalive_timeout=60, ttl_dns_cache=300)
     timeout = aiohttp.ClientTimeout(total=None, connect=conn_timeout,
                                     sock_connect=conn_timeout, sock_read=node_timeout)
     return aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                 skip_auto_headers=("User-Agent", "Content-Type"))
+                                 skip_auto_headers=("User-Agent", "Content-Type"),
+                                 middlewares=(signing_middleware(signer),) if signer else ())
 
 
 def quote_path(*segments: Any) -> str:

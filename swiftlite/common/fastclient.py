@@ -26,7 +26,10 @@ from typing import Any
 
 from multidict import CIMultiDict
 
+from swiftlite.common import signing
+
 MAX_HEAD = 64 * 1024
+_SIG_LOWER = signing.HEADER.lower()
 _REFUSED = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL)
 
 
@@ -264,7 +267,10 @@ class Response:
 
 class Pool:
     def __init__(self, conn_timeout: float = 0.5, node_timeout: float = 10.0,
-                 max_idle_per_host: int = 32) -> None:
+                 max_idle_per_host: int = 32, signer: signing.Signer | None = None) -> None:
+        # Every request is signed (storage servers refuse unsigned ones): the given signer,
+        # else the process-wide one configured at startup.
+        self.signer = signer or signing.current()
         self.conn_timeout = conn_timeout
         self.node_timeout = node_timeout
         self.max_idle = max_idle_per_host
@@ -321,10 +327,18 @@ class Pool:
         host = f"[{key[0]}]:{key[1]}" if ":" in key[0] else f"{key[0]}:{key[1]}"
         lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
         has_length = False
+        x_timestamp = None
         for k, v in headers.items():
-            if k.lower() == "content-length":
+            lk = k.lower()
+            if lk == "content-length":
                 has_length = True
+            elif lk == "x-timestamp":
+                x_timestamp = v
+            elif lk == _SIG_LOWER:
+                continue  # only ours: a client's copied header must not ride along
             lines.append(f"{k}: {v}")
+        if self.signer is not None:
+            lines.append(f"{signing.HEADER}: {self.signer.sign(method, path, x_timestamp)}")
         streaming = body is not None and not isinstance(body, (bytes, bytearray, memoryview))
         if body is not None and not streaming and not has_length:
             lines.append(f"Content-Length: {len(body)}")
