@@ -63,6 +63,7 @@ def _empty_account(request: web.Request, acct: str) -> web.Response:
     headers["Content-Type"] = f"{ctype}; charset=utf-8"
     if request.method == "GET" and body:
         return web.Response(status=200, body=body.encode(), headers=headers)
+    headers["Content-Length"] = "0"  # kept on a HEAD only when given explicitly
     return web.Response(status=204, headers=headers)
 
 

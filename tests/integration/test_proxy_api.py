@@ -367,3 +367,23 @@ def test_request_lines_swift_accepts(cluster, conn):
     with pytest.raises(ClientException) as exc:
         conn.head_object(c, "nolen")
     assert exc.value.http_status == 404
+
+
+def test_account_without_db_answers_like_swift(cluster):
+    """An account not (or no longer) on disk reads as an empty one, framed as Swift frames
+    it: per-format Content-Type and Content-Length: 0 on the 204s, HEAD included."""
+    admin = swiftclient.get_auth(cluster.auth_url, "admin:admin", "admin")[1]
+    url, token = token_and_url(cluster, "test2:tester2", "testing2")
+    base = storage_path(url)
+    c = name()
+    assert raw(cluster, "PUT", f"{base}/{c}", {"X-Auth-Token": token})[0] == 201
+    assert raw(cluster, "DELETE", f"{base}/{c}", {"X-Auth-Token": token})[0] == 204
+    assert raw(cluster, "DELETE", base, {"X-Auth-Token": admin})[0] == 204
+    t = {"X-Auth-Token": token}
+    for method in ("GET", "HEAD"):
+        for query, ctype in (("", "text/plain"), ("?format=json", "application/json"),
+                             ("?format=xml", "application/xml")):
+            status, headers, _ = raw(cluster, method, base + query, t)
+            if method == "HEAD" or not query:
+                assert (status, headers.get("Content-Length")) == (204, "0")
+            assert headers["Content-Type"] == f"{ctype}; charset=utf-8"
