@@ -10,6 +10,28 @@ import email.utils
 import os
 
 MAX_RANGES = 50  # more than this and the header is ignored (defends against amplification)
+# Larger than any object: a bound past it is as good as infinite. Client-chosen digit strings
+# are never given to int() whole (Python refuses more than 4,300 digits: a 500 on every
+# replica, which would once have error-limited them all).
+HUGE = 10**18
+_HUGE_DIGITS = len(str(HUGE))
+
+
+def _digits(text: str) -> str | None:
+    """ASCII digits without leading zeros ("0" for zero); None if not a number. (str.isdigit
+    alone takes "²" and Arabic-Indic digits.)"""
+    if not text.isascii() or not text.isdigit():
+        return None
+    return text.lstrip("0") or "0"
+
+
+def _value(digits: str) -> int:
+    return HUGE if len(digits) >= _HUGE_DIGITS else int(digits)
+
+
+def _less(a: str, b: str) -> bool:
+    """a < b for digit strings without leading zeros, of any length."""
+    return (len(a), a) < (len(b), b)
 
 
 def parse_range(header: str | None, length: int) -> list[tuple[int, int]] | None:
@@ -26,15 +48,13 @@ def parse_range(header: str | None, length: int) -> list[tuple[int, int]] | None
             continue
         first, dash, last = part.partition("-")
         first, last = first.strip(), last.strip()
-        if not dash or (first and not first.isdigit()) or (last and not last.isdigit()):
+        if not dash or (not first and not last):
             return None
-        if not first and not last:
+        da = _digits(first) if first else ""
+        db = _digits(last) if last else ""
+        if da is None or db is None or (da and db and _less(db, da)):
             return None
-        a = int(first) if first else None
-        b = int(last) if last else None
-        if a is not None and b is not None and b < a:
-            return None
-        parsed.append((a, b))
+        parsed.append((_value(da) if da else None, _value(db) if db else None))
     if not parsed or len(parsed) > MAX_RANGES:
         return None
     out: list[tuple[int, int]] = []

@@ -12,7 +12,7 @@ from multidict import CIMultiDict
 
 from swiftlite.common.fastclient import ClientError, ConnectError, Pool, Response
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, format_also, parse_statuses
-from swiftlite.proxy.nodes import ErrorLimiter, write_handoffs
+from swiftlite.proxy.nodes import ErrorLimiter, logical_path, verdicts, write_handoffs
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")
@@ -54,21 +54,32 @@ class Backend:
     async def open(self, node: dict[str, Any], method: str, path: str, headers: dict[str, str],
                    data: Any = None, query: str = "") -> Response | None:
         """Send a request and return once its head arrived (the caller reads or releases the
-        body); None, with the node's error counted, when the node could not answer."""
+        body); None when the node could not answer. What the answer says about the node goes
+        to the error limiter (see proxy.nodes: a 5xx counts only if another replica served
+        the same request)."""
+        judge = verdicts(self.limiter)
+        logical = logical_path(path)
         if query:
             path = f"{path}?{query}"
         try:
             resp = await self.pool.request(node["ip"], node["port"], method, path, headers, data)
         except NETWORK_ERRORS as exc:
-            if isinstance(exc, ConnectError) and exc.refused:
-                self.limiter.fatal(node, f"{method} {path}: {exc}")
+            if isinstance(exc, ConnectError):
+                # Nothing was sent, so the request cannot be the cause.
+                if exc.refused:
+                    self.limiter.fatal(node, f"{method} {path}: {exc}")
+                else:
+                    self.limiter.error(node, f"{method} {path}: {exc!r}")
             else:
-                self.limiter.error(node, f"{method} {path}: {exc!r}")
+                judge.suspect(node, method, logical, f"{method} {path}: {exc!r}")
             return None
-        if resp.status == 507:
+        status = resp.status
+        if status < 400:
+            judge.served(method, logical)
+        elif status == 507:
             self.limiter.fatal(node, "507 Insufficient Storage")
-        elif resp.status >= 500:
-            self.limiter.error(node, f"{method} {path}: {resp.status}")
+        elif status >= 500:
+            judge.suspect(node, method, logical, f"{method} {path}: {status}")
         return resp
 
     async def request(self, node: dict[str, Any], method: str, path: str,
@@ -81,7 +92,8 @@ class Backend:
         try:
             body = await resp.read()
         except NETWORK_ERRORS as exc:
-            self.limiter.error(node, f"{method} {path}: reading: {exc!r}")
+            verdicts(self.limiter).suspect(node, method, logical_path(path),
+                                           f"{method} {path}: reading: {exc!r}")
             return None
         return BackendResponse(resp.status, resp.headers, body, node)
 
@@ -95,6 +107,7 @@ class Backend:
         `grouped` (a PUT with its body in memory): primaries on one object server share one
         request (see common.replica_groups)."""
         primaries = ring.get_part_nodes(part)
+        verdicts(self.limiter)  # before the gather, so every replica's task shares it
         handoffs = write_handoffs(ring, part, self.limiter) if use_handoffs else iter(())
         lock = asyncio.Lock()
 
@@ -161,12 +174,16 @@ class Backend:
             statuses = parse_statuses(resp.headers.get(ALSO_STATUSES), len(idx) - 1)
             if statuses is None:
                 return  # a server without grouped writes: the others go one by one
+            judge = verdicts(self.limiter)
             for i, status in zip(idx[1:], statuses, strict=True):
                 node = primaries[i]
-                if status == 507:
+                path = path_for(node)
+                if status < 400:
+                    judge.served(method, logical_path(path))
+                elif status == 507:
                     self.limiter.fatal(node, "507 Insufficient Storage")
                 elif status >= 500:
-                    self.limiter.error(node, f"{method} {path_for(node)}: {status}")
+                    judge.suspect(node, method, logical_path(path), f"{method} {path}: {status}")
                 if status >= 500:
                     failed.add(i)
                 else:

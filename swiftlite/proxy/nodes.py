@@ -2,10 +2,30 @@
 
 Error limiting: a node that fails `error_limit` times within `error_interval` seconds is
 skipped until the interval passes, so one dead disk does not cost every request a timeout.
+
+Only faults of the node count, never answers the request itself provoked: otherwise one
+client sending requests that every replica fails (a header that crashes a parser, a slow
+query) would take every node out for every tenant. So:
+
+- Counted at once: nothing could be sent (connection refused or not accepted in time) and
+  507 (the device is gone or full). A client cannot cause these for one request.
+- Judged per request (`Verdicts`): a 5xx, or a connection that broke or timed out after the
+  request was sent, is only a suspicion. It counts when another replica answered the same
+  request (same method and account/container/object path, in the same client request)
+  with a 2xx/3xx: the request was servable, so the failing node is at fault. When every
+  replica fails alike, the request is the likely cause and nothing is counted. A 404 or
+  other 4xx vindicates nothing (a handoff that never held the object says 404).
+- A suspicion that counts is fingerprinted by method and path: the same request failing
+  on a node again within the interval counts once, so repeating one request cannot limit a
+  node; a broken node fails many different requests and is limited quickly.
+
+`Verdicts` lives in a context variable set in the client request's task before any fan-out,
+so concurrent sub-requests to replicas share it and requests never see each other's.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import random
 import time
@@ -25,26 +45,34 @@ class ErrorLimiter:
     def __init__(self, limit: int = 10, interval: float = 60.0) -> None:
         self.limit = limit
         self.interval = interval
-        self._errors: dict[str, tuple[int, float]] = {}
+        # node -> (count, last error time, fingerprints counted in this window)
+        self._errors: dict[str, tuple[int, float, set[Any]]] = {}
 
     def limited(self, node: dict[str, Any]) -> bool:
         entry = self._errors.get(node_key(node))
         if entry is None:
             return False
-        count, last = entry
+        count, last, _ = entry
         if time.monotonic() - last > self.interval:
             del self._errors[node_key(node)]
             return False
         return count >= self.limit
 
-    def error(self, node: dict[str, Any], why: str) -> None:
+    def error(self, node: dict[str, Any], why: str, fingerprint: Any = None) -> None:
+        """Count one fault of `node`; a `fingerprint` already counted in this window is not
+        counted again (one request repeated is one fault, not many)."""
         key = node_key(node)
-        count, last = self._errors.get(key, (0, 0.0))
+        count, last, seen = self._errors.get(key, (0, 0.0, set()))
         now = time.monotonic()
         if now - last > self.interval:
-            count = 0
+            count, seen = 0, set()
+        if fingerprint is not None:
+            if fingerprint in seen:
+                return
+            if len(seen) < self.limit:  # enough to reach the limit; bounded memory
+                seen.add(fingerprint)
         count += 1
-        self._errors[key] = (count, now)
+        self._errors[key] = (count, now, seen)
         if count == self.limit:
             log.error("node %s error limited after %d errors (last: %s)", key, count, why)
         else:
@@ -52,8 +80,59 @@ class ErrorLimiter:
 
     def fatal(self, node: dict[str, Any], why: str) -> None:
         """A node that cannot serve at all (refused connection, 507): limit at once."""
-        self._errors[node_key(node)] = (self.limit, time.monotonic())
+        self._errors[node_key(node)] = (self.limit, time.monotonic(), set())
         log.error("node %s error limited: %s", node_key(node), why)
+
+
+class Verdicts:
+    """One client request's replica answers, per backend request (method, logical path):
+    suspicions held until another replica proves the request servable (see module doc)."""
+
+    __slots__ = ("limiter", "_state")
+
+    def __init__(self, limiter: ErrorLimiter) -> None:
+        self.limiter = limiter
+        # (method, path) -> None once a replica answered it well, else the suspects so far
+        self._state: dict[tuple[str, str], list[tuple[dict[str, Any], str]] | None] = {}
+
+    def suspect(self, node: dict[str, Any], method: str, path: str, why: str) -> None:
+        key = (method, path)
+        pending = self._state.get(key, [])
+        if pending is None:
+            self.limiter.error(node, why, key)
+            return
+        pending.append((node, why))
+        self._state[key] = pending
+        log.info("node %s: %s (held against it only if another replica serves it)",
+                 node_key(node), why)
+
+    def served(self, method: str, path: str) -> None:
+        key = (method, path)
+        pending = self._state.get(key, [])
+        self._state[key] = None
+        if pending:
+            for node, why in pending:
+                self.limiter.error(node, why, key)
+
+
+_VERDICTS: contextvars.ContextVar[Verdicts | None] = contextvars.ContextVar(
+    "swiftlite_verdicts", default=None)
+
+
+def verdicts(limiter: ErrorLimiter) -> Verdicts:
+    """This request's Verdicts, created on first use. Call it in the request's own task
+    before starting concurrent sub-requests, so they all share one."""
+    v = _VERDICTS.get()
+    if v is None or v.limiter is not limiter:
+        v = Verdicts(limiter)
+        _VERDICTS.set(v)
+    return v
+
+
+def logical_path(node_path: str) -> str:
+    """`/dev/part/a/c/o` -> `/a/c/o`: the same request on every replica."""
+    parts = node_path.split("/", 3)
+    return "/" + parts[3] if len(parts) == 4 else node_path
 
 
 def read_order(ring: Ring, part: int) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import time
 from aiohttp import web
 
 from swiftlite.common.client import node_path
-from swiftlite.common.fastclient import Response
+from swiftlite.common.fastclient import ConnectError, Response
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, TimestampError
@@ -30,7 +30,7 @@ from swiftlite.proxy.backend import (
     quorum_size,
 )
 from swiftlite.proxy.common import metadata_headers
-from swiftlite.proxy.nodes import read_order, write_handoffs
+from swiftlite.proxy.nodes import logical_path, node_key, read_order, verdicts, write_handoffs
 from swiftlite.proxy.request import BODY
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
@@ -86,6 +86,9 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
 
     Replicas are tried in random order; 404s and errors fall through to the next (and to
     handoffs); a replica whose data is older than a tombstone seen elsewhere is skipped.
+    None (404) only when a quorum said so, counting primaries' 404s and handoffs' tombstones
+    (a handoff that never held the object proves nothing), as Swift; else 503: replicas
+    that could not be reached must not make an object look deleted.
     """
     ring = proxy.object_ring
     part = ring.get_part(acct, cont, name)
@@ -96,6 +99,8 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     if request.headers.get("X-Newest", "").lower() in ("true", "1", "yes"):
         nodes = await _newest_first(proxy, request, part, nodes, (acct, cont, name))
     newest_tombstone: Timestamp | None = None
+    not_found = 0
+    primaries: set[str] | None = None
     for node in nodes:
         if proxy.limiter.limited(node):
             continue
@@ -108,6 +113,10 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
                 tomb = _ts(resp.headers.get("X-Backend-Timestamp"))
                 if tomb and (newest_tombstone is None or tomb > newest_tombstone):
                     newest_tombstone = tomb
+                if primaries is None:
+                    primaries = {node_key(n) for n in ring.get_part_nodes(part)}
+                if tomb or node_key(node) in primaries:
+                    not_found += 1
             resp.release()
             continue
         data_ts = _ts(resp.headers.get("X-Timestamp"))
@@ -115,11 +124,15 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
             resp.release()  # a stale replica: a newer delete exists elsewhere
             continue
         return resp
-    return None
+    if not_found >= quorum_size(ring.replica_count):
+        return None
+    raise HTTPError(503, "Service Unavailable")
 
 
 async def _newest_first(proxy, request, part, nodes, names) -> list[dict]:
     """X-Newest: HEAD every replica and try them newest first."""
+    verdicts(proxy.limiter)  # shared by the HEADs' tasks
+
     async def head(node):
         r = await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
                                         proxy.backend_headers(request))
@@ -303,6 +316,8 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
         headers["Content-Length"] = str(length)
     pool = proxy.backend.pool
     feeds = [_Feed() for _ in primaries]
+    judge = verdicts(proxy.limiter)  # before the tasks, so they share it
+    logical = logical_path(node_path(primaries[0], part, acct, cont, name))
 
     async def send(index: int, node: dict | None) -> BackendResponse | None:
         feed = feeds[index]
@@ -314,9 +329,19 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
             try:
                 r = await pool.request(node["ip"], node["port"], "PUT", path,
                                        headers_for(index, node), feed.body())
-                return BackendResponse(r.status, r.headers, await r.read(), node)
+                resp = BackendResponse(r.status, r.headers, await r.read(), node)
+                if r.status < 400:
+                    judge.served("PUT", logical)
+                elif r.status == 507:
+                    proxy.limiter.fatal(node, "507 Insufficient Storage")
+                elif r.status >= 500:
+                    judge.suspect(node, "PUT", logical, f"PUT {path}: {r.status}")
+                return resp
             except NETWORK_ERRORS as exc:
-                proxy.limiter.error(node, f"PUT: {exc!r}")
+                if isinstance(exc, ConnectError):  # nothing sent: the node's fault
+                    proxy.limiter.error(node, f"PUT {path}: {exc!r}")
+                else:  # e.g. the server refused the body early: maybe the request's fault
+                    judge.suspect(node, "PUT", logical, f"PUT {path}: {exc!r}")
                 if feed.started:
                     break
                 node = next(handoffs, None)
@@ -394,4 +419,6 @@ async def _delete(proxy, request: web.Request, target) -> web.Response:
         return web.Response(status=204)
     if best.status in (404, 412):
         return error(best.status, "Not Found" if best.status == 404 else "Precondition Failed")
+    if best.status == 409:  # a newer write won the race, as the replicas say (Swift: 409)
+        return error(409, "Conflict")
     return error(503, "Service Unavailable")
