@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from swiftlite.common.threadpool import deliver
 from swiftlite.obj import durability
-from swiftlite.obj.diskfile import CommitResult, DataWriter, ETagMismatch, _commit, pack_trailer
+from swiftlite.obj.diskfile import CommitResult, DataWriter, ETagMismatch, Renamed, pack_trailer
 
 MAX_JOBS = 32  # per batch: bounds the hash dirs (fds, flocks) one batch holds at once
 
@@ -85,22 +85,25 @@ def put_batch(jobs: list[Job]) -> None:
         if len(job.keys) < len(job.writers):
             job.error = ValueError("two writers for one hash dir")
     jobs = [job for job in jobs if job.error is None]
-    syncers = {id(g): g for g in (durability.syncer(w.device_path)
-                                  for job in jobs for w in job.writers) if g is not None}
+    # Each filesystem's epoch from before any write: a failed flush that ends after it may
+    # have lost this batch's pages, even if a later one succeeds.
+    syncers = {id(g): (g, g.epoch()) for g in (durability.syncer(w.device_path)
+                                               for job in jobs for w in job.writers)
+               if g is not None}
 
     def flush_all() -> None:
         if not any(w.fsync for job in jobs for w in job.writers):
             return  # fsync = false (tests only): nothing to wait for
-        for g in syncers.values():
-            g.sync()
+        for g, since in syncers.values():
+            g.sync(since)
 
     live: list[tuple[Job, int]] = []
     with contextlib.ExitStack() as stack:
-        for g in syncers.values():  # once per batch: a flush leader waits for each writer
+        for g, _ in syncers.values():  # once per batch: a flush leader waits for each writer
             stack.enter_context(g.writing())
         for job in jobs:
             for w in job.writers:
-                stack.enter_context(w._lock)  # an abort from the server waits for us
+                stack.enter_context(w.claim())  # an abort from the server waits for us
             live += _write_job(job)
         if not live:
             return
@@ -109,12 +112,11 @@ def put_batch(jobs: list[Job]) -> None:
         except BaseException as exc:
             for job, i in live:
                 job.results[i] = exc
-                job.writers[i]._abort()
+                job.writers[i].discard()
             return
         for job, i in live:
-            os.close(job.writers[i].fd)
-            job.writers[i].fd = -1
-        _commit_chain(live, flush_all)
+            job.writers[i].close_flushed()
+        _commit_all(live, flush_all)
 
 
 def _write_job(job: Job) -> list[tuple[Job, int]]:
@@ -136,60 +138,45 @@ def _write_job(job: Job) -> list[tuple[Job, int]]:
     for i in sorted(range(len(job.writers)), key=lambda k: job.writers[k].device_path):
         w = job.writers[i]
         try:
-            w._write([*job.chunks, trailer], False)
-            w.size = size
+            w.write_whole([*job.chunks, trailer], size)
             live.append((job, i))
         except BaseException as exc:
             job.results[i] = exc
-            w._abort()
+            w.discard()
     return live
 
 
-def _commit_chain(live: list[tuple[Job, int]], flush_all) -> None:
-    """Rename every live file into its hash dir, each inside the previous one's lock, the
-    innermost flushing once for all (every path down the chain reaches it); older files go
-    only after that flush.
+def _commit_all(live: list[tuple[Job, int]], flush_all) -> None:
+    """Rename every live file into its hash dir, all of them held locked, then flush once
+    for all; older files go only after that flush. One loop and one ExitStack, however big
+    the batch (the stack holds the locks, not the call depth).
 
-    A failed final flush fails every rename it was to make durable: it unwinds through all
-    the open commits (so none removes the older files it replaced) and each reports it.
+    A refused or failed rename fails only its own job. A failed final flush fails every
+    rename it was to make durable: none removes the older files it replaced.
     """
-    flush_error: list[BaseException | None] = [None]
-
-    def chain(k: int) -> None:
-        if k == len(live):
+    with contextlib.ExitStack() as stack:
+        renamed: list[tuple[Job, int, Renamed]] = []
+        for job, i in live:
+            w = job.writers[i]
             try:
-                flush_all()
+                renamed.append((job, i, stack.enter_context(w.publish(job.timestamp))))
             except BaseException as exc:
-                flush_error[0] = exc
-                raise
+                job.results[i] = exc
+                w.discard()
+        if not renamed:
             return
-        job, i = live[k]
-        w = job.writers[i]
-        reached = [False]
-
-        def inner() -> None:
-            reached[0] = True
-            chain(k + 1)
         try:
-            res = _commit(w.device_path, w.part, w.hexhash, w.tmp, f"{job.timestamp}.data",
-                          w._locked_check(job.timestamp), w.fsync, inner)
-            w.tmp = None
-            w.done = True
-            res.metadata = job.metadata
-            job.results[i] = res
+            flush_all()
         except BaseException as exc:
-            job.results[i] = exc
-            w._abort()
-            if flush_error[0] is not None:
-                raise  # the outer commits' renames were not made durable either
-            if not reached[0]:
-                chain(k + 1)  # the others still commit
-
-    try:
-        chain(0)
-    except BaseException:
-        if flush_error[0] is None:
-            raise
+            for job, i, _ in renamed:
+                job.results[i] = exc
+                job.writers[i].discard()
+            return
+        for job, i, r in renamed:
+            try:
+                job.results[i] = job.writers[i].committed(r.finish(), job.metadata)
+            except BaseException as exc:  # noqa: BLE001 - durable; only the cleanup failed
+                job.results[i] = exc
 
 
 class BatchCommitter:

@@ -29,6 +29,9 @@ API used by the server and the replicator (blocking; call through the thread poo
 ``DataWriter`` (PUT a body, or ``commit_raw`` a file copied from a peer), ``write_marker``
 (.ts / .meta), ``open_object`` (GET/HEAD), ``read_chunk``, ``quarantine``,
 ``current_paths`` (the files a sync must send), ``read_file_metadata``, ``clean_tmp``.
+For ``batch_commit``, which flushes many writes at once: ``DataWriter.claim``,
+``write_whole``, ``close_flushed``, ``publish`` (a ``renamed`` block), ``committed``,
+``discard``.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,16 +201,36 @@ class CommitResult:
     existed: bool = False  # a live (unexpired) .data was current before the write
 
 
-def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename: str,
-            check: Callable[[str, list[str]], dict[str, str] | None],
-            fsync: bool = True, flush: Callable[[], None] | None = None) -> CommitResult:
-    """Move `tmp` (already fsynced) into the hash dir as `filename`, atomically and durably.
+@dataclass
+class Renamed:
+    """A file renamed into its hash dir, its digest delta journaled, not yet flushed; the
+    hash dir stays locked until the `renamed` block exits."""
+    held: LockedHashDir
+    names: list[str]
+    created: list[str]  # directories made for it, outermost first
+    result: CommitResult
+
+    def finish(self) -> CommitResult:
+        """Once the rename is durable: remove the files the new one makes obsolete."""
+        for n in obsolete(self.names):
+            try:
+                os.unlink(os.path.join(self.held.path, n))
+            except FileNotFoundError:
+                pass
+        return self.result
+
+
+@contextmanager
+def renamed(device_path: str, part: int | str, hexhash: str, tmp: str, filename: str,
+            check: Callable[[str, list[str]], dict[str, str] | None]) -> Iterator[Renamed]:
+    """Move `tmp` (already flushed) into the hash dir as `filename` and journal its digest
+    delta; the block that follows flushes it, then calls `finish()`. Leaving the block
+    without finish() (a failed flush) keeps the older files.
 
     `check(hash_dir, names)` raises Conflict/NotFound to refuse; it may return the current
     merged metadata. Locks: the partition journal (shared), then the hash dir (flock), the
-    order every writer uses. The journal is released before the directory fsyncs, so a fold
-    or rehash never waits on a disk flush; the hash dir stays locked until the write is
-    durable, and older files are removed only then.
+    order every writer uses. The journal is released before the block, so a fold or rehash
+    never waits on a disk flush; the hash dir stays locked until the block exits.
     """
     hdir = hash_dir(device_path, part, hexhash)
     while True:
@@ -225,18 +248,22 @@ def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
             held.journal.record(hexhash[-3:], hexhash, old, new)
             journal_size = held.journal.size
             held.release_journal()
-            if flush is not None:  # batch_commit: one flush after every rename of a batch
-                flush()
-            elif fsync:
-                durability.flush_dirs(device_path, held.fd,
-                                      [os.path.dirname(d) for d in created])
-            for n in obsolete(names):
-                try:
-                    os.unlink(os.path.join(hdir, n))
-                except FileNotFoundError:
-                    pass
             existed = current is not None and not is_expired(current)
-            return CommitResult(old, new, journal_size, current or {}, existed)
+            yield Renamed(held, names, created,
+                          CommitResult(old, new, journal_size, current or {}, existed))
+            return
+
+
+def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename: str,
+            check: Callable[[str, list[str]], dict[str, str] | None],
+            fsync: bool = True) -> CommitResult:
+    """Move `tmp` (already flushed) into the hash dir as `filename`, atomically and durably
+    (`renamed`, then flush the hash dir; older files are removed only after that)."""
+    with renamed(device_path, part, hexhash, tmp, filename, check) as r:
+        if fsync:
+            durability.flush_dirs(device_path, r.held.fd,
+                                  [os.path.dirname(d) for d in r.created])
+        return r.finish()
 
 
 _tmp_names = [0, "", 0]  # pid, random prefix, counter: unique without a syscall per file
@@ -303,6 +330,7 @@ class DataWriter:
         self.fsync = fsync
         self.fd = -1
         self.tmp: str | None = None
+        self.since: int | None = None  # durability.epoch() before the first write
         self.md5 = hashlib.md5()
         self.size = 0
         self.done = False  # committed
@@ -326,6 +354,7 @@ class DataWriter:
         if self._aborted:
             raise OSError(errno.ECANCELED, "write aborted")
         if self.fd < 0:
+            self.since = durability.epoch(self.device_path)
             self.fd, self.tmp = _open_tmp(self.device_path)
         if not chunks:
             return
@@ -340,7 +369,7 @@ class DataWriter:
 
     def _close_synced(self) -> None:
         if self.fsync:
-            durability.flush_file(self.device_path, self.fd)
+            durability.flush_file(self.device_path, self.fd, self.since)
         os.close(self.fd)
         self.fd = -1
 
@@ -418,6 +447,39 @@ class DataWriter:
             self._aborted = True
             self._abort()
 
+    # ---- batch commit (batch_commit): it flushes, and holds claim() across these steps ----
+
+    def claim(self) -> AbstractContextManager[Any]:
+        """Hold the writer for a batch: an abort() from the server waits until it is done."""
+        return self._lock
+
+    def write_whole(self, chunks: list[bytes], size: int) -> None:
+        """Write the whole file (a body of `size` bytes the caller hashed, and its trailer)."""
+        self._write(chunks, False)
+        self.size = size
+
+    def close_flushed(self) -> None:
+        """Close the temp file once the caller's flush made its data durable."""
+        os.close(self.fd)
+        self.fd = -1
+
+    def publish(self, timestamp: str) -> AbstractContextManager[Renamed]:
+        """`renamed` for this writer's flushed file as `<timestamp>.data`, with the same
+        checks as `put`; pass the finished result to `committed`."""
+        assert self.tmp is not None
+        return renamed(self.device_path, self.part, self.hexhash, self.tmp,
+                       f"{timestamp}.data", self._locked_check(timestamp))
+
+    def committed(self, result: CommitResult, metadata: dict[str, str]) -> CommitResult:
+        self.tmp = None
+        self.done = True
+        result.metadata = metadata
+        return result
+
+    def discard(self) -> None:
+        """Remove the temp file (a refused or failed batch write); the caller holds claim()."""
+        self._abort()
+
     def _abort(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -461,12 +523,13 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
         raise DeviceMissing(device_path)
     check(hdir, names)
     metadata = dict(metadata, **{"X-Timestamp": timestamp})
+    since = durability.epoch(device_path)
     fd, tmp = _open_tmp(device_path)
     try:
         with durability.committing(device_path):
             _write_all(fd, [pack_trailer(metadata)])
             if fsync:
-                durability.flush_file(device_path, fd)
+                durability.flush_file(device_path, fd, since)
             os.close(fd)
             fd = -1
             return _commit(device_path, part, hexhash, tmp, f"{timestamp}.{ext}", check,

@@ -203,3 +203,29 @@ def test_failed_final_flush_fails_every_rename_and_keeps_older_copies(devs, monk
         assert all(isinstance(r, OSError) for r in job.results), job.results
     hdir = diskfile.hash_dir(devs[0], 3, h)
     assert f"{old.internal}.data" in os.listdir(hdir)  # the older copy is still there
+
+
+def test_a_batch_far_past_the_old_recursion_limit_commits_and_flushes_every_job(devs):
+    """500 jobs on 3 devices (1500 renames; the old recursive chain overflowed near 112 jobs
+    and answered the outer ones without the final flush): every file is renamed, the batch
+    flushes exactly twice, and every job reports its commit."""
+    from swiftlite.obj.batch_commit import Job, put_batch
+
+    gs = durability.SYNCERS.for_device(devs[0])
+    before = gs.flushes
+    ts = Timestamp.now().internal
+    jobs = [Job([diskfile.DataWriter(d, i % 8, _hash(1000 + i)) for d in devs],
+                [b"b%d" % i], {"name": f"/a/c/big{i}"}, ts) for i in range(500)]
+    put_batch(jobs)
+    for job in jobs:
+        assert job.error is None
+        assert all(isinstance(r, diskfile.CommitResult) for r in job.results), job.results
+    assert gs.flushes - before == 2  # the data files once, every rename once
+    for d in devs:
+        assert os.listdir(os.path.join(d, "tmp")) == []
+        for part in range(8):
+            assert digests.get_digests(d, part) == digests.recompute(d, part)
+    for i in (0, 257, 499):
+        info = diskfile.open_object(devs[2], i % 8, _hash(1000 + i), 1 << 20, True)
+        assert info.status == "ok" and info.body == b"b%d" % i
+        info.close()
