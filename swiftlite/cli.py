@@ -43,11 +43,13 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
+    from swiftlite.common import signing
     from swiftlite.common.logs import setup_logging
 
     module, entry, section = DAEMONS[args.name]
     conf = load_config(args.config, section)
     setup_logging(args.name, conf.get_str("log_level", "INFO"), conf.get("log_file"))
+    signing.configure(conf)  # every daemon talks to storage servers, which refuse unsigned
     run = getattr(importlib.import_module(module), entry)
     return run(conf, once=args.once) or 0
 
@@ -82,7 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     u = sub.add_parser("up", help="build and start an all-in-one cluster")
     u.add_argument("--root", default="./data", help="where rings, configs and data live")
-    u.add_argument("--bind", default="127.0.0.1")
+    u.add_argument("--bind", default="127.0.0.1", help="address the proxy listens on")
+    u.add_argument("--backend-bind", default="127.0.0.1",
+                   help="address the storage servers listen on; keep it private "
+                        "(they answer only signed requests from the cluster)")
     u.add_argument("--port", type=int, default=8080)
     u.add_argument("--nodes", type=int, default=1)
     u.add_argument("--devices", type=int, default=4, help="devices per node")
@@ -100,8 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from swiftlite.common.signing import SecretError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except SecretError as exc:  # a missing or weak secret: refuse to start, say how to fix
+        where = f" in {args.config}" if getattr(args, "config", None) else ""
+        print(f"swiftlite: refusing to start: {exc}{where}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests import backend_signing
 from tests.cluster import Cluster, start_cluster
+
+backend_signing.install()  # storage servers answer only signed requests (see the module)
 
 
 @pytest.fixture(scope="module")

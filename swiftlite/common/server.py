@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 import uvloop
 from aiohttp import web
 
-from swiftlite.common import threadpool
+from swiftlite.common import signing, threadpool
 from swiftlite.common.config import Section
 from swiftlite.common.http import TXID, HTTPError, error, new_txid
 from swiftlite.common.logs import RequestLogger, setup_logging
@@ -65,9 +65,37 @@ async def _add_txid(request: web.Request, response: web.StreamResponse) -> None:
         response.headers["X-Trans-Id"] = txid
 
 
-def make_app(**kwargs) -> web.Application:
-    """An aiohttp Application with the shared middleware installed."""
-    middlewares = [base_middleware, *kwargs.pop("middlewares", [])]
+def backend_auth_middleware(signer: signing.Signer):
+    """Refuse, before any handler work, a request not signed by a member of the cluster.
+
+    Installed after base_middleware, so /healthcheck stays open and the refusal is logged
+    with the request's id."""
+    header = signing.HEADER
+
+    @web.middleware
+    async def backend_auth(request: web.Request, handler):
+        headers = request.headers
+        value = headers.get(header)
+        if value is None:
+            return error(401, "Unsigned backend request")
+        if not signer.verify(request.method, request.raw_path, headers.get("X-Timestamp"),
+                             value):
+            return error(403, "Bad or stale backend signature")
+        return await handler(request)
+
+    return backend_auth
+
+
+def make_app(*, backend: bool = False, **kwargs) -> web.Application:
+    """An aiohttp Application with the shared middleware installed.
+
+    `backend=True` (storage servers) also requires every request to carry a valid backend
+    signature; without a configured secret that raises SecretError and the server won't
+    start."""
+    signed = []
+    if backend:
+        signed = [backend_auth_middleware(signing.require())]
+    middlewares = [base_middleware, *signed, *kwargs.pop("middlewares", [])]
     app = web.Application(middlewares=middlewares, client_max_size=8 * 1024**2, **kwargs)
     app.on_response_prepare.append(_add_txid)
     return app
@@ -153,6 +181,9 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
     SO_REUSEPORT socket so the kernel spreads connections, and restarts any that die.
     """
     setup_logging(name, conf.get_str("log_level", "INFO"), conf.get("log_file"))
+    # Before any fork or bind: without a usable secret, a storage server would be open to
+    # anyone and a proxy could reach none of them.
+    signing.configure(conf)
     raise_fd_limit(conf.get_int("max_open_files", 65536))
     workers = worker_count(conf, default_workers)
     for hook in _before_fork:

@@ -202,7 +202,7 @@ class DBServer:
 
 def make_db_app(server: DBServer, key: web.AppKey, conf: Section) -> web.Application:
     """The app of a DB server: every path to `server.handle`, plus the replicator's MERGE."""
-    app = make_app()
+    app = make_app(backend=True)  # answers only signed requests from the cluster
     app[key] = server
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)

@@ -596,7 +596,7 @@ async def create_app(conf: Section) -> web.Application:
     durability.configure(conf.get_str("sync_mode", "batch"),
                          conf.get_float("sync_gather_ms", 2.0))
     server = ObjectServer(conf)
-    app = make_app()
+    app = make_app(backend=True)  # answers only signed requests from the cluster
     app[OBJECT_SERVER] = server
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
     sync.register_sync_routes(app, conf)  # the replicator's MERGE states/sync endpoints

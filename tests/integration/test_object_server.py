@@ -21,6 +21,7 @@ from swiftlite.common.async_pending import iter_updates
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj import digests, diskfile
+from tests.backend_signing import raw_signature
 from tests.helpers import ServerProcess, async_wait_for, free_port, healthy, wait_for
 
 MAX = 300_000
@@ -264,8 +265,10 @@ def test_short_body_stores_nothing(server):
     o = name()
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     try:
-        sock.sendall((f"PUT /sda/12/a/c/{o} HTTP/1.1\r\nHost: x\r\nX-Timestamp: {ts()}\r\n"
-                      "Content-Length: 100000\r\n\r\n").encode() + b"x" * 70000)
+        t = ts()
+        sock.sendall((f"PUT /sda/12/a/c/{o} HTTP/1.1\r\nHost: x\r\nX-Timestamp: {t}\r\n"
+                      + raw_signature("PUT", f"/sda/12/a/c/{o}", t)
+                      + "Content-Length: 100000\r\n\r\n").encode() + b"x" * 70000)
         sock.shutdown(socket.SHUT_WR)
         reply = b""
         while chunk := sock.recv(4096):
