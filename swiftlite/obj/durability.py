@@ -11,13 +11,24 @@ and then shares the next, so every writer that arrived during a flush is covered
 following flush. Nothing is acknowledged before its flush completes, so a 201 still means
 "on disk"; only the number of flushes changes (two per batch instead of ~3 per object).
 
+A failed flush fails every write it may have covered, and a later flush cannot undo that:
+after a writeback error Linux reports the error once and marks the pages clean, so the next
+syncfs returns 0 for data that never reached the disk. Failures are therefore kept per flush
+generation, and a caller fails when any flush that ended after its first write failed (see
+`GroupSync.epoch` and `sync(since)`), however late it wakes.
+
 Where syncfs is unavailable (not Linux), `sync_mode = file` keeps per-file fsyncs.
+
+Fault injection (tests only): `SWIFTLITE_FAIL_FLUSHES="3"` (or "3,5") in a process's
+environment, read by `configure`, makes that process's 3rd (and 5th) group flush raise EIO
+instead of flushing, the way a real one reports a writeback error.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 import threading
 import time
@@ -40,6 +51,31 @@ def _syncfs_fn():
 
 def syncfs_available() -> bool:
     return _syncfs_fn() is not None
+
+
+FAIL_ENV = "SWIFTLITE_FAIL_FLUSHES"
+_fail_at: frozenset[int] = frozenset()  # group flush numbers (1-based) that fail: tests only
+_flush_count = [0]  # group flushes of this process (counted under each GroupSync's lock)
+_count_lock = threading.Lock()
+
+
+def _injected_failure() -> OSError | None:
+    """The EIO the fault injection asks of this flush, if any (no cost when it is off)."""
+    if not _fail_at:
+        return None
+    with _count_lock:
+        _flush_count[0] += 1
+        n = _flush_count[0]
+    if n in _fail_at:
+        return OSError(errno.EIO, f"{os.strerror(errno.EIO)} (injected: flush {n})")
+    return None
+
+
+def set_failing_flushes(spec: str | None) -> None:
+    """Make the listed group flushes ("3" or "3,5", counted from now) raise EIO."""
+    global _fail_at
+    _fail_at = frozenset(int(n) for n in (spec or "").replace(",", " ").split())
+    _flush_count[0] = 0
 
 
 def syncfs(fd: int) -> None:
@@ -74,8 +110,17 @@ class GroupSync:
         self._gathering = False
         self._active = 0  # writers inside writing()
         self._waiting = 0  # callers inside sync()
-        self._error: OSError | None = None
+        # Failed flushes by generation, kept while a caller may still ask about them (the
+        # oldest go past _KEEP_FAILED; a caller older than what was dropped fails anyway).
+        self._failed: dict[int, OSError] = {}
+        self._dropped: tuple[int, OSError | None] = (0, None)  # newest dropped generation
         self.flushes = 0  # for tests and stats
+        self.failures = 0
+
+    def epoch(self) -> int:
+        """A token for `sync(since=...)`, taken before a caller's first write: flushes that
+        end after it may have written (and lost) that caller's pages."""
+        return self._done
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -90,10 +135,16 @@ class GroupSync:
                 if self._gathering:
                     self._arrived.notify()
 
-    def sync(self) -> None:
-        """Return once everything this thread wrote before calling is on stable storage."""
+    def sync(self, since: int | None = None) -> None:
+        """Return once everything this thread wrote before calling is on stable storage;
+        raise if a flush that may have covered any of it failed.
+
+        `since` is `epoch()` from before the caller's first write (default: this call, which
+        still counts a flush running now: it may have picked up the caller's pages)."""
         with self._cond:
             target = self._started + 1  # the first flush to start after this call
+            if since is None:
+                since = self._done
             self._waiting += 1
             if self._gathering:
                 self._arrived.notify()
@@ -103,8 +154,10 @@ class GroupSync:
                         self._cond.wait()
                         continue
                     self._lead()
-                if self._error is not None and self._done == target:
-                    raise self._error  # the flush we shared failed: nothing is durable
+                if self._failed or self._dropped[1] is not None:
+                    error = self._failure(since, target)
+                    if error is not None:
+                        raise error  # a flush that covered us failed: nothing is durable
             finally:
                 self._waiting -= 1
 
@@ -125,19 +178,42 @@ class GroupSync:
         self._lock.release()
         error: OSError | None = None
         try:
-            syncfs(self.fd)
+            error = _injected_failure()
+            if error is None:
+                syncfs(self.fd)
         except OSError as exc:
             error = exc
         finally:
             self._lock.acquire()
             self._running = False
             self._done = gen
-            self._error = error
+            if error is not None:
+                self._record_failure(gen, error)
             self.flushes += 1
             self._cond.notify_all()
 
+    def _record_failure(self, gen: int, error: OSError) -> None:
+        self.failures += 1
+        self._failed[gen] = error
+        if len(self._failed) > _KEEP_FAILED:
+            old = min(self._failed)
+            self._dropped = (old, self._failed.pop(old))
+
+    def _failure(self, since: int, target: int) -> OSError | None:
+        """The error of a flush in generations (since, target], if one failed (lock held)."""
+        dropped, dropped_error = self._dropped
+        if since < dropped:
+            return dropped_error  # its record is gone: assume the worst
+        for gen, error in self._failed.items():
+            if since < gen <= target:
+                return error
+        return None
+
     def close(self) -> None:
         os.close(self.fd)
+
+
+_KEEP_FAILED = 256  # failed generations remembered per filesystem
 
 
 class Syncers:
@@ -181,6 +257,8 @@ def configure(mode: str, gather_ms: float = 2.0) -> str:
     global MODE
     if mode not in ("batch", "file"):
         raise ValueError(f"sync_mode must be 'batch' or 'file', not {mode!r}")
+    if os.environ.get(FAIL_ENV):
+        set_failing_flushes(os.environ[FAIL_ENV])
     SYNCERS.gather = max(0.0, gather_ms) / 1000
     MODE = mode if mode == "file" or syncfs_available() else "file"
     return MODE
@@ -206,10 +284,22 @@ def committing(device_path: str) -> AbstractContextManager[None]:
     return nullcontext()
 
 
-def flush_file(device_path: str, fd: int) -> None:
-    """Make a written (not yet published) file's data durable."""
+def epoch(device_path: str) -> int | None:
+    """`GroupSync.epoch` of the device's filesystem (None in file mode or without it): take
+    it before a file's first write and pass it to `flush_file`."""
     if MODE == "batch":
-        SYNCERS.for_device(device_path).sync()
+        try:
+            return SYNCERS.for_device(device_path).epoch()
+        except FileNotFoundError:
+            pass
+    return None
+
+
+def flush_file(device_path: str, fd: int, since: int | None = None) -> None:
+    """Make a written (not yet published) file's data durable; `since` is `epoch()` from
+    before its first write (a failed flush since then may have dropped its pages)."""
+    if MODE == "batch":
+        SYNCERS.for_device(device_path).sync(since)
     else:
         os.fsync(fd)
 
