@@ -23,7 +23,11 @@ holds it shared from before it reads the object's old state until its delta is a
 or a suffix rehash holds it exclusive, so a listing never sees a state whose delta is still to
 come. A kill -9 between an object's rename and its journal append leaves that one suffix
 drifted; ``rehash_suffixes`` (REPLICATE with a suffix list, the replicator, the auditor) heals
-it. Nothing here lists a suffix directory except ``rehash_suffixes`` and ``object_states``.
+it. A journal or digest file that cannot be read whole (a damaged record, a torn one found
+under the exclusive lock, a bad header) hides deltas of unknown suffixes: it is logged and
+the partition's digests are re-derived from its hash dirs before the journal goes, never
+folded without them. Nothing else here lists a suffix directory except ``rehash_suffixes``
+and ``object_states``.
 
 API for the server and the replicator (all blocking: call through the thread pool):
 
@@ -41,6 +45,7 @@ API for the server and the replicator (all blocking: call through the thread poo
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import struct
 import time
@@ -51,6 +56,8 @@ import xxhash
 
 from swiftlite.common.fsutil import atomic_write
 from swiftlite.obj import fileformat
+
+log = logging.getLogger("swiftlite.object.digests")
 
 JOURNAL = "hashes.journal"
 DIGESTS = "hashes.digests"
@@ -146,20 +153,22 @@ class Journal:
             self.size += len(rec)
 
     def read(self, folded_id: bytes = b"", folded_offset: int = 0
-             ) -> tuple[bytes, int, dict[int, int]]:
-        """(journal id, offset read to, {suffix: XOR of its deltas}) of the records not yet
-        folded (those past `folded_offset` when `folded_id` is this journal); a torn tail is
-        left for later."""
+             ) -> tuple[bytes, int, dict[int, int], str | None]:
+        """(journal id, offset read to, {suffix: XOR of its deltas}, damage) of the records
+        not yet folded (those past `folded_offset` when `folded_id` is this journal).
+        `damage` says what could not be read (then records of unknown suffixes are missing);
+        a torn tail counts only under the exclusive lock (else it may be an append in
+        progress, left for later)."""
         size = os.fstat(self.fd).st_size
         data = memoryview(os.pread(self.fd, size, 0))
         head = msgpack.Unpacker(use_list=False)
         head.feed(data[:64])
         try:
             tag, jid = next(head)
-            if tag != "J":
+            if tag != "J" or not isinstance(jid, bytes):
                 raise ValueError("no journal header")
         except (StopIteration, ValueError, TypeError, msgpack.UnpackException):
-            return b"", 0, {}
+            return b"", 0, {}, f"no journal header ({size} bytes)"
         pos = head.tell()
         if jid == folded_id and folded_offset > pos:
             pos = folded_offset
@@ -169,33 +178,38 @@ class Journal:
         end = pos
         try:
             for suffix, delta in unpacker:
+                if not 0 <= suffix < SUFFIXES or len(delta) != 16:
+                    raise ValueError(f"bad record {suffix!r}, {delta!r}")
                 acc[suffix] = acc.get(suffix, 0) ^ int.from_bytes(delta, "big")
                 end = pos + unpacker.tell()
-        except (ValueError, TypeError, msgpack.UnpackException):
-            pass  # a damaged record: stop there (a rehash heals what it hid)
-        return jid, end, acc
+        except (ValueError, TypeError, IndexError, msgpack.UnpackException) as exc:
+            return jid, end, acc, f"damaged record at offset {end} of {size}: {exc!r}"
+        if self.exclusive and end < size:  # no writer is appending: a crash tore it
+            return jid, end, acc, f"torn record at offset {end} of {size}"
+        return jid, end, acc, None
 
 
 def journal(device_path: str, part: int | str, exclusive: bool = False) -> Journal:
     return Journal(device_path, part, exclusive)
 
 
-def _read_digest_file(part_dir: str) -> tuple[bytes, int, dict[str, bytes]]:
-    """(journal id folded, offset folded, {suffix: digest}); empty when absent or bad."""
+def _read_digest_file(part_dir: str) -> tuple[bytes, int, dict[str, bytes]] | None:
+    """(journal id folded, offset folded, {suffix: digest}); empty when absent, None when
+    the file is there but cannot be read (its digests must be re-derived)."""
     try:
         with open(os.path.join(part_dir, DIGESTS), "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return b"", 0, {}
     if len(data) < _HEAD.size or not data.startswith(_MAGIC):
-        return b"", 0, {}
+        return None
     _, jid, offset = _HEAD.unpack_from(data)
     try:
         digests = msgpack.unpackb(data[_HEAD.size:], raw=False)
     except (ValueError, msgpack.UnpackException):
-        return b"", 0, {}
+        return None
     if not isinstance(digests, dict):
-        return b"", 0, {}
+        return None
     return jid, offset, digests
 
 
@@ -207,12 +221,21 @@ def _write_digest_file(part_dir: str, jid: bytes, offset: int,
                  prefix=TEMP_PREFIXES[1], sync_dir=True)
 
 
-def _apply(j: Journal, state: tuple[bytes, int, dict[str, bytes]]) -> tuple[bytes, int, bool]:
-    """Fold the journal's unfolded records into the digests dict in place.
+class Damaged(Exception):
+    """The journal or the digest file could not be read whole (see `_current`)."""
 
-    Returns (journal id, offset folded to, whether anything was applied)."""
+
+def _current(j: Journal) -> tuple[bytes, int, dict[str, bytes], bool]:
+    """The digest file with the journal's unfolded records applied: (journal id, offset
+    read to, digests, whether anything was applied). Raises Damaged when either file could
+    not be read whole: deltas of unknown suffixes are missing."""
+    state = _read_digest_file(j.part_dir)
+    if state is None:
+        raise Damaged(f"unreadable {DIGESTS}")
     fjid, foffset, digests = state
-    jid, end, acc = j.read(fjid, foffset)
+    jid, end, acc, damage = j.read(fjid, foffset)
+    if damage is not None:
+        raise Damaged(f"{JOURNAL}: {damage}")
     for suffix, delta in acc.items():
         name = SUFFIX_NAMES[suffix]
         d = int.from_bytes(digests.get(name, _ZERO), "big") ^ delta
@@ -220,16 +243,28 @@ def _apply(j: Journal, state: tuple[bytes, int, dict[str, bytes]]) -> tuple[byte
             digests[name] = d.to_bytes(16, "big")
         else:
             digests.pop(name, None)
-    return jid, end, bool(acc)
+    return jid, end, digests, bool(acc)
+
+
+def _rederive_locked(j: Journal, why: Damaged) -> tuple[bytes, int, dict[str, bytes]]:
+    """Every suffix of the partition re-derived from its hash dirs (exclusive lock held),
+    as the state to write with the whole journal counted as folded."""
+    log.error("suffix digests of %s: %s; re-deriving every suffix from the hash dirs",
+              j.part_dir, why)
+    jid, _, _, _ = j.read()
+    return jid, os.fstat(j.fd).st_size, _rederive(j.part_dir)
 
 
 def _fold_locked(j: Journal) -> dict[str, bytes]:
-    state = _read_digest_file(j.part_dir)
-    jid, end, changed = _apply(j, state)
+    try:
+        jid, end, digests, changed = _current(j)
+    except Damaged as why:
+        jid, end, digests = _rederive_locked(j, why)
+        changed = True
     if changed:
-        _write_digest_file(j.part_dir, jid, end, state[2])
+        _write_digest_file(j.part_dir, jid, end, digests)
     os.unlink(j.path)  # waiting writers see nlink == 0 and start a new journal
-    return state[2]
+    return digests
 
 
 def _part_exists(device_path: str, part: int | str) -> bool:
@@ -244,7 +279,11 @@ def fold(device_path: str, part: int | str) -> dict[str, bytes]:
         with Journal(device_path, part, exclusive=True, create=False) as j:
             return _fold_locked(j)
     except FileNotFoundError:  # nothing to fold
-        return _read_digest_file(_part_dir(device_path, part))[2]
+        state = _read_digest_file(_part_dir(device_path, part))
+    if state is not None:
+        return state[2]
+    with Journal(device_path, part, exclusive=True) as j:  # a bad digest file: rebuild it
+        return _fold_locked(j)
 
 
 def get_digests(device_path: str, part: int | str) -> dict[str, bytes]:
@@ -254,13 +293,15 @@ def get_digests(device_path: str, part: int | str) -> dict[str, bytes]:
     try:
         with Journal(device_path, part, create=False) as j:
             if j.size <= FOLD_BYTES:
-                state = _read_digest_file(j.part_dir)
-                _apply(j, state)
-                return state[2]
+                return _current(j)[2]
     except FileNotFoundError:
         # No journal: everything is folded (a fold unlinks the journal only after renaming
         # the digest file into place), and a read creates nothing.
-        return _read_digest_file(_part_dir(device_path, part))[2]
+        state = _read_digest_file(_part_dir(device_path, part))
+        if state is not None:
+            return state[2]
+    except Damaged:
+        pass  # the fold, under the exclusive lock, logs it and re-derives
     return fold(device_path, part)
 
 
@@ -318,9 +359,11 @@ def rehash_suffixes(device_path: str, part: int | str,
     if not _part_exists(device_path, part):
         return {}
     with journal(device_path, part, exclusive=True) as j:
-        state = _read_digest_file(j.part_dir)
-        jid, end, _ = _apply(j, state)
-        digests = state[2]
+        try:
+            jid, end, digests, _ = _current(j)
+        except Damaged as why:
+            jid, end, digests = _rederive_locked(j, why)
+            wanted = []  # all of them are fresh
         for s in wanted:
             d = _suffix_digest(j.part_dir, s)
             if d:
@@ -334,7 +377,10 @@ def rehash_suffixes(device_path: str, part: int | str,
 
 def recompute(device_path: str, part: int | str) -> dict[str, bytes]:
     """Every suffix re-derived by listing (what a listing-based store pays); read only."""
-    part_dir = _part_dir(device_path, part)
+    return _rederive(_part_dir(device_path, part))
+
+
+def _rederive(part_dir: str) -> dict[str, bytes]:
     try:
         names = os.listdir(part_dir)
     except FileNotFoundError:

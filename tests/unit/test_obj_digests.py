@@ -196,3 +196,65 @@ def test_packed_digests_match_with_and_without_journal(tmp_path):
     assert msgpack.unpackb(digests.get_digests_packed(dev, 0)) == digests.recompute(dev, 0)
     marker(dev, 0, "o1", 50.0, "ts")
     assert msgpack.unpackb(digests.get_digests_packed(dev, 0)) == digests.recompute(dev, 0)
+
+
+def _record_offsets(jpath: str) -> list[int]:
+    """Start offsets of the journal's delta records (after its header)."""
+    import msgpack
+
+    data = open(jpath, "rb").read()
+    unpacker = msgpack.Unpacker(use_list=False)
+    unpacker.feed(data)
+    offsets = []
+    for _ in unpacker:
+        offsets.append(unpacker.tell())
+    return offsets[:-1]  # where each record after the header starts
+
+
+@pytest.mark.parametrize("how", ["garbage", "torn"])
+def test_damaged_journal_is_logged_and_every_suffix_rederived(tmp_path, caplog, how):
+    """Records after a damaged one are not dropped: the fold logs the damage and re-derives
+    the partition's digests from its hash dirs before the journal goes."""
+    dev = str(tmp_path / "sda")
+    os.makedirs(dev)
+    for i in range(12):
+        put(dev, 8, f"o{i}", 100.0 + i)
+    jpath = os.path.join(dev, "objects", "8", digests.JOURNAL)
+    offsets = _record_offsets(jpath)
+    with open(jpath, "r+b") as f:
+        if how == "garbage":  # a bad byte in the 3rd record: the 9 after it are unreadable
+            f.seek(offsets[2])
+            f.write(b"\xc1")
+        else:  # a crash tore the last record (the fold holds the lock: nobody is appending)
+            f.truncate(os.path.getsize(jpath) - 5)
+    caplog.set_level("ERROR", logger="swiftlite.object.digests")
+    # A shared reader may be looking at an append in progress; the fold (exclusive) is not.
+    read = digests.get_digests if how == "garbage" else digests.fold
+    assert read(dev, 8) == digests.recompute(dev, 8)
+    assert not os.path.exists(jpath)
+    assert any(jpath.rsplit("/", 1)[0] in r.getMessage() and "re-deriving" in r.getMessage()
+               for r in caplog.records), caplog.text
+    put(dev, 8, "later", 500.0)  # a new journal from there
+    assert digests.get_digests(dev, 8) == digests.recompute(dev, 8)
+    assert digests.fold(dev, 8) == digests.recompute(dev, 8)
+
+
+def test_damaged_journal_on_rehash_and_damaged_digest_file(tmp_path, caplog):
+    dev = str(tmp_path / "sda")
+    os.makedirs(dev)
+    for i in range(6):
+        put(dev, 9, f"o{i}", 10.0 + i)
+    part_dir = os.path.join(dev, "objects", "9")
+    with open(os.path.join(part_dir, digests.JOURNAL), "r+b") as f:
+        f.write(b"\xc1")  # the header itself
+    caplog.set_level("ERROR", logger="swiftlite.object.digests")
+    assert digests.rehash_suffixes(dev, 9, []) == digests.recompute(dev, 9)
+    assert "no journal header" in caplog.text
+    caplog.clear()
+    # A digest file that cannot be read is not an empty partition either.
+    with open(os.path.join(part_dir, digests.DIGESTS), "r+b") as f:
+        f.seek(digests._HEAD.size)
+        f.write(b"\xc1")
+    assert digests.get_digests(dev, 9) == digests.recompute(dev, 9) != {}
+    assert "unreadable" in caplog.text
+    assert digests.get_digests(dev, 9) == digests.recompute(dev, 9)
