@@ -8,10 +8,14 @@ Record: {"method": str, "path": str (quoted, without device/partition: "/a/c[/o]
          "headers": {str: str}, "body": bytes | None,
          "targets": [{"ip": str, "port": int, "device": str, "partition": int}, ...],
          "timestamp": str}
+
+A file that cannot be read or decoded into a record is never skipped in silence nor deleted:
+it is logged and moved to `<devices>/<dev>/quarantined/async_pending/` for an operator.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +26,9 @@ import xxhash
 from swiftlite.common.fsutil import atomic_write
 
 ASYNC_DIR = "async_pending"
+QUARANTINE = os.path.join("quarantined", ASYNC_DIR)
+
+log = logging.getLogger("swiftlite.async_pending")
 
 
 def save_update(device_path: str, record: dict[str, Any]) -> str:
@@ -40,7 +47,8 @@ def save_update(device_path: str, record: dict[str, Any]) -> str:
 
 
 def iter_updates(device_path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(file path, record) for every saved update on a device; unreadable files are skipped."""
+    """(file path, record) for every saved update on a device; a file that is not a record
+    is logged and quarantined."""
     root = os.path.join(device_path, ASYNC_DIR)
     try:
         suffixes = sorted(os.listdir(root))
@@ -56,9 +64,39 @@ def iter_updates(device_path: str) -> Iterator[tuple[str, dict[str, Any]]]:
             path = os.path.join(sdir, name)
             try:
                 with open(path, "rb") as f:
-                    yield path, msgpack.unpackb(f.read(), raw=False)
-            except (OSError, ValueError, msgpack.UnpackException):
+                    data = f.read()
+            except FileNotFoundError:
+                continue  # sent and removed by another updater meanwhile
+            except OSError as exc:
+                _quarantine(device_path, path, f"unreadable: {exc!r}")
                 continue
+            try:
+                record = msgpack.unpackb(data, raw=False)
+                if not isinstance(record, dict) or not all(
+                        isinstance(record.get(k), t) for k, t in _REQUIRED):
+                    raise ValueError("not an update record")
+            except (ValueError, TypeError, msgpack.UnpackException) as exc:
+                _quarantine(device_path, path, f"{len(data)} bytes, not a record: {exc!r}")
+                continue
+            yield path, record
+
+
+_REQUIRED = (("method", str), ("path", str), ("targets", list))
+
+
+def _quarantine(device_path: str, path: str, why: str) -> None:
+    """Move a saved update nobody can send aside, keeping its bytes for an operator."""
+    qdir = os.path.join(device_path, QUARANTINE)
+    dest = os.path.join(qdir, f"{os.path.basename(path)}-{os.urandom(4).hex()}")
+    try:
+        os.makedirs(qdir, exist_ok=True)
+        os.rename(path, dest)
+    except FileNotFoundError:
+        return  # gone meanwhile
+    except OSError as exc:
+        log.error("async update %s %s; could not quarantine it: %r", path, why, exc)
+        return
+    log.error("async update %s %s; quarantined to %s", path, why, dest)
 
 
 def remove_update(path: str) -> None:
