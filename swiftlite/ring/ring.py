@@ -12,6 +12,7 @@ Every server loads it with `Ring.load` and picks up a new file on disk by itself
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import sys
 import time
@@ -25,6 +26,8 @@ import xxhash
 
 from swiftlite.common.fsutil import atomic_write
 from swiftlite.common.hashing import hash_path, partition_of
+
+log = logging.getLogger("swiftlite.ring")
 
 DEV_KEYS = ("id", "region", "zone", "ip", "port", "device", "weight")
 NONE_DEV = 0xFFFF  # a hole in the table (replica count not yet filled)
@@ -76,6 +79,7 @@ class Ring:
         self.path = path
         self.reload_interval = reload_interval
         self._mtime: tuple[int, int, int] = (0, 0, 0)
+        self._bad: tuple[int, int, int] | None = None  # a file that failed to load (logged)
         self._next_check = 0.0
         self._load()
 
@@ -109,10 +113,25 @@ class Ring:
             return
         self._next_check = now + self.reload_interval
         try:
-            if self._identity(os.stat(self.path)) != self._mtime:
-                self._load()
-        except (OSError, ValueError, KeyError):
-            pass  # keep serving the ring we have; a half-copied file is retried next check
+            ident = self._identity(os.stat(self.path))
+            if ident in (self._mtime, self._bad):
+                return
+            self._load()
+        except FileNotFoundError as exc:
+            ident = (-1, -1, -1)  # gone: said once, until it is back
+            error: Exception = exc
+        except Exception as exc:  # noqa: BLE001 - any bad file: gzip, zlib, msgpack, shape
+            error = exc
+        else:
+            self._bad = None
+            return
+        # Keep serving the ring we have (a half-copied file is retried when it changes),
+        # and say so once per bad file, not once per check.
+        if ident != self._bad:
+            log.error("ring %s could not be reloaded (%r); still serving the ring loaded "
+                      "from it before (part power %d, %d replicas)", self.path, error,
+                      self.part_power, self.replica_count)
+        self._bad = ident
 
     def reload(self) -> None:
         """Force a re-read now (tests, SIGHUP)."""

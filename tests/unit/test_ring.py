@@ -159,6 +159,34 @@ def test_a_broken_file_keeps_the_old_ring(tmp_path: Path) -> None:
     assert ring.get_part_nodes(5) == good
 
 
+@pytest.mark.parametrize("bad", [b"not a ring", b"truncated", b"not a dict"])
+def test_a_bad_ring_file_is_logged_once_and_the_old_ring_kept(tmp_path: Path, caplog,
+                                                              bad: bytes) -> None:
+    import gzip
+
+    import msgpack
+
+    path = tmp_path / "object.ring.gz"
+    data = make_builder().get_ring_data()
+    write_ring(str(path), data)
+    ring = Ring.load(str(path), reload_interval=0)
+    good = ring.get_part_nodes(5)
+    blob = {b"not a ring": b"not a ring", b"truncated": data.to_bytes()[:200],
+            b"not a dict": gzip.compress(msgpack.packb([1, 2, 3]))}[bad]
+    path.write_bytes(blob)
+    caplog.set_level("ERROR", logger="swiftlite.ring")
+    for _ in range(3):
+        assert ring.get_part_nodes(5) == good
+    errors = [r for r in caplog.records if str(path) in r.getMessage()]
+    assert len(errors) == 1, caplog.text  # once per bad file, not once per check
+    path.unlink()
+    assert ring.get_part_nodes(5) == good and len(caplog.records) == 2
+    write_ring(str(path), data)  # a good file again: loaded, and a later bad one is told
+    assert ring.get_part_nodes(5) == good
+    path.write_bytes(blob)
+    assert ring.get_part_nodes(5) == good and len(caplog.records) == 3
+
+
 def synthetic(pp: int, ndevs: int) -> RingData:
     rng = random.Random(pp)
     devs = [{"id": i, "region": 1, "zone": i % 5, "ip": f"10.1.{i // 250}.{i % 250}",
