@@ -14,6 +14,9 @@ that server go as sections of the one MERGE, see ``common.replica_groups``). No 
 waits for a timer: at low load every update is the single-object PUT/DELETE, under load the
 container server gets far fewer requests.
 A failed batch saves each of its updates as its own async_pending record.
+
+An update that fails in an unexpected way (a bug, a bad target) is logged with its object and
+saved for the updater like any other failure; a background task's error is always logged.
 """
 
 from __future__ import annotations
@@ -115,11 +118,21 @@ class ContainerUpdater:
             coro = self._send_each(method, account, container, obj, headers, per_device)
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self._reap)
         try:
             await asyncio.wait_for(asyncio.shield(task), self.wait_timeout)
-        except (TimeoutError, Exception):
+        except TimeoutError:
             pass  # it carries on (and saves itself on failure) in the background
+        except Exception:  # noqa: BLE001 - _reap logs it; the object write stands
+            pass
+
+    def _reap(self, task: asyncio.Task) -> None:
+        """A background task ended: forget it, and log whatever it raised (its own handlers
+        log with more context; this is the backstop that keeps nothing silent)."""
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("container update task %r failed", task.get_coro(),
+                      exc_info=task.exception())
 
     async def _send_each(self, method: str, account: str, container: str, obj: str,
                          headers: dict[str, str],
@@ -129,8 +142,14 @@ class ContainerUpdater:
 
     async def _send_all(self, device_path: str, method: str, account: str, container: str,
                         obj: str, headers: dict[str, str], targets: list[dict[str, Any]]) -> None:
-        results = await asyncio.gather(
-            *(self._send_lane(method, account, container, obj, headers, t) for t in targets))
+        try:
+            results = await asyncio.gather(
+                *(self._send_lane(method, account, container, obj, headers, t)
+                  for t in targets))
+        except Exception:
+            log.exception("container update %s /%s/%s/%s to %s failed; saving it for the "
+                          "updater", method, account, container, obj, targets)
+            results = [False] * len(targets)
         failed = [t for t, ok in zip(targets, results, strict=True) if not ok]
         if failed:
             record = {"method": method, "path": quote_path(account, container, obj),
@@ -145,7 +164,7 @@ class ContainerUpdater:
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self._reap)
 
     async def _send_lane(self, method: str, account: str, container: str, obj: str,
                          headers: dict[str, str], target: dict[str, Any]) -> bool:
@@ -181,24 +200,38 @@ class ContainerUpdater:
     async def _drain(self, key: tuple, account: str, container: str, target: dict[str, Any],
                      txid: str | None) -> None:
         try:
-            while True:
-                queue = self.lanes.get(key)
-                if not queue:
-                    break
-                batch = queue[:self.max_batch]
-                del queue[:self.max_batch]
-                sections: dict[tuple[str, int], list] = {}
-                for device, part, row, fut in batch:
-                    sections.setdefault((device, part), []).append((row, fut))
+            await self._drain_batches(key, account, container, target, txid)
+        except Exception:
+            log.exception("container batch updates to %s:%s for /%s/%s failed; their "
+                          "updates are saved for the updater", target["ip"], target["port"],
+                          account, container)
+        finally:
+            self._fail_queued(key)  # normally empty; the lane closes with it
+
+    async def _drain_batches(self, key: tuple, account: str, container: str,
+                             target: dict[str, Any], txid: str | None) -> None:
+        while True:
+            queue = self.lanes.get(key)
+            if not queue:
+                return
+            batch = queue[:self.max_batch]
+            del queue[:self.max_batch]
+            sections: dict[tuple[str, int], list] = {}
+            for device, part, row, fut in batch:
+                sections.setdefault((device, part), []).append((row, fut))
+            try:
                 oks = await self._send_batch(account, container, [
                     (dev, part, [r for r, _ in items]) for (dev, part), items in
                     sections.items()], target, txid)
-                for ok, items in zip(oks, sections.values(), strict=True):
-                    for _, fut in items:
-                        if not fut.done():
-                            fut.set_result(ok)
-        finally:
-            self._fail_queued(key)  # normally empty; the lane closes with it
+            except Exception:
+                for _, _, _, fut in batch:  # taken off the queue: fail them here
+                    if not fut.done():
+                        fut.set_result(False)
+                raise
+            for ok, items in zip(oks, sections.values(), strict=True):
+                for _, fut in items:
+                    if not fut.done():
+                        fut.set_result(ok)
 
     async def _send_batch(self, account: str, container: str,
                           sections: list[tuple[str, int, list[dict[str, Any]]]],

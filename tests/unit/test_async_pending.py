@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import msgpack
@@ -58,3 +59,32 @@ def test_unreadable_updates_are_logged_and_quarantined_not_skipped(tmp_path, cap
                    r.getMessage() for r in caplog.records), (name, caplog.text)
     assert os.listdir(sdir) == []
     assert [p for p, _ in iter_updates(dev)] == [good]
+
+
+async def test_an_update_failing_unexpectedly_is_logged_and_saved_not_lost(tmp_path, caplog):
+    """A container update that fails in a way the sender did not expect (here a target
+    port no socket takes: OverflowError, not a network error) is logged with its object and
+    saved for the updater; with batching on, an update queued behind it is saved too."""
+    from swiftlite.common.config import Section
+    from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
+
+    dev = str(tmp_path / "sda")
+    os.makedirs(dev)
+    targets = parse_targets({"X-Container-Host": "127.0.0.1:70000",
+                             "X-Container-Device": "sdb", "X-Container-Partition": "3"})
+    assert targets and targets[0]["port"] == 70000  # passes the header checks
+    up = ContainerUpdater(Section(container_update_timeout="5"))
+    await up.start()
+    caplog.set_level("ERROR", logger="swiftlite.object.updates")
+    try:
+        await asyncio.gather(*(
+            up.update(dev, "PUT", "a", "c", f"o{i}",
+                      {"X-Timestamp": f"000000000{i}.00000", "X-Size": "1",
+                       "X-Content-Type": "text/plain", "X-Etag": "e"}, targets)
+            for i in (1, 2)))
+        await asyncio.wait_for(asyncio.gather(*list(up.tasks)), 10)
+    finally:
+        await up.close()
+    saved = sorted(r["path"] for _, r in iter_updates(dev))
+    assert saved == ["/a/c/o1", "/a/c/o2"]
+    assert "/a/c/o1" in caplog.text and "OverflowError" in caplog.text
