@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SecretError as exc:  # a missing or weak secret: refuse to start, say how to fix
-        where = f" in {args.config}" if getattr(args, "config", None) else ""
-        print(f"swiftlite: refusing to start: {exc}{where}", file=sys.stderr)
+        where = f" ({args.config})" if getattr(args, "config", None) else ""
+        print(f"swiftlite: refusing to start{where}: {exc}", file=sys.stderr)
         return 2
 
 

@@ -4,8 +4,9 @@ Imported first by tests/conftest.py. Storage servers refuse unsigned requests, a
 talk to them directly (aiohttp, http.client, urllib) or start them from hand-written configs.
 So the secret goes into the environment (every server, daemon and `swiftlite up` started by a
 test inherits it; a config's own backend_secret still wins), and the test process's HTTP
-clients sign each request unless it already carries a signature (tests of bad signatures set
-their own; tests of unsigned requests use a raw socket).
+clients sign each request to a storage path unless it already carries a signature (tests of
+bad signatures set their own; tests of unsigned requests use a raw socket). Requests to the
+proxy's public API go unsigned, as a real client's do (its gatekeeper strips X-Backend-*).
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ from swiftlite.common import signing
 os.environ.setdefault(signing.ENV, secrets.token_urlsafe(32))
 SIGNER = signing.configure({})
 _HEADER = signing.HEADER.encode().lower()
+_PUBLIC = ("/v1/", "/auth", "/info")
+
+
+def _wanted(target: str) -> bool:
+    return not target.startswith(_PUBLIC)
 
 
 async def _sign_aiohttp(req: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType):
-    if signing.HEADER not in req.headers:
+    if signing.HEADER not in req.headers and _wanted(req.url.raw_path):
         req.headers[signing.HEADER] = SIGNER.sign(req.method, req.url.raw_path_qs,
                                                   req.headers.get("X-Timestamp"))
     return await handler(req)
@@ -54,7 +60,7 @@ def _signing_endheaders(self, *args, **kwargs):
         if name == b"x-timestamp":
             ts = value.strip().decode("latin-1")
     else:
-        if method:
+        if method and _wanted(target):
             self.putheader(signing.HEADER, SIGNER.sign(method, target, ts))
     return _endheaders(self, *args, **kwargs)
 

@@ -28,6 +28,7 @@ from swiftlite.common.logs import RequestLogger, setup_logging
 AppFactory = Callable[[Section], web.Application | Awaitable[web.Application]]
 log = logging.getLogger("swiftlite.server")
 LISTEN_BACKLOG = 4096  # the kernel caps it at net.core.somaxconn
+EX_CONFIG = 78  # sysexits.h: a worker found the configuration unusable
 # Run by `serve` before any worker is forked: state every worker must share (e.g. the
 # proxy's info-cache stamp table in anonymous shared memory) is created here and inherited.
 _before_fork: list[Callable[[Section], None]] = []
@@ -198,6 +199,7 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
     listen_socket(ip, port, reuse_port=True).close()
     children: dict[int, int] = {}
     stopping = False
+    status_code = 0
 
     def spawn(slot: int) -> None:
         pid = os.fork()
@@ -206,6 +208,9 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             try:
                 _worker(factory, conf, name, None)
+            except signing.SecretError as exc:  # e.g. the proxy's auth_secret: don't respawn
+                print(f"swiftlite: {name} refusing to start: {exc}", file=sys.stderr, flush=True)
+                os._exit(EX_CONFIG)
             finally:
                 os._exit(0)
         children[pid] = slot
@@ -229,7 +234,11 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
         except ChildProcessError:
             break
         slot = children.pop(pid, None)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EX_CONFIG:
+            status_code = EX_CONFIG  # every worker would fail the same way: stop them all
+            stop(signal.SIGTERM, None)
+            continue
         if slot is not None and not stopping:
             log.error("%s worker %d exited with %d; restarting", name, pid, status)
             spawn(slot)
-    sys.exit(0)
+    sys.exit(status_code)

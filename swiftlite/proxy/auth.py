@@ -18,13 +18,13 @@ import base64
 import hashlib
 import hmac
 import json
-import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swiftlite.common.config import Section
+from swiftlite.common.signing import check_secret
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,9 @@ class TempAuth:
             p: conf.get_str(((p or "''") + "require_group").lower(), default_group)
             for p in self.reseller_prefixes}
         self.token_life = conf.get_int("token_life", 86400)
-        secret = conf.get_str("auth_secret", "")
-        # Without a configured secret tokens only validate in this process; warn-worthy for
-        # multi-worker setups, which is why `swiftlite up` always writes one.
-        self.secret = (secret or secrets.token_hex(32)).encode()
+        # Whoever knows the secret mints any user's token, reseller admin included: refuse to
+        # start with none (each worker would sign with its own), a short one or a sample.
+        self.secret = check_secret(conf.get_str("auth_secret", ""), "auth_secret").encode()
         self.storage_url_scheme = conf.get_str("storage_url_scheme", "default")
         self.users: dict[str, User] = {}
         for key, value in conf.items():

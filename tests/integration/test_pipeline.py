@@ -11,6 +11,7 @@ import configparser
 import http.client
 import json
 import os
+import secrets
 import urllib.parse
 import uuid
 from types import SimpleNamespace
@@ -103,7 +104,8 @@ def test_build_orders_features_and_refuses_unknown_names():
     async def core(request):
         return None
 
-    conf = Section({"pipeline": "catch_errors cors tempauth proxy-server"})
+    conf = Section({"pipeline": "catch_errors cors tempauth proxy-server",
+                    "auth_secret": "k" + secrets.token_urlsafe(32)})  # required since issue 16
     handler, built = pipeline.build(proxy, conf, core)
     assert [m.name for m in built] == ["catch_errors", "cors", "tempauth"]
     assert handler is built[0] and built[-1].app is core
