@@ -56,6 +56,11 @@ def check_account(name: str) -> str | None:
 
 
 def check_container(name: str) -> str | None:
+    # Swift takes "." and ".." (201); like the object segments below we refuse them: URL
+    # normalisation in clients and caches turns /v1/a/../o into another account's path,
+    # and `swift download` of such a container writes outside its directory.
+    if name in (".", ".."):
+        return "container name cannot be '.' or '..'"
     return check_name("container", name, MAX_CONTAINER_NAME_LENGTH)
 
 

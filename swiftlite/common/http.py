@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import time
-from urllib.parse import parse_qsl, unquote_to_bytes
+from urllib.parse import parse_qsl, quote, unquote_to_bytes
 
 from aiohttp import web
 
@@ -23,22 +24,43 @@ _new_txid_prefix()
 os.register_at_fork(after_in_child=_new_txid_prefix)  # workers must not share a sequence
 
 
-def new_txid() -> str:
+def new_txid(extra: str | None = None) -> str:
     """Swift's shape (tx + 21 hex + - + 10 hex of the time); a per-process random prefix and
-    a counter instead of a uuid4 (one getrandom syscall) per request."""
+    a counter instead of a uuid4 (one getrandom syscall) per request. `extra` (a client's
+    X-Trans-Id-Extra) is appended as Swift does: its first 32 characters, percent-quoted."""
     st = _txid_state
     st[1] = (st[1] + 1) & 0xFFFFFFF
-    return f"tx{st[0]}{st[1]:07x}-{int(time.time()):010x}"
+    tx = f"tx{st[0]}{st[1]:07x}-{int(time.time()):010x}"
+    if extra:
+        tx += "-" + quote(extra[:32].encode("utf-8", "surrogateescape"), safe="")
+    return tx
+
+
+# A request id others give us goes verbatim into log lines and response headers: only
+# characters that cannot start a new log line, split a field or inject markup, bounded.
+_SAFE_TXID = re.compile(r"[A-Za-z0-9_.~%-]{1,160}")
+
+
+def safe_txid(value: str | None) -> str | None:
+    return value if value and _SAFE_TXID.fullmatch(value) else None
+
+
+def request_txid(headers) -> str:
+    """The id of a request: the X-Trans-Id it came with if harmless (a proxy passes its own
+    on to storage servers), else a new one."""
+    return safe_txid(headers.get("X-Trans-Id")) or new_txid(headers.get("X-Trans-Id-Extra"))
 
 
 def txid(request: web.Request) -> str:
-    return request.get(TXID) or request.headers.get("X-Trans-Id") or "-"
+    return request.get(TXID) or safe_txid(request.headers.get("X-Trans-Id")) or "-"
 
 
 def error(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
     """A short error body: the reason a client (or operator) can act on, typed and framed as
     Swift's are (clients compare these bodies byte for byte)."""
-    return web.Response(status=status, body=reason.encode(), headers=headers,
+    # A reason may quote client bytes that are not UTF-8 (surrogates): escaped, not a 500.
+    return web.Response(status=status, body=reason.encode("utf-8", "backslashreplace"),
+                        headers=headers,
                         content_type="text/html", charset="UTF-8")
 
 

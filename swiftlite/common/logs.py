@@ -21,7 +21,10 @@ def setup_logging(name: str, level: str = "INFO", log_file: str | None = None) -
     for h in list(root.handlers):
         root.removeHandler(h)
     handler: logging.Handler
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    # Client bytes that are not UTF-8 (header values, paths) reach messages as surrogates:
+    # escaped, never a UnicodeEncodeError and a lost line.
+    handler = logging.FileHandler(log_file, errors="backslashreplace") if log_file \
+        else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(FORMAT))
     root.addHandler(handler)
     root.setLevel(level.upper())

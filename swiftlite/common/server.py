@@ -22,7 +22,7 @@ from aiohttp import web
 
 from swiftlite.common import signing, threadpool
 from swiftlite.common.config import Section
-from swiftlite.common.http import TXID, HTTPError, error, new_txid
+from swiftlite.common.http import TXID, HTTPError, error, request_txid
 from swiftlite.common.logs import RequestLogger, setup_logging
 
 AppFactory = Callable[[Section], web.Application | Awaitable[web.Application]]
@@ -44,7 +44,7 @@ def before_fork(hook: Callable[[Section], None]) -> Callable[[Section], None]:
 @web.middleware
 async def base_middleware(request: web.Request, handler):
     """Request id, /healthcheck, and the last line of defence: no exception escapes as a hang."""
-    request[TXID] = request.headers.get("X-Trans-Id") or new_txid()
+    request[TXID] = request_txid(request.headers)
     if request.path == "/healthcheck":
         return web.Response(text="OK")
     try:

@@ -46,9 +46,20 @@ def parse_acl(value: str | None) -> ACL:
     return acl
 
 
+def _referer_host(referer: str | None) -> str:
+    """The Referer's host; '' when absent or unparsable (a bad '[' or port: urlparse raises),
+    which matches only `.r:*`."""
+    if not referer:
+        return ""
+    try:
+        return urlparse(referer).hostname or ""
+    except ValueError:
+        return ""
+
+
 def referrer_allowed(referer: str | None, referrers: list[str]) -> bool:
     allowed = False
-    host = urlparse(referer).hostname or "" if referer else ""
+    host = _referer_host(referer)
     for r in referrers:
         negate = r.startswith("-")
         r = r[1:] if negate else r

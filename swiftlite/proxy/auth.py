@@ -172,8 +172,10 @@ class TempAuth:
         body, _, sig = token[len(self.token_prefix):].partition(".")
         try:
             want = hmac.new(self.secret, body.encode(), hashlib.sha256).digest()[:20]
-            got = base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4))
-            if not hmac.compare_digest(want, got):
+            # Compare the text exactly as issued: decoding would ignore junk appended to
+            # the token (stray characters, padding, unused low bits of the last one).
+            want_text = base64.urlsafe_b64encode(want).rstrip(b"=")
+            if not hmac.compare_digest(want_text, sig.encode("utf-8", "surrogateescape")):
                 return None
             payload: dict[str, Any] = json.loads(
                 base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
