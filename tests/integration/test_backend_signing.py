@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from swiftlite.common import signing
+from swiftlite.common import hashing, signing
 from swiftlite.common.hashing import set_hash_path_affixes
 from swiftlite.ring import Ring
 from tests.backend_signing import SIGNER
@@ -47,9 +47,14 @@ def send(port: int, method: str, target: str, headers: dict[str, str],
 def primaries(cluster, kind: str, *names: str) -> tuple[int, list[dict]]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(os.path.join(cluster.etc_dir, "swiftlite.conf"))
+    # The affixes are process-wide: put back the ones other tests in this worker expect.
+    saved = hashing._PREFIX, hashing._SUFFIX
     set_hash_path_affixes(parser.get("hash", "hash_path_prefix"),
                           parser.get("hash", "hash_path_suffix"))
-    return Ring(os.path.join(cluster.etc_dir, f"{kind}.ring.gz")).get_nodes(*names)
+    try:
+        return Ring(os.path.join(cluster.etc_dir, f"{kind}.ring.gz")).get_nodes(*names)
+    finally:
+        hashing._PREFIX, hashing._SUFFIX = saved
 
 
 def bad_signatures(method: str, target: str, ts: str) -> dict[str, dict[str, str]]:
