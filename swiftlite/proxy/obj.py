@@ -404,7 +404,7 @@ async def _delete(proxy, request: web.Request, target) -> web.Response:
     extra = {}
     if_delete_at = request.headers.get("X-If-Delete-At")
     if if_delete_at is not None:
-        if not if_delete_at.strip().isdigit():
+        if not (if_delete_at.strip().isascii() and if_delete_at.strip().isdigit()):
             raise HTTPError(400, "Bad X-If-Delete-At header value")
         extra["X-If-Delete-At"] = if_delete_at.strip()
     ts = proxy.next_timestamp()

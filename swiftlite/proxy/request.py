@@ -105,13 +105,22 @@ def api_path(request: web.Request) -> ApiPath | None:
     return parsed
 
 
+def clone(request: web.Request, **changes: Any) -> web.Request:
+    """`request.clone()`, but header bytes that are not UTF-8 (which aiohttp cannot re-encode)
+    are the client's 400, not a 500."""
+    try:
+        return request.clone(**changes)
+    except UnicodeEncodeError:
+        raise HTTPError(400, "Invalid UTF8 in a header") from None
+
+
 def sub_request(request: web.Request, method: str, path: str,
                 headers: Any = None, body: Any = None, query: str = "") -> web.Request:
     """A request a middleware sends down the pipeline: `path` is the already-quoted path."""
     from yarl import URL
 
     url = URL.build(path=path, query_string=query, encoded=True)
-    sub = request.clone(method=method, rel_url=url,
+    sub = clone(request, method=method, rel_url=url,
                         headers=headers if headers is not None else request.headers)
     sub[INTERNAL] = True
     sub[BODY] = body if body is not None else b""

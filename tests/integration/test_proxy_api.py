@@ -387,3 +387,27 @@ def test_account_without_db_answers_like_swift(cluster):
             if method == "HEAD" or not query:
                 assert (status, headers.get("Content-Length")) == (204, "0")
             assert headers["Content-Type"] == f"{ctype}; charset=utf-8"
+
+
+def test_odd_digits_and_bytes_are_client_errors(cluster, conn):
+    """Unicode digits in numeric headers and non-UTF-8 bytes in a request a feature must
+    rewrite are the client's 400, never a 500."""
+    c = name()
+    conn.put_container(c)
+    url, token = token_and_url(cluster)
+    base = storage_path(url).encode()
+    t = f"X-Auth-Token: {token}\r\n".encode()
+    quota = "X-Container-Meta-Quota-Bytes: ²\r\n".encode()
+    resp = _wire(cluster, b"POST " + base + b"/" + c.encode() + b" HTTP/1.1\r\nHost: x\r\n" + t
+                 + quota + b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+    assert resp.startswith(b"HTTP/1.1 400")
+    resp = _wire(cluster, b"DELETE " + base + b"/" + c.encode() + b"/o HTTP/1.1\r\nHost: x\r\n"
+                 + t + "X-If-Delete-At: ²\r\n".encode() + b"Connection: close\r\n\r\n")
+    assert resp.startswith(b"HTTP/1.1 400")
+    # A reserved header makes the gatekeeper rewrite the request; a stray byte then is a 400.
+    resp = _wire(cluster, b"PUT " + base + b"/" + c.encode() + b"/o HTTP/1.1\r\nHost: x\r\n"
+                 + t + b"X-Backend-Foo: 1\r\nX-Object-Meta-A: \xff\r\n"
+                 b"Content-Length: 1\r\nConnection: close\r\n\r\nx")
+    assert resp.startswith(b"HTTP/1.1 400")
+    conn.put_object(c, "o", b"fine")
+    assert conn.get_object(c, "o")[1] == b"fine"

@@ -11,6 +11,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.request import clone
 
 RESERVED = ("x-account-sysmeta-", "x-container-sysmeta-", "x-object-sysmeta-", "x-backend-")
 
@@ -28,7 +29,7 @@ class Gatekeeper(Middleware):
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         if any(reserved(k) for k in request.headers):
             clean = CIMultiDict((k, v) for k, v in request.headers.items() if not reserved(k))
-            request = request.clone(headers=clean)
+            request = clone(request, headers=clean)
         resp = await self.app(request)
         for k in [k for k in resp.headers if reserved(k)]:
             del resp.headers[k]

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from swiftlite.common.http import HTTPError
 from swiftlite.proxy.pipeline import Middleware
-from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path
+from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, clone
 
 EXCEEDED = "Upload exceeds quota."
 POLICY_EXCEEDED = "Upload exceeds policy quota."
@@ -40,7 +40,8 @@ async def refuse(mw: Middleware, request: web.Request, account: str, container: 
 
 def _int(value: str | None) -> int:
     """A quota's value; anything but digits means no quota (-1)."""
-    return int(value) if value is not None and value.isdigit() else -1
+    # isascii: "²".isdigit() is true, and int() refuses it.
+    return int(value) if value is not None and value.isascii() and value.isdigit() else -1
 
 
 def _length(request: web.Request) -> int:
@@ -60,7 +61,7 @@ class ContainerQuotas(Middleware):
         if path.obj is None and request.method in ("PUT", "POST"):
             for kind, what in (("Bytes", "bytes"), ("Count", "count")):
                 val = request.headers.get(f"X-Container-Meta-Quota-{kind}")
-                if val and not val.isdigit():
+                if val and not (val.isascii() and val.isdigit()):
                     raise HTTPError(400, f"Invalid {what} quota.")
         elif path.obj is not None and request.method == "PUT":
             await self._check(request, path.account, path.container)
@@ -139,12 +140,12 @@ class AccountQuotas(Middleware):
             if any(v is not None for v in updates.values()):
                 raise HTTPError(403, "Forbidden")
             return request
-        if any(v and not v.isdigit() for v in updates.values()):
+        if any(v and not (v.isascii() and v.isdigit()) for v in updates.values()):
             raise HTTPError(400, "Bad Request")
         for k, v in updates.items():
             if v is not None:
                 h[k] = v  # "" removes the quota
-        return request.clone(headers=h)
+        return clone(request, headers=h)
 
     # ---- enforcing them ----------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from swiftlite.proxy.acl import (
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.info import ContainerInfo
 from swiftlite.proxy.pipeline import Middleware
-from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, unauthorized
+from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, clone, unauthorized
 
 AUTH_PATHS = ("/auth/v1.0", "/auth/v1.0/", "/auth/v1", "/auth/v1/", "/v1.0", "/v1.0/")
 ACL_HEADER = "X-Account-Access-Control"
@@ -137,7 +137,7 @@ class TempAuthMiddleware(Middleware):
                               if k.lower() not in drop)
         if owner and acl_value is not None:
             headers[ACL_SYSMETA] = acl_value
-        return request.clone(headers=headers)
+        return clone(request, headers=headers)
 
     # ---- decisions the core asks for --------------------------------------------------------
 
