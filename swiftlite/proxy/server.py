@@ -115,18 +115,6 @@ class Proxy:
         owner = authorizer is not None and authorizer.is_owner(ident, acct)
         return Target(acct, cont, name, ident, owner)
 
-    def check_target(self, request: web.Request, acct: str, cont: str | None,
-                     name: str | None) -> Target:
-        """A Target for names that came from headers (COPY, DLO): checked like a path."""
-        for check, value in ((constraints.check_account, acct),
-                             (constraints.check_container, cont),
-                             (constraints.check_object, name)):
-            if value is not None:
-                bad = check(value)
-                if bad:
-                    raise HTTPError(400, bad)
-        return self.target(request, acct, cont, name)
-
     def deny(self, target: Target) -> HTTPError:
         return HTTPError(403, "Forbidden") if target.ident else unauthorized(target.account)
 
