@@ -131,7 +131,9 @@ def build(args: Namespace) -> dict[str, Any]:
         "DEFAULT": {"swift_dir": etc, "log_level": "INFO", "backend_secret": backend_secret},
         "hash": hash_conf,
         "proxy-server": {"bind_ip": args.bind, "bind_port": proxy_port, "workers": workers,
-                         "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS},
+                         "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS,
+                         # as Swift's all-in-one setup: expired objects readable on request
+                         "allow_open_expired": "true"},
     }))
     for kind, role in (("object", "object"), ("container", "container"),
                        ("account", "account")):

@@ -493,7 +493,8 @@ class DataWriter:
 
 
 def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str, ext: str,
-                 metadata: dict[str, str], fsync: bool = True) -> CommitResult:
+                 metadata: dict[str, str], fsync: bool = True,
+                 open_expired: bool = False) -> CommitResult:
     """Write a .ts (DELETE) or .meta (POST) durably; one thread hop.
 
     .ts: Conflict unless newer than the newest .data/.ts; always written otherwise.
@@ -513,7 +514,8 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
             if not main or main.endswith(".ts"):
                 raise NotFound(_split(main)[0] if main else None)
             current = _current_metadata(d, names)
-            if current is None or is_expired(current):
+            # open_expired: a POST may revive an object past its X-Delete-At (not yet reaped).
+            if current is None or (is_expired(current) and not open_expired):
                 raise NotFound(None)
             _check_newer_than(timestamp, ("data", "ts", "meta"))(d, names)
             return current

@@ -23,7 +23,7 @@ import msgpack
 from aiohttp import web
 
 from swiftlite.common import constraints
-from swiftlite.common.config import Section
+from swiftlite.common.config import Section, config_true
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.methods import install_method_aliases
@@ -53,6 +53,11 @@ def _utf8(name: str, value: str) -> str:
         except UnicodeEncodeError:
             raise HTTPError(400, f"{name} must be valid UTF-8") from None
     return value
+
+
+def _open_expired(request: web.Request) -> bool:
+    """X-Open-Expired: the proxy passes it only where `allow_open_expired` is on."""
+    return config_true(request.headers.get("X-Open-Expired", ""))
 
 
 class ObjectServer:
@@ -389,7 +394,8 @@ class ObjectServer:
         hexhash = hash_path(acc, cont, obj)
         try:
             res = await run_blocking(diskfile.write_marker, dev_path, part, hexhash,
-                                     ts.internal, "meta", metadata, self.fsync)
+                                     ts.internal, "meta", metadata, self.fsync,
+                                     _open_expired(request))
         except diskfile.NotFound as exc:
             hdrs = {"X-Backend-Timestamp": exc.tombstone} if exc.tombstone else None
             return error(404, "Not Found", hdrs)
@@ -444,7 +450,7 @@ class ObjectServer:
         if info.status == "deleted":
             return error(404, "Not Found", {"X-Backend-Timestamp": info.timestamp or ""})
         md = info.metadata
-        if info.status != "ok" or diskfile.is_expired(md):
+        if info.status != "ok" or (diskfile.is_expired(md) and not _open_expired(request)):
             return error(404, "Not Found")
         assert info.timestamp is not None
         ts = Timestamp.parse(info.timestamp)

@@ -73,11 +73,17 @@ def _ts(value: str | None) -> Timestamp | None:
 
 async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
     headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
+    _pass_open_expired(proxy, request, headers)
     resp = await open_object(proxy, request, request.method, target.account, target.container,
                              target.obj, headers)
     if resp is None:
         return error(404, "Not Found")
     return object_response(resp)
+
+
+def _pass_open_expired(proxy, request: web.Request, headers: dict[str, str]) -> None:
+    if proxy.allow_open_expired and "X-Open-Expired" in request.headers:
+        headers["X-Open-Expired"] = request.headers["X-Open-Expired"]
 
 
 async def open_object(proxy, request: web.Request, method: str, acct: str, cont: str, name: str,
@@ -383,6 +389,7 @@ async def _post(proxy, request: web.Request, target) -> web.Response:
     ts = proxy.next_timestamp()
     headers = _put_headers(proxy, request, target, ts)
     headers.pop("ETag", None)
+    _pass_open_expired(proxy, request, headers)
     if "Content-Type" not in request.headers:
         headers.pop("Content-Type", None)
     ring = proxy.object_ring

@@ -55,6 +55,9 @@ class Proxy:
         self.put_buffer_size = conf.get_size("put_buffer_size", 1024 * 1024)
         self.grouped_writes = conf.get_bool("grouped_writes", True)
         self.account_autocreate = conf.get_bool("account_autocreate", True)
+        # X-Open-Expired: true lets a client read (or revive by POST) an object past its
+        # X-Delete-At until the expirer reaps it; off by default, as in Swift.
+        self.allow_open_expired = conf.get_bool("allow_open_expired", False)
         self.max_file_size = conf.get_size("max_file_size", constraints.MAX_FILE_SIZE)
         # Coherent across this host's workers, and across hosts through memcache_servers.
         self.container_cache, self.account_cache = info_caches(conf)
@@ -193,6 +196,7 @@ class Proxy:
                 "account_listing_limit": constraints.ACCOUNT_LISTING_LIMIT,
                 "extra_header_count": constraints.EXTRA_HEADER_COUNT,
                 "valid_api_versions": ["v1", "v1.0"],
+                "allow_open_expired": self.allow_open_expired,
                 "strict_cors_mode": self.conf.get_bool("strict_cors_mode", True),
                 "policies": [{"name": "Policy-0", "default": True}],
             },

@@ -8,12 +8,15 @@ import http.client
 import json
 import os
 import socket
+import time
 import urllib.parse
 import uuid
 
 import pytest
 import swiftclient
 from swiftclient.exceptions import ClientException
+
+from tests.helpers import wait_for
 
 
 def raw(cluster, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
@@ -411,3 +414,28 @@ def test_odd_digits_and_bytes_are_client_errors(cluster, conn):
     assert resp.startswith(b"HTTP/1.1 400")
     conn.put_object(c, "o", b"fine")
     assert conn.get_object(c, "o")[1] == b"fine"
+
+
+def test_open_expired_reads_and_revives(cluster, conn):
+    """Past its X-Delete-At an object is 404, but X-Open-Expired: true (allowed by
+    `swiftlite up`, as in Swift's all-in-one) still reads it, and a POST revives it."""
+    c = name()
+    conn.put_container(c)
+    conn.put_object(c, "soon", b"still here", headers={"X-Delete-At": str(int(time.time()) + 1)})
+
+    def gone() -> bool:
+        try:
+            conn.head_object(c, "soon")
+            return False
+        except ClientException as exc:
+            return exc.http_status == 404
+    wait_for(gone, 15, what="the object to expire")
+    opened = {"X-Open-Expired": "true"}
+    assert conn.get_object(c, "soon", headers=opened)[1] == b"still here"
+    with pytest.raises(ClientException) as exc:
+        conn.get_object(c, "soon", headers={"X-Open-Expired": "false"})
+    assert exc.value.http_status == 404
+    conn.post_object(c, "soon", headers={**opened, "X-Delete-At": str(int(time.time()) + 3600),
+                                         "X-Object-Meta-State": "revived"})
+    headers, body = conn.get_object(c, "soon")
+    assert body == b"still here" and headers["x-object-meta-state"] == "revived"
