@@ -16,6 +16,9 @@ a chunked one (its size is unknown up front), may go over a quota once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from aiohttp import web
 
 from swiftlite.common.http import HTTPError
@@ -42,6 +45,14 @@ def _int(value: str | None) -> int:
     """A quota's value; anything but digits means no quota (-1)."""
     # isascii: "²".isdigit() is true, and int() refuses it.
     return int(value) if value is not None and value.isascii() and value.isdigit() else -1
+
+
+def _parsed(info: Any, parse: Callable[[dict[str, str]], tuple[int, ...]]) -> tuple[int, ...]:
+    """The quotas in a cached info's metadata, parsed once per info (every PUT asks)."""
+    memo = info.__dict__.get("_quotas")
+    if memo is None:
+        memo = info._quotas = parse({k.lower(): v for k, v in info.meta.items()})
+    return memo
 
 
 def _length(request: web.Request) -> int:
@@ -71,11 +82,13 @@ class ContainerQuotas(Middleware):
         info = await self.proxy.container_info(request, account, container)
         if info.status // 100 != 2:
             return  # the core answers 404
-        meta = {k.lower(): v for k, v in info.meta.items()}
-        quota = _int(meta.get("x-container-meta-quota-bytes"))
-        over = 0 <= quota < info.bytes_used + _length(request)
-        quota = _int(meta.get("x-container-meta-quota-count"))
-        over = over or 0 <= quota < info.object_count + 1
+        q_bytes, q_count = _parsed(info, lambda meta: (
+            _int(meta.get("x-container-meta-quota-bytes")),
+            _int(meta.get("x-container-meta-quota-count"))))
+        if q_bytes < 0 and q_count < 0:
+            return  # the usual case: no quota, nothing to add up
+        over = 0 <= q_bytes < info.bytes_used + _length(request)
+        over = over or 0 <= q_count < info.object_count + 1
         if over:
             raise await refuse(self, request, account, container, EXCEEDED)
 
@@ -153,19 +166,22 @@ class AccountQuotas(Middleware):
         info = await self.proxy.account_info(request, account)
         if info.status // 100 != 2:
             return
-        meta = {k.lower(): v for k, v in info.meta.items()}
         sysmeta = "x-account-sysmeta-"
+        quotas = _parsed(info, lambda meta: (
+            _int(meta.get(sysmeta + "quota-bytes", meta.get("x-account-meta-quota-bytes"))),
+            _int(meta.get(sysmeta + "quota-count")),
+            _int(meta.get(sysmeta + "quota-bytes-policy-0")),
+            _int(meta.get(sysmeta + "quota-count-policy-0"))))
+        if max(quotas) < 0:
+            return  # the usual case: no quota, nothing to add up
+        q_bytes, q_count, p_bytes, p_count = quotas
         length = _length(request)
-        quota = _int(meta.get(sysmeta + "quota-bytes", meta.get("x-account-meta-quota-bytes")))
-        over = 0 <= quota < info.bytes_used + length
-        quota = _int(meta.get(sysmeta + "quota-count"))
-        over = over or 0 <= quota < info.object_count + 1
+        over = 0 <= q_bytes < info.bytes_used + length
+        over = over or 0 <= q_count < info.object_count + 1
         if over:
             raise await refuse(self, request, account, container, EXCEEDED)
         # One policy holds every object here, so the account's totals are the policy's.
-        quota = _int(meta.get(sysmeta + "quota-bytes-policy-0"))
-        over = 0 <= quota < info.bytes_used + length
-        quota = _int(meta.get(sysmeta + "quota-count-policy-0"))
-        over = over or 0 <= quota < info.object_count + 1
+        over = 0 <= p_bytes < info.bytes_used + length
+        over = over or 0 <= p_count < info.object_count + 1
         if over:
             raise await refuse(self, request, account, container, POLICY_EXCEEDED)
