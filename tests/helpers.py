@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,6 +13,8 @@ import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 
 def free_port() -> int:
@@ -96,3 +99,23 @@ class ServerProcess:
     def log_text(self) -> str:
         with open(self.log_path, errors="replace") as f:
             return f.read()
+
+
+def start_memcached() -> tuple[int, subprocess.Popen]:
+    """A real memcached on a free loopback port (the test skips where none is installed)."""
+    binary = shutil.which("memcached")
+    if binary is None:
+        pytest.skip("memcached is not installed (apt-get install memcached)")
+    port = free_port()
+    cmd = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
+    if os.geteuid() == 0:
+        cmd += ["-u", "nobody"]  # memcached refuses to run as root otherwise
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+    def up() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+
+    wait_for(up, 10, what="memcached")
+    return port, proc

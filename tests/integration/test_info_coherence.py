@@ -10,10 +10,8 @@ from __future__ import annotations
 import configparser
 import http.client
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import urllib.parse
 import uuid
 
@@ -21,7 +19,7 @@ import pytest
 import swiftclient
 
 from tests.cluster import Cluster, start_cluster
-from tests.helpers import ServerProcess, free_port, wait_for
+from tests.helpers import ServerProcess, free_port, start_memcached, wait_for
 
 WORKERS = 3
 PROBES = 24  # fresh connections per check: all on one worker of three is (1/3)**23
@@ -144,22 +142,8 @@ def test_account_delete_seen_by_every_worker(multi):
 
 @pytest.fixture(scope="module")
 def memcached_port(tmp_path_factory):
-    binary = shutil.which("memcached")
-    if binary is None:
-        pytest.skip("memcached is not installed (apt-get install memcached)")
-    port = free_port()
-    cmd = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
-    if os.geteuid() == 0:
-        cmd += ["-u", "nobody"]  # memcached refuses to run as root otherwise
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-
-    def up() -> bool:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-
+    port, proc = start_memcached()
     try:
-        wait_for(up, 10, what="memcached")
         yield port, proc
     finally:
         if proc.poll() is None:

@@ -4,35 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import time
 
 import pytest
 
 from swiftlite.common.memcache import MemcacheClient, check_key, parse_servers
-from tests.helpers import free_port, wait_for
-
-
-def start_memcached() -> tuple[int, subprocess.Popen]:
-    binary = shutil.which("memcached")
-    if binary is None:
-        pytest.skip("memcached is not installed (apt-get install memcached)")
-    port = free_port()
-    cmd = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "16"]
-    if os.geteuid() == 0:
-        cmd += ["-u", "nobody"]  # memcached refuses to run as root otherwise
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-
-    def up() -> bool:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-
-    wait_for(up, 10, what="memcached")
-    return port, proc
+from tests.helpers import start_memcached
 
 
 @pytest.fixture
