@@ -191,18 +191,12 @@ def walk(fetch: Fetch, p: ListingParams) -> list[tuple]:
             seen += 1
             name = row[0]
             end = name.find(delim, len(prefix))
-            if end < 0:
-                if name != p.path:  # the path's own "dir/" object is not in its listing
-                    results.append(row)
-                if p.reverse:
-                    b.hi = name
-                else:
-                    b.lo, b.lo_incl = name, False
-                continue
             dir_name = name[: end + len(delim)]
-            if p.path is not None and len(name) == len(dir_name):
-                # A "dir/" marker object directly under the path is listed as itself.
-                results.append(row)
+            # Listed as itself: a name with no delimiter past the prefix, or, with `path`, a
+            # "dir/" marker object directly under it (but not the path's own "dir/" object).
+            if end < 0 or (p.path is not None and len(name) == len(dir_name)):
+                if name != p.path:
+                    results.append(row)
                 if p.reverse:
                     b.hi = name
                 else:
