@@ -7,17 +7,12 @@ from aiohttp import web
 from swiftlite.common.client import node_path
 from swiftlite.common.http import HTTPError, query_str
 from swiftlite.proxy import account
-from swiftlite.proxy.backend import BackendResponse, best_response
+from swiftlite.proxy.backend import best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
 from swiftlite.proxy.request import AUTHORIZER
 
 LISTING_PARAMS = ("format", "prefix", "delimiter", "marker", "end_marker", "limit", "reverse",
                   "path")
-
-
-async def head_any(proxy, request: web.Request, part: int, acct: str,
-                   cont: str) -> BackendResponse:
-    return await read_any(proxy, request, proxy.container_ring, part, "HEAD", (acct, cont))
 
 
 async def handle(proxy, request: web.Request, target) -> web.StreamResponse:

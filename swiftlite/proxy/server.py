@@ -4,6 +4,7 @@ routes Swift v1 API requests for accounts, containers and objects to the rings."
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from swiftlite.proxy import account, container, obj, pipeline
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.backend import Backend
 from swiftlite.proxy.common import read_any
-from swiftlite.proxy.info import AccountInfo, ContainerInfo, info_caches
+from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache, info_caches
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, unauthorized
 from swiftlite.ring import Ring
@@ -139,42 +140,29 @@ class Proxy:
     # ---- cached info ---------------------------------------------------------------------
 
     async def container_info(self, request: web.Request, acct: str, cont: str) -> ContainerInfo:
-        key = (acct, cont)
-        cached, fill = await self.container_cache.lookup(key)
-        if cached is not None:
-            return cached
-        part = self.container_ring.get_part(acct, cont)
-        resp = await container.head_any(self, request, part, acct, cont)
-        if resp.status // 100 != 2:
-            return ContainerInfo(404 if resp.status == 404 else resp.status)
-        h = resp.headers
-        info = ContainerInfo(
-            resp.status, h.get("X-Container-Read", ""), h.get("X-Container-Write", ""),
-            int(h.get("X-Container-Object-Count", 0) or 0),
-            int(h.get("X-Container-Bytes-Used", 0) or 0),
-            {k: v for k, v in h.items()
-             if k.lower().startswith(("x-container-meta-", "x-container-sysmeta-"))})
-        await self.container_cache.put(key, info, fill)
-        return info
+        return await self._cached_info(request, self.container_cache, (acct, cont),
+                                       self.container_ring, (acct, cont), ContainerInfo,
+                                       _container_fields)
 
     async def account_info(self, request: web.Request, acct: str) -> AccountInfo:
         """The account's counts and metadata (for ACLs and quotas); status 404 if missing."""
-        key = ("info", acct)
-        cached, fill = await self.account_cache.lookup(key)
+        return await self._cached_info(request, self.account_cache, ("info", acct),
+                                       self.account_ring, (acct,), AccountInfo,
+                                       _account_fields)
+
+    async def _cached_info(self, request: web.Request, cache: InfoCache, key: tuple,
+                           ring: Ring, names: tuple[str, ...], cls: type,
+                           fields: Callable[[Any], tuple]) -> Any:
+        """A container's or account's info from the cache, else from a HEAD of a replica
+        (only a 2xx answer is cached)."""
+        cached, fill = await cache.lookup(key)
         if cached is not None:
             return cached
-        part = self.account_ring.get_part(acct)
-        resp = await read_any(self, request, self.account_ring, part, "HEAD", (acct,))
+        resp = await read_any(self, request, ring, ring.get_part(*names), "HEAD", names)
         if resp.status // 100 != 2:
-            return AccountInfo(404 if resp.status == 404 else resp.status)
-        h = resp.headers
-        info = AccountInfo(
-            resp.status, int(h.get("X-Account-Container-Count", 0) or 0),
-            int(h.get("X-Account-Object-Count", 0) or 0),
-            int(h.get("X-Account-Bytes-Used", 0) or 0),
-            {k: v for k, v in h.items()
-             if k.lower().startswith(("x-account-meta-", "x-account-sysmeta-"))})
-        await self.account_cache.put(key, info, fill)
+            return cls(404 if resp.status == 404 else resp.status)
+        info = cls(resp.status, *fields(resp.headers))
+        await cache.put(key, info, fill)
         return info
 
     # ---- auth and info endpoints ---------------------------------------------------------
@@ -213,6 +201,22 @@ class Proxy:
             if entry is not None:
                 caps[mw.name] = entry
         return web.json_response(caps)
+
+
+def _container_fields(h: Any) -> tuple:
+    return (h.get("X-Container-Read", ""), h.get("X-Container-Write", ""),
+            int(h.get("X-Container-Object-Count", 0) or 0),
+            int(h.get("X-Container-Bytes-Used", 0) or 0),
+            {k: v for k, v in h.items()
+             if k.lower().startswith(("x-container-meta-", "x-container-sysmeta-"))})
+
+
+def _account_fields(h: Any) -> tuple:
+    return (int(h.get("X-Account-Container-Count", 0) or 0),
+            int(h.get("X-Account-Object-Count", 0) or 0),
+            int(h.get("X-Account-Bytes-Used", 0) or 0),
+            {k: v for k, v in h.items()
+             if k.lower().startswith(("x-account-meta-", "x-account-sysmeta-"))})
 
 
 async def _dispatch(request: web.Request) -> web.StreamResponse:
