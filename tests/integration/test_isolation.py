@@ -289,13 +289,19 @@ def _burst(cluster, requests: list[tuple[str, str, dict]]) -> list[int]:
         return [s for got in pool.map(run, chunks) for s in got]
 
 
+def _seed(raw, tok: str, container: str, count: int, body: bytes) -> list[str]:
+    """A container of `count` objects o0, o1, ... holding `body`; their names."""
+    raw("PUT", f"{A}/{container}", {"X-Auth-Token": tok})
+    names = [f"o{i}" for i in range(count)]
+    for n in names:
+        assert raw("PUT", f"{A}/{container}/{n}", {"X-Auth-Token": tok}, body)[0] == 201
+    return names
+
+
 def test_huge_range_is_a_big_number_and_harms_nobody(cluster):
     tok = token(cluster)
     raw = Raw(cluster)
-    raw("PUT", f"{A}/ranges", {"X-Auth-Token": tok})
-    names = [f"o{i}" for i in range(8)]
-    for n in names:
-        assert raw("PUT", f"{A}/ranges/{n}", {"X-Auth-Token": tok}, b"hello")[0] == 201
+    names = _seed(raw, tok, "ranges", 8, b"hello")
     huge = "9" * 5000
     statuses = _burst(cluster, [("GET", f"{A}/ranges/{n}",
                                  {"X-Auth-Token": tok, "Range": f"bytes=0-{huge}"})
@@ -350,10 +356,7 @@ def _swap_object_server(cluster, script: str | None) -> None:
 def test_requests_every_replica_fails_do_not_error_limit_nodes(cluster):
     tok = token(cluster)
     raw = Raw(cluster)
-    raw("PUT", f"{A}/hostile", {"X-Auth-Token": tok})
-    names = [f"o{i}" for i in range(10)]
-    for n in names:
-        assert raw("PUT", f"{A}/hostile/{n}", {"X-Auth-Token": tok}, b"x")[0] == 201
+    names = _seed(raw, tok, "hostile", 10, b"x")
     _swap_object_server(cluster, FAILING_OBJECT_SERVER)
     assert raw("GET", f"{A}/hostile/o0", {"X-Auth-Token": tok})[0] == 200
     statuses = _burst(cluster, [("GET", f"{A}/hostile/{n}",
