@@ -28,6 +28,7 @@ from typing import Any
 
 from swiftlite.common import signing
 from swiftlite.common.fsutil import atomic_write
+from swiftlite.common.server import LISTEN_FD_ENV, listen_socket
 
 ROLES = ("account", "container", "object")
 ROLE_OFFSET = {"object": 0, "container": 1, "account": 2}
@@ -52,10 +53,22 @@ USERS = {  # those of Swift's all-in-one development setup
 TEMPAUTH = {"reseller_prefix": "AUTH, SERVICE", "SERVICE_require_group": "service"}
 
 
-def _free_port(ip: str) -> int:
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
+# Ports picked for a new plan stay bound here until their servers inherit them: a port
+# closed and reopened later could be taken in between (by a parallel test cluster, say).
+_reserved: dict[tuple[str, int], socket.socket] = {}
+
+
+def _free_port(ip: str, workers: int = 1) -> int:
+    sock = listen_socket(ip, 0, reuse_port=workers > 1)
+    port = sock.getsockname()[1]
+    _reserved[(ip, port)] = sock
+    return port
+
+
+def _listener(ip: str, port: int, workers: int) -> socket.socket:
+    """The socket a server is to inherit: reserved when the plan was made, else bound now."""
+    sock = _reserved.pop((ip, port), None)
+    return sock or listen_socket(ip, port, reuse_port=workers > 1)
 
 
 def _ini(sections: dict[str, dict[str, Any]]) -> str:
@@ -95,7 +108,6 @@ def build(args: Namespace) -> dict[str, Any]:
     ring_ip = "127.0.0.1" if backend_bind in ("0.0.0.0", "::", "") else backend_bind
     proxy_ip = "127.0.0.1" if args.bind in ("0.0.0.0", "::", "") else args.bind
     random_ports = args.port == 0
-    proxy_port = _free_port(args.bind) if random_ports else args.port
     hash_conf = {"hash_path_prefix": secrets.token_hex(8),
                  "hash_path_suffix": secrets.token_hex(8)}
     _write(os.path.join(etc, "swiftlite.conf"), _ini({"hash": hash_conf}))
@@ -103,9 +115,12 @@ def build(args: Namespace) -> dict[str, Any]:
     # object server is one GIL, and its replica writes queue behind it). Container and
     # account servers stay single: their SQLite group commit batches best in one process.
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    proxy_port = _free_port(args.bind, workers) if random_ports else args.port
+    role_workers = {role: workers if role == "object" else 1 for role in ROLES}
     nodes = []
     for n in range(1, args.nodes + 1):
-        ports = {role: (_free_port(backend_bind) if random_ports else 6200 + 10 * n + off)
+        ports = {role: (_free_port(backend_bind, role_workers[role]) if random_ports
+                        else 6200 + 10 * n + off)
                  for role, off in ROLE_OFFSET.items()}
         devices_root = os.path.join(root, f"node{n}")
         for d in range(1, args.devices + 1):
@@ -117,13 +132,14 @@ def build(args: Namespace) -> dict[str, Any]:
                   "status_dir": os.path.join(root, "run", f"node{n}")}
         sections: dict[str, dict[str, Any]] = {"DEFAULT": common, "hash": hash_conf}
         for role in ROLES:
-            sections[f"{role}-server"] = {"bind_port": ports[role], "workers": 1}
-        sections["object-server"]["workers"] = workers
+            sections[f"{role}-server"] = {"bind_port": ports[role],
+                                          "workers": role_workers[role]}
         sections["object-server"]["io_threads"] = 32  # room for group-commit batches
         for daemon in DAEMONS:
             sections[daemon] = {"interval": 30}
         _write(conf_path, _ini(sections))
         nodes.append({"name": f"node{n}", "ip": ring_ip, "zone": n, "ports": ports,
+                      "bind": backend_bind, "workers": role_workers,
                       "devices_root": devices_root, "conf": conf_path,
                       "devices": [f"d{d}" for d in range(1, args.devices + 1)]})
     proxy_conf = os.path.join(etc, "proxy.conf")
@@ -147,7 +163,8 @@ def build(args: Namespace) -> dict[str, Any]:
         write_ring(os.path.join(etc, f"{kind}.ring.gz"), builder.get_ring_data())
     plan = {"root": root, "etc_dir": etc, "bind": args.bind, "proxy_ip": proxy_ip,
             "backend_bind": backend_bind,
-            "proxy_port": proxy_port, "proxy_conf": proxy_conf, "nodes": nodes,
+            "proxy_port": proxy_port, "proxy_workers": workers, "proxy_conf": proxy_conf,
+            "nodes": nodes,
             "daemons": not args.no_daemons}
     _write(plan_path, json.dumps(plan, indent=2))
     return plan
@@ -167,10 +184,32 @@ def _add_backend_secret(plan: dict[str, Any], secret: str) -> None:
         os.replace(path + ".tmp", path)
 
 
-def _spawn(cmd: list[str], log_path: str) -> subprocess.Popen:
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+def _spawn(cmd: list[str], log_path: str,
+           listener: socket.socket | None = None) -> subprocess.Popen:
+    """Start a process; a server gets its listening socket handed down when there is one."""
+    env, fds = None, ()
+    if listener is not None:
+        env = {**os.environ, LISTEN_FD_ENV: str(listener.fileno())}
+        fds = (listener.fileno(),)
+    try:
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=env, pass_fds=fds)
+    finally:
+        if listener is not None:
+            listener.close()  # the server holds it now
+
+
+def _plan_listener(ip: str | None, port: int, workers: int | None) -> socket.socket | None:
+    """The listening socket for a planned server; None (it binds itself) for plans made
+    before sockets were handed down, which do not record the worker counts."""
+    if ip is None or workers is None:
+        return None
+    try:
+        return _listener(ip, port, workers)
+    except OSError as exc:
+        raise SystemExit(f"swiftlite up: cannot listen on {ip}:{port}: {exc.strerror}") from None
 
 
 def _healthy(ip: str, port: int) -> bool:
@@ -199,7 +238,9 @@ def run_up(args: Namespace) -> int:
                                  "servers": {}, "daemons": {}}
         for role in ROLES:
             cmd = py + ["server", role, "-c", node["conf"]]
-            p = _spawn(cmd, os.path.join(logs, f"{node['name']}-{role}.log"))
+            p = _spawn(cmd, os.path.join(logs, f"{node['name']}-{role}.log"),
+                       _plan_listener(node.get("bind"), node["ports"][role],
+                                      node.get("workers", {}).get(role)))
             procs[f"{node['name']}-{role}"] = p
             entry["servers"][role] = {"port": node["ports"][role], "pid": p.pid, "cmd": cmd}
             checks.append((node["ip"], node["ports"][role]))
@@ -213,7 +254,8 @@ def run_up(args: Namespace) -> int:
                 entry["daemons"][daemon] = {"pid": p.pid, "cmd": cmd}
         cluster["nodes"].append(entry)
     cmd = py + ["server", "proxy", "-c", plan["proxy_conf"]]
-    p = _spawn(cmd, os.path.join(logs, "proxy.log"))
+    p = _spawn(cmd, os.path.join(logs, "proxy.log"),
+               _plan_listener(plan["bind"], plan["proxy_port"], plan.get("proxy_workers")))
     procs["proxy"] = p
     url = f"http://{plan['proxy_ip']}:{plan['proxy_port']}"
     cluster["proxy"] = {"url": url, "auth_url": url + "/auth/v1.0", "port": plan["proxy_port"],

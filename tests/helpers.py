@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import signal
 import socket
@@ -16,11 +17,28 @@ from typing import Any
 
 import pytest
 
+# Ports for servers a test starts itself: each xdist worker takes its own block below the
+# kernel's ephemeral range, so a port found free here cannot be handed to another worker (or
+# to a `swiftlite up`, which picks ephemeral ports) before the server binds it.
+_PORT_BLOCK = 1500
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+_PORT_BASE = 15000 + (int(_worker) % 10 if _worker.isdigit() else 0) * _PORT_BLOCK
+# A random start keeps two test runs on one machine from walking the same ports.
+_cursor = random.randrange(_PORT_BLOCK)
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    global _cursor
+    for _ in range(_PORT_BLOCK):
+        port = _PORT_BASE + _cursor
+        _cursor = (_cursor + 1) % _PORT_BLOCK
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {_PORT_BASE}..{_PORT_BASE + _PORT_BLOCK}")
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,

@@ -102,7 +102,24 @@ def make_app(*, backend: bool = False, **kwargs) -> web.Application:
     return app
 
 
+# `swiftlite up` binds each server's port itself and hands the listening socket down under
+# this variable, so a port it picked can never be taken by another process in between.
+LISTEN_FD_ENV = "SWIFTLITE_LISTEN_FD"
+
+
+def inherited_socket() -> socket.socket | None:
+    fd = os.environ.pop(LISTEN_FD_ENV, None)
+    if not fd:
+        return None
+    sock = socket.socket(fileno=int(fd))
+    sock.setblocking(False)
+    return sock
+
+
 def listen_socket(ip: str, port: int, reuse_port: bool) -> socket.socket:
+    """A listening socket. SO_REUSEPORT only for a server's own workers: on a single-process
+    server it would let another process bind the same port and silently take half its
+    traffic; without it such a clash fails loudly."""
     family = socket.AF_INET6 if ":" in ip else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -142,11 +159,8 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
     await runner.cleanup()
 
 
-def _worker(factory: AppFactory, conf: Section, name: str, sock: socket.socket | None) -> None:
+def _worker(factory: AppFactory, conf: Section, name: str, sock: socket.socket) -> None:
     threadpool.configure(conf.get_int("io_threads", 8))
-    if sock is None:
-        sock = listen_socket(conf.get_str("bind_ip", "127.0.0.1"), conf.get_int("bind_port", 0),
-                             reuse_port=True)
     uvloop.run(_run(factory, conf, name, sock))
 
 
@@ -191,12 +205,19 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
         hook(conf)
     ip = conf.get_str("bind_ip", "127.0.0.1")
     port = conf.get_int("bind_port", 0)
+    first = inherited_socket() or listen_socket(ip, port, reuse_port=workers > 1)
     if workers <= 1:
-        _worker(factory, conf, name, listen_socket(ip, port, reuse_port=True))
+        _worker(factory, conf, name, first)
         return
-    # Bind once in the parent so a port clash fails loudly before any fork; closed before
-    # forking, or the kernel would queue connections on a socket nobody accepts from.
-    listen_socket(ip, port, reuse_port=True).close()
+    # One SO_REUSEPORT socket per worker slot, all opened here and kept: the port is never
+    # free between forks (nobody else can take it), a restarted worker accepts on its slot's
+    # socket, and the kernel spreads connections over the slots.
+    port = first.getsockname()[1]
+    if first.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT):
+        sockets = [first] + [listen_socket(ip, port, reuse_port=True)
+                             for _ in range(workers - 1)]
+    else:  # an inherited socket made for one worker: the workers share its accept queue
+        sockets = [first] * workers
     children: dict[int, int] = {}
     stopping = False
     status_code = 0
@@ -207,7 +228,7 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             try:
-                _worker(factory, conf, name, None)
+                _worker(factory, conf, name, sockets[slot])
             except signing.SecretError as exc:  # e.g. the proxy's auth_secret: don't respawn
                 print(f"swiftlite: {name} refusing to start: {exc}", file=sys.stderr, flush=True)
                 os._exit(EX_CONFIG)
