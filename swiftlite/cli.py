@@ -21,10 +21,9 @@ DAEMONS = {
     "object-replicator": ("swiftlite.obj.replicator", "run_daemon", "object-replicator"),
     "object-updater": ("swiftlite.obj.updater", "run_daemon", "object-updater"),
     "object-auditor": ("swiftlite.obj.auditor", "run_daemon", "object-auditor"),
-    "container-replicator": ("swiftlite.db.replicator", "run_container_daemon",
+    "container-replicator": ("swiftlite.container.replicator", "run_daemon",
                              "container-replicator"),
-    "account-replicator": ("swiftlite.db.replicator", "run_account_daemon",
-                           "account-replicator"),
+    "account-replicator": ("swiftlite.account.replicator", "run_daemon", "account-replicator"),
 }
 
 

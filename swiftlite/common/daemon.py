@@ -24,7 +24,6 @@ from swiftlite.common import threadpool
 from swiftlite.common.client import make_session
 from swiftlite.common.config import Section, load_sections
 from swiftlite.common.fsutil import atomic_write
-from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.daemon")
 
@@ -134,23 +133,13 @@ def server_section(conf: Section, role: str) -> Section:
     return Section(conf)
 
 
-def load_ring(conf: Section, kind: str) -> Ring:
-    swift_dir = conf.get_str("swift_dir", "/etc/swiftlite")
-    return Ring(os.path.join(swift_dir, f"{kind}.ring.gz"),
-                conf.get_float("ring_reload_interval", 15.0))
+def server_address(conf: Section, role: str) -> tuple[str, int]:
+    """(bind_ip, bind_port) of this node's <role> server: whose ring devices are local.
 
-
-def local_devices(conf: Section, ring: Ring, role: str) -> list[dict[str, Any]]:
-    """The ring devices this node serves: those at this node's server bind_ip/bind_port.
-
-    A wildcard bind address matches by port alone (the ring holds a routable address).
-    """
+    Daemons pass it to `Ring.devices_on`; the ring is not imported here (daemon plumbing is
+    shared by everything, the ring only by what places data)."""
     srv = server_section(conf, role)
-    ip = srv.get_str("bind_ip", "127.0.0.1")
-    port = srv.get_int("bind_port", 0)
-    if ip in ("0.0.0.0", "::", ""):
-        return [d for d in ring.devs if d is not None and d["port"] == port]
-    return ring.devices_on(ip, port)
+    return srv.get_str("bind_ip", "127.0.0.1"), srv.get_int("bind_port", 0)
 
 
 PassFn = Callable[[dict[str, Any]], Awaitable[None]]

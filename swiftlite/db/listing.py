@@ -1,7 +1,10 @@
-"""Listings shared by containers and accounts: query parameters, the delimiter walk, formats.
+"""Listings shared by containers and accounts: parameters, the delimiter walk, formats.
 
 Names are compared as UTF-8 bytes (SQLite's BINARY collation on TEXT); for valid UTF-8,
 Python's code point order is the same order, so bounds can be computed on str.
+
+No HTTP here (the brokers use this module in pool threads and tools); reading a request's
+listing query and making the response is `listing_http`.
 """
 
 from __future__ import annotations
@@ -13,14 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from aiohttp import web
-
-from swiftlite.common.http import HTTPError, query_str
 from swiftlite.common.timestamp import Timestamp
 
-TRUE_VALUES = {"1", "true", "yes", "on", "t", "y"}
 MAX_CHAR = 0x10FFFF
 
+
+class NotAcceptable(ValueError):
+    """No listing format fits the client's Accept header (a 406)."""
 
 
 @dataclass
@@ -54,11 +56,12 @@ def next_after(prefix: str) -> str | None:
 
 def _accept_format(accept: str | None) -> str:
     """Pick plain/json/xml from an Accept header (q-values honoured); 406 if none fits."""
-    return _accept_type(accept)[1]
+    return accept_type(accept)[1]
 
 
-def _accept_type(accept: str | None) -> tuple[str, str]:
-    """(media type, format) for an Accept header: text/xml stays text/xml, as in Swift."""
+def accept_type(accept: str | None) -> tuple[str, str]:
+    """(media type, format) for an Accept header: text/xml stays text/xml, as in Swift;
+    NotAcceptable when nothing fits."""
     if not accept:
         return "text/plain", "plain"
     offers = [("text/plain", "plain"), ("application/json", "json"),
@@ -91,46 +94,11 @@ def _accept_type(accept: str | None) -> tuple[str, str]:
             if best is None or cand > best[:3]:
                 best = (q, spec, -order, offer, fmt)  # type: ignore[assignment]
     if best is None:
-        raise HTTPError(406, "no acceptable listing format")
+        raise NotAcceptable("no acceptable listing format")
     return best[3], best[4]  # type: ignore[misc]
 
 
 FORMAT_TYPES = {"json": "application/json", "xml": "application/xml", "plain": "text/plain"}
-
-
-def parse_format(request: web.Request) -> tuple[str, str]:
-    """(format, media type) from ?format= (an unknown one means plain, as in Swift) or the
-    Accept header (406 when nothing fits). HEAD answers with the same Content-Type."""
-    fmt = (query_str(request, "format") or "").lower()
-    if fmt:
-        fmt = fmt if fmt in FORMAT_TYPES else "plain"
-        return fmt, FORMAT_TYPES[fmt]
-    ctype, fmt = _accept_type(request.headers.get("Accept"))
-    return fmt, ctype
-
-
-def parse_params(request: web.Request, max_limit: int) -> ListingParams:
-    """Validate the listing query as Swift does: bad UTF-8 is a 400, a limit over the
-    maximum a 412, and a limit that is not a number is ignored."""
-    raw_limit = query_str(request, "limit")
-    limit = max_limit
-    if raw_limit and raw_limit.isascii() and raw_limit.isdigit():
-        limit = int(raw_limit)
-        if limit > max_limit:
-            raise HTTPError(412, f"Maximum limit is {max_limit}")
-    fmt, ctype = parse_format(request)
-    reverse = (query_str(request, "reverse") or "").lower() in TRUE_VALUES
-    prefix = query_str(request, "prefix") or None
-    delimiter = query_str(request, "delimiter") or None
-    path = query_str(request, "path")
-    if path is not None:
-        prefix = path.rstrip("/") + "/" if path else None
-        delimiter = "/"
-        path = prefix or ""
-    return ListingParams(limit=limit, marker=query_str(request, "marker") or None,
-                         end_marker=query_str(request, "end_marker") or None,
-                         prefix=prefix, delimiter=delimiter, reverse=reverse,
-                         out_format=fmt, path=path, ctype=ctype)
 
 
 @dataclass
@@ -297,17 +265,3 @@ def render_body(rows: list[tuple], fmt: str, kind: str, owner: str) -> tuple[byt
     if fmt == "xml":
         return _xml(rows, kind, owner).encode(), "application/xml"
     return "".join(r[0] + "\n" for r in rows).encode(), "text/plain"
-
-
-def response(body: bytes, ctype: str, headers: dict[str, str]) -> web.Response:
-    """The listing response; an empty plain listing is a 204, as in Swift. Every answer
-    names its type with charset=utf-8, the 204 too (Swift's clients look at it)."""
-    headers["Content-Type"] = f"{ctype}; charset=utf-8"
-    if not body and ctype == "text/plain":
-        return web.Response(status=204, headers=headers)
-    return web.Response(status=200, body=body, headers=headers)
-
-
-def render(rows: list[tuple], fmt: str, kind: str, owner: str,
-           headers: dict[str, str]) -> web.Response:
-    return response(*render_body(rows, fmt, kind, owner), headers)

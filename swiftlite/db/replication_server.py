@@ -21,18 +21,14 @@ from typing import Any
 import msgpack
 from aiohttp import web
 
-from swiftlite.account.broker import AccountBroker
 from swiftlite.common.config import Section
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.broker import DatabaseBroker
 from swiftlite.db.cache import BrokerCache
 from swiftlite.db.paths import DB_DIRS, DeviceChecker
 
 METHOD = "MERGE"
-BROKERS: dict[str, type[DatabaseBroker]] = {"container": ContainerBroker,
-                                            "account": AccountBroker}
 _ROUTE_RE = re.compile(r"/([^/]+)/([0-9]+)/([0-9a-f]{32})")
 
 
@@ -46,9 +42,9 @@ def item_rows(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict
 
 
 class ReplicationReceiver:
-    def __init__(self, kind: str, conf: Section) -> None:
-        self.kind = kind
-        self.cls = BROKERS[kind]
+    def __init__(self, broker_class: type[DatabaseBroker], conf: Section) -> None:
+        self.kind = broker_class.KIND
+        self.cls = broker_class
         self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
                                      conf.get_bool("mount_check", False))
         synchronous = conf.get_str("db_synchronous", "FULL").upper()
@@ -106,13 +102,15 @@ class ReplicationReceiver:
                             content_type="application/x-msgpack")
 
 
-def register_db_replication_routes(app: web.Application, kind: str, conf: Section) -> None:
-    """Serve `MERGE /{dev}/{part}/{hash}` for a container or account server's app.
+def register_db_replication_routes(app: web.Application, broker_class: type[DatabaseBroker],
+                                   conf: Section) -> None:
+    """Serve `MERGE /{dev}/{part}/{hash}` for a container or account server's app, whose
+    broker class (given by the role: db/ imports no role) names the kind of DB.
 
     A middleware rather than a route, so it works wherever the call sits relative to the
     server's catch-all route; other requests pay one string compare.
     """
-    rx = ReplicationReceiver(kind, conf)
+    rx = ReplicationReceiver(broker_class, conf)
 
     @web.middleware
     async def db_replication(request: web.Request, handler: Any) -> web.StreamResponse:

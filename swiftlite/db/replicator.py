@@ -26,7 +26,8 @@ from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker
 from swiftlite.db.paths import DB_DIRS
-from swiftlite.db.replication_server import BROKERS, METHOD
+from swiftlite.db.replication_server import METHOD
+from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.db-replicator")
 
@@ -72,11 +73,11 @@ def remove_db(path: str) -> None:
 class DBReplicator(daemon.PeerSession):
     limit_per_host = 8
 
-    def __init__(self, conf: Section, kind: str) -> None:
+    def __init__(self, conf: Section, broker_class: type[DatabaseBroker]) -> None:
         self.conf = conf
-        self.kind = kind
+        self.cls = broker_class  # the role's broker: db/ knows no role (no import of them)
+        self.kind = kind = broker_class.KIND
         self.name = f"{kind}-replicator"
-        self.cls: type[DatabaseBroker] = BROKERS[kind]
         self.devices = conf.get_str("devices", "/srv/node")
         self.reclaim_age = conf.get_float("reclaim_age", 7 * 86400.0)
         self.concurrency = max(1, conf.get_int("concurrency", 4))
@@ -84,7 +85,7 @@ class DBReplicator(daemon.PeerSession):
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 30.0)
         self.pacer = daemon.Pacer(conf.get_float("max_objects_per_second", 0.0))
-        self.ring = daemon.load_ring(conf, kind)
+        self.ring = Ring.from_conf(conf, kind)
         self.session: aiohttp.ClientSession | None = None
 
     async def _call(self, node: dict[str, Any], part: int, hexhash: str,
@@ -156,7 +157,7 @@ class DBReplicator(daemon.PeerSession):
 
     def _jobs(self) -> list[tuple[dict[str, Any], int, str, str]]:
         jobs = []
-        for dev in daemon.local_devices(self.conf, self.ring, self.kind):
+        for dev in self.ring.devices_on(*daemon.server_address(self.conf, self.kind)):
             for part, h, path in local_dbs(os.path.join(self.devices, dev["device"]),
                                            self.kind):
                 jobs.append((dev, part, h, path))
@@ -181,14 +182,7 @@ class DBReplicator(daemon.PeerSession):
         await asyncio.gather(*(one(*j) for j in jobs))
 
 
-def _run(conf: Section, kind: str, once: bool) -> int:
-    rep = DBReplicator(conf, kind)
+def run(conf: Section, broker_class: type[DatabaseBroker], once: bool = False) -> int:
+    """The daemon's entry point body; each role's replicator module names its broker."""
+    rep = DBReplicator(conf, broker_class)
     return daemon.run(conf, rep.name, rep.run_pass, once, rep.setup, rep.teardown)
-
-
-def run_container_daemon(conf: Section, once: bool = False) -> int:
-    return _run(conf, "container", once)
-
-
-def run_account_daemon(conf: Section, once: bool = False) -> int:
-    return _run(conf, "account", once)

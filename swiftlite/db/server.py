@@ -22,7 +22,7 @@ from swiftlite.db.broker import DatabaseBroker, DatabaseNotFound, MetadataLimit
 from swiftlite.db.cache import BrokerCache
 from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import req_metadata, req_timestamp
-from swiftlite.db.listing import parse_format, parse_params, response
+from swiftlite.db.listing_http import parse_format, parse_params, response
 from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
 from swiftlite.db.reclaimer import reclaim_loop
 from swiftlite.db.replication_server import register_db_replication_routes
@@ -207,5 +207,5 @@ def make_db_app(server: DBServer, key: web.AppKey, conf: Section) -> web.Applica
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
     app.router.add_route("*", "/{tail:.*}", server.handle)
-    register_db_replication_routes(app, server.kind, conf)
+    register_db_replication_routes(app, server.broker_class, conf)
     return app

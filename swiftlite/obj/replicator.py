@@ -29,6 +29,7 @@ from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.obj import digests, diskfile, sync
+from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.object-replicator")
 NAME = "object-replicator"
@@ -99,7 +100,7 @@ class ObjectReplicator(daemon.PeerSession):
         # Benchmark only: derive our digests by listing every suffix (Swift's way) instead of
         # reading the incremental ones, to compare the two under the same replicator.
         self.listing_digests = conf.get_bool("listing_digests", False)
-        self.ring = daemon.load_ring(conf, "object")
+        self.ring = Ring.from_conf(conf, "object")
         self.session: aiohttp.ClientSession | None = None
 
     # ---- peer requests ------------------------------------------------------------------
@@ -261,7 +262,7 @@ class ObjectReplicator(daemon.PeerSession):
 
     def _jobs(self) -> list[tuple[dict[str, Any], int]]:
         jobs = []
-        for dev in daemon.local_devices(self.conf, self.ring, "object"):
+        for dev in self.ring.devices_on(*daemon.server_address(self.conf, "object")):
             path = os.path.join(self.devices, dev["device"])
             if os.path.isdir(path):
                 jobs.extend((dev, p) for p in local_partitions(path))

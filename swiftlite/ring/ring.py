@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ log = logging.getLogger("swiftlite.ring")
 
 DEV_KEYS = ("id", "region", "zone", "ip", "port", "device", "weight")
 NONE_DEV = 0xFFFF  # a hole in the table (replica count not yet filled)
+WILDCARD_IPS = ("0.0.0.0", "::", "")
 
 
 @dataclass
@@ -86,6 +87,13 @@ class Ring:
     @classmethod
     def load(cls, path: str, reload_interval: float = 15.0) -> Ring:
         return cls(path, reload_interval)
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any], kind: str) -> Ring:
+        """`<swift_dir>/<kind>.ring.gz`, checked every `ring_reload_interval` seconds."""
+        swift_dir = str(conf.get("swift_dir") or "/etc/swiftlite")
+        return cls(os.path.join(swift_dir, f"{kind}.ring.gz"),
+                   float(conf.get("ring_reload_interval", 15.0)))
 
     def _load(self) -> None:
         with open(self.path, "rb") as f:
@@ -199,8 +207,11 @@ class Ring:
         return out
 
     def devices_on(self, ip: str, port: int) -> list[dict[str, Any]]:
-        """The devices this ring places on one server (what a storage node serves)."""
-        return [d for d in self.devs if d is not None and d["ip"] == ip and d["port"] == port]
+        """The devices this ring places on one server (what a storage node serves). A
+        wildcard `ip` (a server bound to every address) matches by port alone: the ring
+        holds routable addresses."""
+        return [d for d in self.devs if d is not None and d["port"] == port
+                and (ip in WILDCARD_IPS or d["ip"] == ip)]
 
     def parts_for_device(self, dev_id: int) -> list[int]:
         """Partitions with a replica on `dev_id` (the replicator's work list)."""

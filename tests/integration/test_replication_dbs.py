@@ -8,9 +8,11 @@ import os
 import aiohttp
 import pytest
 
+from swiftlite.account.broker import AccountBroker
 from swiftlite.account.server import create_app as account_app
 from swiftlite.common.daemon import read_status, run_loop
 from swiftlite.common.timestamp import Timestamp
+from swiftlite.container.broker import ContainerBroker
 from swiftlite.container.server import create_app as container_app
 from swiftlite.db.replicator import DBReplicator
 from tests.integration.replication_support import Node, write_test_ring
@@ -44,7 +46,7 @@ async def anodes(tmp_path):
 
 async def run_pass(node, kind):
     conf = node.section(f"{kind}-replicator")
-    rep = DBReplicator(conf, kind)
+    rep = DBReplicator(conf, {"container": ContainerBroker, "account": AccountBroker}[kind])
     await run_loop(conf, rep.name, rep.run_pass, True, rep.setup, rep.teardown)
     return read_status(conf, rep.name)
 

@@ -8,7 +8,7 @@ import os
 import time
 
 from swiftlite.common.config import Section
-from swiftlite.common.daemon import Pacer, local_devices, read_status, run_loop, status_dir
+from swiftlite.common.daemon import Pacer, read_status, run_loop, server_address, status_dir
 from swiftlite.ring import Ring
 from tests.integration.replication_support import Node, write_test_ring
 
@@ -87,4 +87,6 @@ def test_local_devices_match_server_bind_port(tmp_path):
         n.write_conf(root, {"object-replicator": {}})
     ring = Ring(os.path.join(root, "object.ring.gz"))
     conf = nodes[1].section("object-replicator")
-    assert [d["device"] for d in local_devices(conf, ring, "object")] == ["d1"]
+    assert [d["device"] for d in ring.devices_on(*server_address(conf, "object"))] == ["d1"]
+    # A server bound to every address serves the ring's devices on its port.
+    assert [d["device"] for d in ring.devices_on("0.0.0.0", nodes[2].port)] == ["d2"]
