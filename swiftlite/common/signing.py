@@ -33,10 +33,6 @@ _WELL_KNOWN = ("change-me", "changeme", "change_me", "secret", "password", "swif
                "example", "replace-me", "your-", "xxxx")
 
 
-# Servers receive REPLICATE as REPORT (swiftlite.common.methods): both sides sign the alias.
-_METHOD_ALIASES = {"REPLICATE": "REPORT"}
-
-
 class SecretError(ValueError):
     """No usable secret: the server must not start."""
 
@@ -68,7 +64,6 @@ class Signer:
         self.window = window
 
     def _digest(self, method: str, target: str, x_timestamp: str, issued: str) -> str:
-        method = _METHOD_ALIASES.get(method, method)
         mac = self._mac.copy()
         mac.update(f"{method}\n{target}\n{x_timestamp}\n{issued}".encode(
             "utf-8", "surrogateescape"))

@@ -1,13 +1,13 @@
 """The object replicator: make every primary of every local partition hold what we hold.
 
 Per local partition (primary or handoff), per peer (the other primaries; all primaries for a
-handoff): REPLICATE the peer for its suffix digests (no listing on either side when they
-match); for each differing suffix list object states on both sides (``MERGE .../states``),
-stream the files the peer lacks (``MERGE .../sync``, see ``sync``), then compare digests
-again; a suffix still differing is re-derived from disk on both sides (REPLICATE with a
-suffix list: heals drift left by a crash) before its states are compared once more. So a
-differing suffix costs one listing per side, a drifted one two. A handoff
-partition whose objects every primary holds is removed locally. Tombstones older than
+handoff): ask the peer for its suffix digests (``MERGE .../digests``, Swift's REPLICATE; no
+listing on either side when they match); for each differing suffix list object states on both
+sides (``MERGE .../states``), stream the files the peer lacks (``MERGE .../sync``, see
+``sync``), then compare digests again; a suffix still differing is re-derived from disk on
+both sides (``MERGE .../digests/{suffixes}``: heals drift left by a crash) before its states
+are compared once more. So a differing suffix costs one listing per side, a drifted one two.
+A handoff partition whose objects every primary holds is removed locally. Tombstones older than
 ``reclaim_age`` are dropped when their suffix is listed (the auditor sweeps the rest).
 Files sent are paced by ``max_objects_per_second`` / ``max_bytes_per_second``.
 """
@@ -120,10 +120,8 @@ class ObjectReplicator(daemon.PeerSession):
 
     async def peer_digests(self, node: dict[str, Any], part: int,
                            suffixes: list[str] | None = None) -> dict[str, bytes]:
-        path = quote_path(node["device"], part)
-        if suffixes:
-            path += "/" + "-".join(sorted(suffixes))
-        return await self._request("REPLICATE", node, path)
+        return await self._request(sync.SYNC_METHOD, node,
+                                   sync.digests_path(node["device"], part, suffixes))
 
     async def peer_states(self, node: dict[str, Any], part: int,
                           suffixes: list[str]) -> dict[str, dict[str, str]]:

@@ -1,7 +1,7 @@
-"""The object server: PUT/GET/HEAD/POST/DELETE of objects and REPLICATE of partition digests.
+"""The object server: PUT/GET/HEAD/POST/DELETE of objects.
 
-Paths: ``/{device}/{partition}/{account}/{container}/{object}`` and
-``/{device}/{partition}[/{suffix}-{suffix}...]`` for REPLICATE. Disk work leaves the event
+Paths: ``/{device}/{partition}/{account}/{container}/{object}``; the replication routes
+(partition digests, object states, file sync) are ``sync``'s. Disk work leaves the event
 loop in as few hops as possible: a small PUT (its whole body read) is one job for the
 committer thread, written and flushed in a batch with every other queued PUT (see
 ``batch_commit``); a large PUT is one thread-pool hop per ``write_batch_size``; a small GET
@@ -19,14 +19,12 @@ import re
 import time
 from typing import Any
 
-import msgpack
 from aiohttp import web
 
 from swiftlite.common import constraints
 from swiftlite.common.config import Section, config_true
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
-from swiftlite.common.methods import install_method_aliases
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
 from swiftlite.common.server import make_app
 from swiftlite.common.threadpool import run_blocking
@@ -37,7 +35,6 @@ from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 
 log = logging.getLogger("swiftlite.object")
 _PART_RE = re.compile(r"[0-9]{1,10}")
-_SUFFIX_RE = re.compile(r"[0-9a-f]{3}(-[0-9a-f]{3})*")
 PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest")
 DEFAULT_CT = "application/octet-stream"
 _REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server Error",
@@ -133,8 +130,7 @@ class ObjectServer:
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         handler = {"GET": self.GET, "HEAD": self.GET, "PUT": self.PUT, "POST": self.POST,
-                   "DELETE": self.DELETE, "REPLICATE": self.REPLICATE,
-                   "REPORT": self.REPLICATE}.get(request.method)
+                   "DELETE": self.DELETE}.get(request.method)
         if handler is None:
             return error(405, "Method not allowed")
         try:
@@ -565,47 +561,18 @@ class ObjectServer:
         log.error("ETag mismatch, quarantining %s/objects/%s/%s", dev_path, part, hexhash)
         await run_blocking(diskfile.quarantine, dev_path, part, hexhash)
 
-    # ---- replication ------------------------------------------------------------------------
-
-    async def REPLICATE(self, request: web.Request) -> web.Response:
-        dev, part_s, sufs = split_path(request, 2, 3, True)
-        assert dev and part_s
-        dev_path = self.device_path(dev)
-        part = self.partition(part_s)
-        if sufs and not _SUFFIX_RE.fullmatch(sufs):
-            raise HTTPError(400, "Invalid suffix list")
-        if sufs:
-            result = await run_blocking(self._rehash, dev_path, part, sufs.split("-"))
-            body = msgpack.packb(result, use_bin_type=True)
-        else:
-            body = await run_blocking(self._digests, dev_path, part)
-        return web.Response(status=200, body=body, content_type="application/x-msgpack")
-
-    @staticmethod
-    def _digests(dev_path: str, part: int) -> bytes:
-        if not os.path.isdir(dev_path):
-            raise diskfile.DeviceMissing(dev_path)
-        return digests.get_digests_packed(dev_path, part)
-
-    @staticmethod
-    def _rehash(dev_path: str, part: int, sufs: list[str]) -> dict[str, bytes]:
-        if not os.path.isdir(dev_path):
-            raise diskfile.DeviceMissing(dev_path)
-        return digests.rehash_suffixes(dev_path, part, sufs)
-
 
 OBJECT_SERVER = web.AppKey("object_server", object)
 
 
 async def create_app(conf: Section) -> web.Application:
-    install_method_aliases()  # REPLICATE arrives as REPORT (see swiftlite.common.methods)
     durability.configure(conf.get_str("sync_mode", "batch"),
                          conf.get_float("sync_gather_ms", 2.0))
     server = ObjectServer(conf)
     app = make_app(backend=True)  # answers only signed requests from the cluster
     app[OBJECT_SERVER] = server
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
-    sync.register_sync_routes(app, conf)  # the replicator's MERGE states/sync endpoints
+    sync.register_sync_routes(app, conf)  # the replicator's MERGE digests/states/sync
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
     return app

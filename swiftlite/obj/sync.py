@@ -1,8 +1,13 @@
 """Object replication protocol: the receiving end on the object server, and the state rules.
 
-Two routes on the object server (method MERGE, which aiohttp's C parser knows natively, so no
-method aliasing is needed; the object server's own routes never use it):
+Three routes on the object server, all with method MERGE: aiohttp's C parser (llhttp) knows
+it, while it refuses extension methods such as Swift's REPLICATE before any handler runs; the
+object server's own routes never use it. The backend signature covers the method and path.
 
+- ``MERGE /{dev}/{part}/digests``: Swift's REPLICATE. Answers the partition's suffix digests,
+  msgpack ``{suffix: digest}`` (``digests.get_digests_packed``: no suffix dir is listed).
+  ``MERGE /{dev}/{part}/digests/{suffix}-{suffix}...`` first re-derives those suffixes'
+  digests from disk (healing drift) and answers just them.
 - ``MERGE /{dev}/{part}/states``: body msgpack ``[suffix, ...]``; answers msgpack
   ``{suffix: {hash: state}}`` (``digests.object_states``; one thread hop for all suffixes).
 - ``MERGE /{dev}/{part}/sync``: a streamed body of frames, each
@@ -33,6 +38,7 @@ from typing import Any
 import msgpack
 from aiohttp import web
 
+from swiftlite.common.client import quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
@@ -49,7 +55,16 @@ SYNC_METHOD = "MERGE"
 _HASH_RE = re.compile(r"[0-9a-f]{32}")
 _FILE_RE = re.compile(r"[0-9]{10}\.[0-9]{5}(_[0-9a-f]{1,16})?\.(data|ts|meta)")
 _SUFFIX_RE = re.compile(r"[0-9a-f]{3}")
-_ROUTE_RE = re.compile(r"/([^/]+)/([0-9]+)/(states|sync)")
+_SUFFIXES_RE = re.compile(r"[0-9a-f]{3}(-[0-9a-f]{3})*")
+_ROUTE_RE = re.compile(r"/([^/]+)/([0-9]{1,10})/(states|sync|digests)(?:/([^/]*))?")
+
+
+def digests_path(device: str, part: int, suffixes: list[str] | None = None) -> str:
+    """The path (quoted) of a digests request: all of them, or `suffixes` re-derived."""
+    path = quote_path(device, part, "digests")
+    if suffixes:
+        path += "/" + "-".join(sorted(suffixes))
+    return path
 
 
 # ---- states --------------------------------------------------------------------------------
@@ -213,7 +228,20 @@ class SyncReceiver:
             raise HTTPError(507, f"{dev} is not mounted")
         return path, int(part)
 
-    async def states(self, request: web.Request, dev: str, part_s: str) -> web.Response:
+    async def digests(self, request: web.Request, dev: str, part_s: str,
+                      sufs: str | None) -> web.Response:
+        dev_path, part = self._target(dev, part_s)
+        if sufs is not None and not _SUFFIXES_RE.fullmatch(sufs):
+            raise HTTPError(400, "Invalid suffix list")
+        if sufs:
+            result = await run_blocking(_rehash, dev_path, part, sufs.split("-"))
+            body = msgpack.packb(result, use_bin_type=True)
+        else:
+            body = await run_blocking(_digests, dev_path, part)
+        return web.Response(status=200, body=body, content_type="application/x-msgpack")
+
+    async def states(self, request: web.Request, dev: str, part_s: str,
+                     tail: str | None) -> web.Response:
         dev_path, part = self._target(dev, part_s)
         try:
             sufs = msgpack.unpackb(await request.read(), raw=False)
@@ -229,7 +257,8 @@ class SyncReceiver:
         result = await run_blocking(list_states)
         return web.Response(body=msgpack.packb(result), content_type="application/x-msgpack")
 
-    async def sync(self, request: web.Request, dev: str, part_s: str) -> web.Response:
+    async def sync(self, request: web.Request, dev: str, part_s: str,
+                   tail: str | None) -> web.Response:
         dev_path, part = self._target(dev, part_s)
         counts = {"stored": 0, "stale": 0, "bad": 0}
         content = request.content
@@ -292,14 +321,30 @@ def register_sync_routes(app: web.Application, conf: Section) -> None:
     server's catch-all route; it costs other requests one string compare.
     """
     rx = SyncReceiver(conf)
-    handlers = {"states": rx.states, "sync": rx.sync}
+    handlers = {"states": rx.states, "sync": rx.sync, "digests": rx.digests}
 
     @web.middleware
     async def sync_routes(request: web.Request, handler: Any) -> web.StreamResponse:
         if request.method == SYNC_METHOD:
             m = _ROUTE_RE.fullmatch(request.path)
-            if m:
-                return await handlers[m.group(3)](request, m.group(1), m.group(2))
+            if m and (m.group(4) is None or m.group(3) == "digests"):
+                try:
+                    return await handlers[m.group(3)](request, m.group(1), m.group(2),
+                                                      m.group(4))
+                except diskfile.DeviceMissing:
+                    return error(507, "Insufficient Storage")
         return await handler(request)
 
     app.middlewares.append(sync_routes)
+
+
+def _digests(dev_path: str, part: int) -> bytes:
+    if not os.path.isdir(dev_path):
+        raise diskfile.DeviceMissing(dev_path)
+    return digests.get_digests_packed(dev_path, part)
+
+
+def _rehash(dev_path: str, part: int, sufs: list[str]) -> dict[str, bytes]:
+    if not os.path.isdir(dev_path):
+        raise diskfile.DeviceMissing(dev_path)
+    return digests.rehash_suffixes(dev_path, part, sufs)

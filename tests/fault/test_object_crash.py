@@ -109,11 +109,11 @@ async def test_kill_during_write_storm(tmp_path):
             # (b) one explicit listing of the changed suffixes, then digests are exact
             for part in range(PARTS):
                 sufs = sorted({hash_path("a", "c", n)[-3:] for n in NAMES if part_of(n) == part})
-                async with s.request("REPLICATE", f"{base}/sda/{part}/{'-'.join(sufs)}") as r:
+                async with s.request("MERGE", f"{base}/sda/{part}/digests/{'-'.join(sufs)}") as r:
                     assert r.status == 200
                     healed = msgpack.unpackb(await r.read())
                 assert healed == digests.recompute(dev, part)
-                async with s.request("REPLICATE", f"{base}/sda/{part}") as r:
+                async with s.request("MERGE", f"{base}/sda/{part}/digests") as r:
                     assert msgpack.unpackb(await r.read()) == healed
     finally:
         proc.stop()

@@ -470,7 +470,7 @@ async def test_quarantine_on_corrupt_full_get(server, client):
     assert not os.path.exists(diskfile.hash_dir(dev, 9, h))
     assert (await call(client, server, "GET", path))[0] == 404
     assert any(n.startswith(h) for n in os.listdir(os.path.join(dev, "quarantined", "objects")))
-    st, _, raw = await call(client, server, "REPLICATE", "/sdb/9")
+    st, _, raw = await call(client, server, "MERGE", "/sdb/9/digests")
     assert msgpack.unpackb(raw) == digests.recompute(dev, 9)
 
 
@@ -497,14 +497,16 @@ async def test_corrupt_large_object_is_never_delivered_whole(server, client):
     assert (await call(client, server, "GET", path))[0] == 404
 
 
-async def test_replicate(server, client):
+async def test_digests(server, client):
+    """MERGE .../digests, Swift's REPLICATE: the partition's suffix digests, or named
+    suffixes re-derived from disk first."""
     dev = os.path.join(server.devices, "sdb")
     names = [name() for _ in range(12)]
     for o in names:
         await call(client, server, "PUT", f"/sdb/10/a/c/{o}", {"X-Timestamp": ts()}, o.encode())
     await call(client, server, "DELETE", f"/sdb/10/a/c/{names[0]}", {"X-Timestamp": ts()})
     await call(client, server, "POST", f"/sdb/10/a/c/{names[1]}", {"X-Timestamp": ts()})
-    st, h, raw = await call(client, server, "REPLICATE", "/sdb/10")
+    st, h, raw = await call(client, server, "MERGE", "/sdb/10/digests")
     got = msgpack.unpackb(raw)
     assert st == 200 and got == digests.recompute(dev, 10)
     assert set(got) == {hash_path("a", "c", o)[-3:] for o in names}
@@ -513,12 +515,12 @@ async def test_replicate(server, client):
     hx = hash_path("a", "c", names[2])
     with open(os.path.join(diskfile.hash_dir(dev, 10, hx), ts(1000) + ".ts"), "wb") as fh:
         fh.write(diskfile.pack_trailer({}))
-    assert msgpack.unpackb((await call(client, server, "REPLICATE", "/sdb/10"))[2]) == got
-    st, _, raw = await call(client, server, "REPLICATE", f"/sdb/10/{hx[-3:]}-abc")
+    assert msgpack.unpackb((await call(client, server, "MERGE", "/sdb/10/digests"))[2]) == got
+    st, _, raw = await call(client, server, "MERGE", f"/sdb/10/digests/{hx[-3:]}-abc")
     assert st == 200 and msgpack.unpackb(raw) == digests.recompute(dev, 10) != got
-    assert (await call(client, server, "REPLICATE", "/sdb/10/zz"))[0] == 400
-    assert (await call(client, server, "REPLICATE", "/nodev/10"))[0] == 507
-    st, _, raw = await call(client, server, "REPLICATE", "/sdb/999")
+    assert (await call(client, server, "MERGE", "/sdb/10/digests/zz"))[0] == 400
+    assert (await call(client, server, "MERGE", "/nodev/10/digests"))[0] == 507
+    st, _, raw = await call(client, server, "MERGE", "/sdb/999/digests")
     assert st == 200 and msgpack.unpackb(raw) == {}
 
 

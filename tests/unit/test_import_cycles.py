@@ -1,4 +1,4 @@
-"""Layering (issue 16, item 13): no import cycles between packages.
+"""Layering (issue 16, item 13): no import cycles between packages, no patched aiohttp.
 
 - `common` is what every package builds on: it imports no other swiftlite package (daemon
   plumbing used to import the ring, which imports `common`);
@@ -81,3 +81,23 @@ def test_package_layering(package):
                 bad.append(f"{path.relative_to(ROOT)} imports {mod}")
     assert bad == []
 
+
+def test_storage_servers_leave_aiohttp_parser_alone():
+    """The servers no longer swap aiohttp's request parser for the whole process (it used to
+    be rewritten so that REPLICATE parsed; replication now uses MERGE routes)."""
+    code = """
+import asyncio, os, secrets, tempfile
+os.environ.setdefault("SWIFTLITE_BACKEND_SECRET", secrets.token_urlsafe(32))
+from aiohttp import web_protocol
+before = web_protocol.HttpRequestParser
+from swiftlite.common.config import Section
+from swiftlite.account.server import create_app as account_app
+from swiftlite.container.server import create_app as container_app
+from swiftlite.obj.server import create_app as object_app
+conf = Section(devices=tempfile.mkdtemp())
+asyncio.run(object_app(conf))
+container_app(conf)
+account_app(conf)
+assert web_protocol.HttpRequestParser is before, web_protocol.HttpRequestParser
+"""
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
