@@ -166,7 +166,7 @@ class DBReplicator(daemon.PeerSession):
     async def run_pass(self, stats: dict[str, Any]) -> None:
         for k in ("created", "reclaimed", "handoff_removed"):
             stats[k] = 0
-        self.ring._maybe_reload()
+        await self.ring.refresh()  # a changed ring file is read in the thread pool
         jobs = await run_blocking(self._jobs)
         stats["partitions"] = len({(d["id"], p) for d, p, _, _ in jobs})
         sem = asyncio.Semaphore(self.concurrency)

@@ -270,7 +270,7 @@ class ObjectReplicator(daemon.PeerSession):
         for k in ("handoff_partitions", "handoff_removed", "suffixes_synced", "reclaimed",
                   "bytes"):
             stats[k] = 0
-        self.ring._maybe_reload()
+        await self.ring.refresh()  # a changed ring file is read in the thread pool
         jobs = await run_blocking(self._jobs)
         sem = asyncio.Semaphore(self.concurrency)
 

@@ -6,12 +6,18 @@ The ring file is gzip'd msgpack written by the builder (ringbuilder/) with `writ
      "devs": [dev dict or None, ...],                # index == dev id
      "replica2part2dev": [bytes, ...]}               # R arrays of uint16 (little endian)
 
-Every server loads it with `Ring.load` and picks up a new file on disk by itself.
+Every server loads it with `Ring.load` and picks up a new file on disk by itself: a lookup
+that finds the check due starts it in the thread pool (stat, and when the file changed, read,
+gunzip and unpack) and goes on with the ring it has; the new ring is swapped in whole when it
+is loaded, so no request waits for a reload or sees half of one. Daemons call `refresh` before
+a pass. Without an event loop in the calling thread (tools, tests), the check runs inline.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+import itertools
 import logging
 import os
 import sys
@@ -26,6 +32,7 @@ import xxhash
 
 from swiftlite.common.fsutil import atomic_write
 from swiftlite.common.hashing import hash_path, partition_of
+from swiftlite.common.threadpool import run_blocking
 
 log = logging.getLogger("swiftlite.ring")
 
@@ -73,16 +80,38 @@ def write_ring(path: str, data: RingData) -> None:
     atomic_write(path, data.to_bytes(), mode=0o644, prefix=".ring-")
 
 
+Identity = tuple[int, int, int]
+
+
+class _Loaded:
+    """One ring file as loaded: replaced whole on a reload, never changed in place (apart from
+    its handoff cache), so a lookup that took it sees one ring from start to end."""
+
+    __slots__ = ("ident", "part_power", "replicas", "devs", "tables", "handoffs")
+
+    def __init__(self, ident: Identity, data: RingData) -> None:
+        self.ident = ident
+        self.part_power = data.part_power
+        self.replicas = data.replicas
+        self.devs = data.devs
+        self.tables = data.replica2part2dev
+        self.handoffs: dict[int, list[dict[str, Any]]] = {}
+
+
 class Ring:
-    """A loaded ring file; re-reads the file when its mtime changes (checked every few s)."""
+    """A loaded ring file; re-read when its identity (mtime, inode, size) changes, checked
+    at most every `reload_interval` seconds, off the event loop."""
 
     def __init__(self, path: str, reload_interval: float = 15.0) -> None:
         self.path = path
         self.reload_interval = reload_interval
-        self._mtime: tuple[int, int, int] = (0, 0, 0)
-        self._bad: tuple[int, int, int] | None = None  # a file that failed to load (logged)
-        self._next_check = 0.0
-        self._load()
+        self._bad: Identity | None = None  # a file that failed to load (logged)
+        # Checks are numbered as they start; a slow one never replaces what a later one put.
+        self._checks = itertools.count(1)
+        self._installed = 0
+        self._checking: asyncio.Task[bool] | None = None
+        self._ring = self._read()  # blocking, but at startup, before anything is served
+        self._next_check = time.monotonic() + reload_interval
 
     @classmethod
     def load(cls, path: str, reload_interval: float = 15.0) -> Ring:
@@ -95,36 +124,50 @@ class Ring:
         return cls(os.path.join(swift_dir, f"{kind}.ring.gz"),
                    float(conf.get("ring_reload_interval", 15.0)))
 
-    def _load(self) -> None:
+    # ---- what is loaded ----------------------------------------------------------------
+
+    @property
+    def part_power(self) -> int:
+        return self._ring.part_power
+
+    @property
+    def partition_count(self) -> int:
+        return 1 << self._ring.part_power
+
+    @property
+    def replica_count(self) -> int:
+        return self._ring.replicas
+
+    @property
+    def devs(self) -> list[dict[str, Any] | None]:
+        return self._ring.devs
+
+    @property
+    def _tables(self) -> list[array]:
+        return self._ring.tables
+
+    # ---- loading (blocking parts run in the thread pool, or where no loop runs) ---------
+
+    def _read(self) -> _Loaded:
         with open(self.path, "rb") as f:
             st = os.fstat(f.fileno())  # of the file we read, even if replaced meanwhile
             data = RingData.from_bytes(f.read())
-        self._mtime = self._identity(st)
-        self._data = data
-        self.part_power = data.part_power
-        self.partition_count = 1 << data.part_power
-        self.replica_count = data.replicas
-        self.devs = data.devs
-        self._tables = data.replica2part2dev
-        self._handoff_cache: dict[int, list[dict]] = {}
-        self._next_check = time.monotonic() + self.reload_interval
+        return _Loaded(self._identity(st), data)
 
     @staticmethod
-    def _identity(st: os.stat_result) -> tuple[int, int, int]:
+    def _identity(st: os.stat_result) -> Identity:
         # mtime alone misses a rewrite within one timestamp tick (coarse on Linux); write_ring
         # renames a new file into place, so the inode changes on every write.
         return (st.st_mtime_ns, st.st_ino, st.st_size)
 
-    def _maybe_reload(self) -> None:
-        now = time.monotonic()
-        if now < self._next_check:
-            return
-        self._next_check = now + self.reload_interval
+    def _check(self) -> _Loaded | None:
+        """Blocking: the ring file, loaded, if it changed since the ring we serve; None if it
+        did not, or if it cannot be loaded (logged once per bad file)."""
         try:
             ident = self._identity(os.stat(self.path))
-            if ident in (self._mtime, self._bad):
-                return
-            self._load()
+            if ident in (self._ring.ident, self._bad):
+                return None
+            loaded = self._read()
         except FileNotFoundError as exc:
             ident = (-1, -1, -1)  # gone: said once, until it is back
             error: Exception = exc
@@ -132,7 +175,7 @@ class Ring:
             error = exc
         else:
             self._bad = None
-            return
+            return loaded
         # Keep serving the ring we have (a half-copied file is retried when it changes),
         # and say so once per bad file, not once per check.
         if ident != self._bad:
@@ -140,53 +183,91 @@ class Ring:
                       "from it before (part power %d, %d replicas)", self.path, error,
                       self.part_power, self.replica_count)
         self._bad = ident
+        return None
+
+    def _install(self, check: int, loaded: _Loaded | None) -> bool:
+        if loaded is None or check < self._installed:
+            return False
+        self._ring = loaded  # one reference swap: lookups see the old ring or the new one
+        self._installed = check
+        return True
+
+    async def refresh(self) -> bool:
+        """Check the file now, in the thread pool; True if a new ring was swapped in."""
+        check = next(self._checks)
+        self._next_check = time.monotonic() + self.reload_interval
+        return self._install(check, await run_blocking(self._check))
+
+    def _maybe_reload(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + self.reload_interval
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop in this thread: blocking here stalls nobody
+            self._install(next(self._checks), self._check())
+            return
+        task = self._checking
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._checking = loop.create_task(self.refresh())  # kept: tasks are weak refs
 
     def reload(self) -> None:
-        """Force a re-read now (tests, SIGHUP)."""
-        self._load()
+        """Force a re-read now, blocking (tests, tools)."""
+        self._install(next(self._checks), self._read())
+
+    # ---- lookups ------------------------------------------------------------------------
 
     def get_part(self, account: str, container: str | None = None, obj: str | None = None) -> int:
-        return partition_of(hash_path(account, container, obj), self.part_power)
+        return partition_of(hash_path(account, container, obj), self._ring.part_power)
 
     def get_part_nodes(self, part: int) -> list[dict[str, Any]]:
         """The primaries of `part`, each a copy carrying its replica `index`."""
         self._maybe_reload()
+        return self._primaries(self._ring, part)
+
+    @staticmethod
+    def _primaries(ring: _Loaded, part: int) -> list[dict[str, Any]]:
         out = []
         seen = set()
-        for index, table in enumerate(self._tables):
+        devs = ring.devs
+        for index, table in enumerate(ring.tables):
             dev_id = table[part]
             if dev_id == NONE_DEV or dev_id in seen:
                 continue
             seen.add(dev_id)
-            dev = self.devs[dev_id]
+            dev = devs[dev_id]
             if dev is not None:
                 out.append({**dev, "index": index})
         return out
 
     def get_nodes(self, account: str, container: str | None = None,
                   obj: str | None = None) -> tuple[int, list[dict[str, Any]]]:
-        part = self.get_part(account, container, obj)
-        return part, self.get_part_nodes(part)
+        self._maybe_reload()
+        ring = self._ring  # one ring for the partition and its nodes
+        part = partition_of(hash_path(account, container, obj), ring.part_power)
+        return part, self._primaries(ring, part)
 
     def get_more_nodes(self, part: int) -> Iterator[dict[str, Any]]:
         """Handoffs for `part` in a stable order: new zones first, then new hosts, then the rest."""
         self._maybe_reload()
-        cached = self._handoff_cache.get(part)
+        ring = self._ring
+        cached = ring.handoffs.get(part)
         if cached is None:
-            cached = self._handoffs(part)
-            if len(self._handoff_cache) < 65536:
-                self._handoff_cache[part] = cached
+            cached = self._handoffs(ring, part)
+            if len(ring.handoffs) < 65536:
+                ring.handoffs[part] = cached
         for dev in cached:
             yield dict(dev)
 
-    def _handoffs(self, part: int) -> list[dict[str, Any]]:
-        primaries = self.get_part_nodes(part)
+    def _handoffs(self, ring: _Loaded, part: int) -> list[dict[str, Any]]:
+        primaries = self._primaries(ring, part)
         used_ids = {d["id"] for d in primaries}
         zones = {(d["region"], d["zone"]) for d in primaries}
         hosts = {(d["region"], d["zone"], d["ip"]) for d in primaries}
         key = part.to_bytes(4, "big")
         candidates = sorted(
-            (d for d in self.devs if d is not None and d["id"] not in used_ids and d["weight"] > 0),
+            (d for d in ring.devs if d is not None and d["id"] not in used_ids and d["weight"] > 0),
             key=lambda d: xxhash.xxh64_intdigest(key + d["id"].to_bytes(4, "big")),
         )
         out: list[dict[str, Any]] = []
@@ -210,13 +291,13 @@ class Ring:
         """The devices this ring places on one server (what a storage node serves). A
         wildcard `ip` (a server bound to every address) matches by port alone: the ring
         holds routable addresses."""
-        return [d for d in self.devs if d is not None and d["port"] == port
+        return [d for d in self._ring.devs if d is not None and d["port"] == port
                 and (ip in WILDCARD_IPS or d["ip"] == ip)]
 
     def parts_for_device(self, dev_id: int) -> list[int]:
         """Partitions with a replica on `dev_id` (the replicator's work list)."""
         parts = set()
-        for table in self._tables:
+        for table in self._ring.tables:
             for part, d in enumerate(table):
                 if d == dev_id:
                     parts.add(part)
