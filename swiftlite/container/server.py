@@ -231,7 +231,7 @@ class ContainerServer(DBServer):
             try:
                 if not isinstance(device, str) or not isinstance(rows_raw, list):
                     raise HTTPError(400, "bad section")
-                dp = self.devices.check(device)
+                dp = await self.devices.check(device)
                 part_n = parse_partition(str(part))
                 rows = [_update_row(r) for r in rows_raw]
             except HTTPError as exc:

@@ -22,11 +22,12 @@ import msgpack
 from aiohttp import web
 
 from swiftlite.common.config import Section
+from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker
 from swiftlite.db.cache import BrokerCache
-from swiftlite.db.paths import DB_DIRS, DeviceChecker
+from swiftlite.db.paths import DB_DIRS
 
 METHOD = "MERGE"
 _ROUTE_RE = re.compile(r"/([^/]+)/([0-9]+)/([0-9a-f]{32})")
@@ -86,7 +87,7 @@ class ReplicationReceiver:
 
     async def handle(self, request: web.Request, dev: str, part: str,
                      hexhash: str) -> web.Response:
-        dev_path = self.devices.check(dev)
+        dev_path = await self.devices.check(dev)
         try:
             req = msgpack.unpackb(await request.read(), raw=False)
             if not isinstance(req, dict):

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import check_account, check_container, check_object
+from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.http import HTTPError, error, split_path
 from swiftlite.common.server import make_app
 from swiftlite.common.threadpool import run_blocking
@@ -23,7 +24,7 @@ from swiftlite.db.cache import BrokerCache
 from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import req_metadata, req_timestamp
 from swiftlite.db.listing_http import parse_format, parse_params, response
-from swiftlite.db.paths import DeviceChecker, db_file, parse_partition
+from swiftlite.db.paths import db_file, parse_partition
 from swiftlite.db.reclaimer import reclaim_loop
 from swiftlite.db.replication_server import register_db_replication_routes
 
@@ -105,7 +106,7 @@ class DBServer:
             bad = check(name) if name is not None else None
             if bad:
                 raise HTTPError(400, bad)
-        dev_path = self.devices.check(dev)
+        dev_path = await self.devices.check(dev)  # stat calls in the thread pool, cached
         broker = self.brokers.get(db_file(self.devices.devices, dev, self.kind, part, *names))
         if not broker.account:
             broker.account = names[0]

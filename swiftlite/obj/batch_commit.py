@@ -196,6 +196,8 @@ class BatchCommitter:
         self._queues: dict[frozenset[int], list[Job]] = {}
         self._held: set[tuple[str, str, str]] = set()  # hash dirs of batches in progress
         self._pid = -1
+        self._first_uses = 0  # jobs waiting for a device's first use (see _enqueue_in_order)
+        self._order: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self.batches = 0  # for tests and stats
         self.jobs = 0
 
@@ -206,8 +208,31 @@ class BatchCommitter:
         loop = asyncio.get_running_loop()
         job = Job(writers, chunks, metadata, timestamp, expected_etag, loop=loop,
                   future=loop.create_future())
-        key = frozenset(id(g) for g in (durability.syncer(w.device_path) for w in writers)
-                        if g is not None)
+        paths = [w.device_path for w in writers]
+        syncers = durability.known_syncers(paths)
+        if syncers is None or self._first_uses:
+            await self._enqueue_in_order(job, paths)
+        else:
+            self._enqueue(job, syncers)
+        await job.future
+        return job.outcome()
+
+    async def _enqueue_in_order(self, job: Job, paths: list[str]) -> None:
+        """A device's first use stats and opens it (to find its filesystem's syncer): that
+        runs in the thread pool, and until it is done later jobs queue behind this one, in
+        the order they came (FIFO lock), as they do otherwise."""
+        loop = asyncio.get_running_loop()
+        if self._order is None or self._order[0] is not loop:
+            self._order = (loop, asyncio.Lock())
+        self._first_uses += 1
+        try:
+            async with self._order[1]:
+                self._enqueue(job, await durability.syncers_of(paths))
+        finally:
+            self._first_uses -= 1
+
+    def _enqueue(self, job: Job, syncers: list[durability.GroupSync | None]) -> None:
+        key = frozenset(id(g) for g in syncers if g is not None)
         with self._cv:
             if self._pid != os.getpid():  # first use, or a forked worker: its own threads
                 self._pid = os.getpid()
@@ -221,8 +246,6 @@ class BatchCommitter:
                                      ).start()
             queue.append(job)
             self._cv.notify_all()
-        await job.future
-        return job.outcome()
 
     def _run(self, queue: list[Job]) -> None:
         while True:

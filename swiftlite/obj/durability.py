@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from swiftlite.common.fsutil import fsync_dir
+from swiftlite.common.threadpool import run_blocking
 
 _libc = None
 
@@ -226,6 +227,11 @@ class Syncers:
         self._by_dev: dict[int, GroupSync] = {}
         self.gather = 0.002
 
+    def known(self, device_path: str) -> GroupSync | None:
+        """The device's syncer if it was used before; None means `for_device` would stat
+        and open it (blocking: the event loop sends that first use to the thread pool)."""
+        return self._by_path.get(device_path)
+
     def for_device(self, device_path: str) -> GroupSync:
         gs = self._by_path.get(device_path)
         if gs is None:
@@ -272,6 +278,23 @@ def syncer(device_path: str) -> GroupSync | None:
         return SYNCERS.for_device(device_path)
     except FileNotFoundError:
         return None
+
+
+def known_syncers(device_paths: list[str]) -> list[GroupSync | None] | None:
+    """`syncer` of each device without touching the disk; None while a device's first use
+    (a stat and an open: blocking, so the event loop sends it to `syncers_of`) is to come."""
+    if MODE != "batch":
+        return [None] * len(device_paths)
+    found = [SYNCERS.known(p) for p in device_paths]
+    return None if None in found else found
+
+
+async def syncers_of(device_paths: list[str]) -> list[GroupSync | None]:
+    """`syncer` of each device, from the event loop: a first use runs in the thread pool."""
+    found = known_syncers(device_paths)
+    if found is None:
+        found = await run_blocking(lambda: [syncer(p) for p in device_paths])
+    return found
 
 
 def committing(device_path: str) -> AbstractContextManager[None]:

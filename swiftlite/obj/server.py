@@ -16,13 +16,13 @@ import hashlib
 import logging
 import os
 import re
-import time
 from typing import Any
 
 from aiohttp import web
 
 from swiftlite.common import constraints
 from swiftlite.common.config import Section, config_true
+from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
@@ -60,7 +60,8 @@ def _open_expired(request: web.Request) -> bool:
 class ObjectServer:
     def __init__(self, conf: Section) -> None:
         self.devices = conf.get_str("devices", "/srv/node")
-        self.mount_check = conf.get_bool("mount_check", False)
+        # Stat calls (isdir, or ismount with mount_check) in the thread pool, cached briefly.
+        self.device_checker = DeviceChecker(self.devices, conf.get_bool("mount_check", False))
         self.max_object_size = conf.get_size("max_object_size", constraints.MAX_FILE_SIZE)
         self.batch = conf.get_size("write_batch_size", 1024 * 1024)
         self.read_chunk = conf.get_size("read_chunk_size", 1024 * 1024)
@@ -70,7 +71,6 @@ class ObjectServer:
         self.committer = BatchCommitter(conf.get_int("commit_batch_jobs", MAX_JOBS),
                                         conf.get_int("commit_threads", 1))
         self._folding: set[tuple[str, int]] = set()
-        self._mounted: dict[str, float] = {}
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -90,18 +90,9 @@ class ObjectServer:
     async def on_cleanup(self, app: web.Application) -> None:
         await self.updater.close()
 
-    def device_path(self, device: str) -> str:
-        if device in (".", "..") or "\x00" in device:
-            raise HTTPError(400, "Invalid device")
-        path = os.path.join(self.devices, device)
-        if self.mount_check:
-            # ismount is two lstat calls; cached briefly so it is not paid per request.
-            now = time.monotonic()
-            if self._mounted.get(path, 0) < now:
-                if not os.path.ismount(path):
-                    raise HTTPError(507, f"{device} is not mounted")
-                self._mounted[path] = now + 1.0
-        return path
+    async def device_path(self, device: str) -> str:
+        """The device's path; HTTPError 400 for a bad name, 507 if missing or unmounted."""
+        return await self.device_checker.check(device)
 
     @staticmethod
     def partition(value: str) -> int:
@@ -119,14 +110,15 @@ class ObjectServer:
         except TimestampError:
             raise HTTPError(400, f"Invalid X-Timestamp {raw!r}") from None
 
-    def object_path(self, request: web.Request) -> tuple[str, int, str, str, str]:
+    async def object_path(self, request: web.Request) -> tuple[str, int, str, str, str]:
         dev, part, acc, cont, obj = split_path(request, 5, 5, True)
         assert dev and part and acc and cont and obj is not None
         for bad in (constraints.check_account(acc), constraints.check_container(cont),
                     constraints.check_object(obj)):
             if bad:
                 raise HTTPError(400, bad)
-        return self.device_path(dev), self.partition(part), acc, cont, obj
+        dev_path = await self.device_path(dev)
+        return dev_path, self.partition(part), acc, cont, obj
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         handler = {"GET": self.GET, "HEAD": self.GET, "PUT": self.PUT, "POST": self.POST,
@@ -188,7 +180,7 @@ class ObjectServer:
         return md
 
     async def PUT(self, request: web.Request) -> web.Response:
-        dev_path, part, acc, cont, obj = self.object_path(request)
+        dev_path, part, acc, cont, obj = await self.object_path(request)
         ts = self.timestamp(request)
         try:
             cl = request.content_length
@@ -253,7 +245,7 @@ class ObjectServer:
         devices: list[tuple[str | None, int, Any]] = []  # (device path, status, headers)
         for device, hdrs in [(None, request.headers), *members]:
             try:
-                devices.append((dev_path if device is None else self.device_path(device),
+                devices.append((dev_path if device is None else await self.device_path(device),
                                 0, hdrs))
             except HTTPError as exc:
                 devices.append((None, exc.status, hdrs))
@@ -382,7 +374,7 @@ class ObjectServer:
         writer.write(batch)
 
     async def POST(self, request: web.Request) -> web.Response:
-        dev_path, part, acc, cont, obj = self.object_path(request)
+        dev_path, part, acc, cont, obj = await self.object_path(request)
         ts = self.timestamp(request)
         metadata = self._user_metadata(request, ts)
         if request.headers.get("Content-Type"):
@@ -409,7 +401,7 @@ class ObjectServer:
         return web.Response(status=202)
 
     async def DELETE(self, request: web.Request) -> web.Response:
-        dev_path, part, acc, cont, obj = self.object_path(request)
+        dev_path, part, acc, cont, obj = await self.object_path(request)
         ts = self.timestamp(request)
         hexhash = hash_path(acc, cont, obj)
         try:
@@ -430,7 +422,7 @@ class ObjectServer:
     # ---- reads ------------------------------------------------------------------------------
 
     async def GET(self, request: web.Request) -> web.StreamResponse:
-        dev_path, part, acc, cont, obj = self.object_path(request)
+        dev_path, part, acc, cont, obj = await self.object_path(request)
         hexhash = hash_path(acc, cont, obj)
         is_get = request.method == "GET"
         full = is_get and not request.headers.get("Range")

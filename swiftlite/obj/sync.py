@@ -40,6 +40,7 @@ from aiohttp import web
 
 from swiftlite.common.client import quote_path
 from swiftlite.common.config import Section
+from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
@@ -215,22 +216,18 @@ def store_whole(device_path: str, part: int, hexhash: str, name: str, data: byte
 
 class SyncReceiver:
     def __init__(self, conf: Section) -> None:
-        self.devices = conf.get_str("devices", "/srv/node")
-        self.mount_check = conf.get_bool("mount_check", False)
+        self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
+                                     conf.get_bool("mount_check", False))
         self.fsync = conf.get_bool("fsync", True)
 
-    def _target(self, dev: str, part: str) -> tuple[str, int]:
-        if dev in (".", "..") or "/" in dev or not part.isdigit():
-            raise HTTPError(400, "Invalid device or partition")
-        path = os.path.join(self.devices, dev)
-        ok = os.path.ismount(path) if self.mount_check else os.path.isdir(path)
-        if not ok:
-            raise HTTPError(507, f"{dev} is not mounted")
-        return path, int(part)
+    async def _target(self, dev: str, part: str) -> tuple[str, int]:
+        if not part.isdigit() or int(part) >= 2**32:
+            raise HTTPError(400, "Invalid partition")
+        return await self.devices.check(dev), int(part)
 
     async def digests(self, request: web.Request, dev: str, part_s: str,
                       sufs: str | None) -> web.Response:
-        dev_path, part = self._target(dev, part_s)
+        dev_path, part = await self._target(dev, part_s)
         if sufs is not None and not _SUFFIXES_RE.fullmatch(sufs):
             raise HTTPError(400, "Invalid suffix list")
         if sufs:
@@ -242,7 +239,7 @@ class SyncReceiver:
 
     async def states(self, request: web.Request, dev: str, part_s: str,
                      tail: str | None) -> web.Response:
-        dev_path, part = self._target(dev, part_s)
+        dev_path, part = await self._target(dev, part_s)
         try:
             sufs = msgpack.unpackb(await request.read(), raw=False)
         except Exception:
@@ -259,7 +256,7 @@ class SyncReceiver:
 
     async def sync(self, request: web.Request, dev: str, part_s: str,
                    tail: str | None) -> web.Response:
-        dev_path, part = self._target(dev, part_s)
+        dev_path, part = await self._target(dev, part_s)
         counts = {"stored": 0, "stale": 0, "bad": 0}
         content = request.content
         while True:

@@ -1,9 +1,11 @@
-"""No server reads a ring file on its event loop (issue 16, item 12).
+"""No server stats, opens or reads a device or ring file on its event loop (issue 16, item 12).
 
-A proxy runs in this process in front of a real `swiftlite up` cluster, so the file-system
-calls it makes can be watched: every `os.stat`, `os.lstat`, `os.open`, `os.listdir`,
-`os.scandir` and `open` of a path under the watched roots is recorded with whether it ran on
-a thread that runs an event loop. Ring reloads (stat, read, gunzip) must happen in the pool.
+Real servers run in this process (object, container, account on loopback; a proxy in front
+of a real `swiftlite up` cluster), so the file-system calls they make can be watched: every
+`os.stat`, `os.lstat`, `os.open`, `os.listdir`, `os.scandir` and `open` of a path under the
+watched roots is recorded with whether it ran on a thread that runs an event loop. Device
+checks (`isdir`, or `ismount` with mount_check), a device's first use (its filesystem's flush
+handle) and ring reloads (stat, read, gunzip) must all happen in the thread pool.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from array import array
 from typing import Any
 
 import aiohttp
+import msgpack
 import pytest
 from aiohttp import web, web_protocol, web_response
 
 from swiftlite.common import hashing
-from swiftlite.common.config import load_sections
+from swiftlite.common.config import Section, load_sections
+from swiftlite.common.hashing import hash_path
+from swiftlite.common.timestamp import Timestamp
+from swiftlite.obj import durability
 from swiftlite.ring import Ring, RingData, write_ring
 from tests.helpers import async_wait_for, free_port
 
@@ -62,12 +68,123 @@ class FsWatch:
         self.off_loop.clear()
 
 
+def fake_mounts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """mount_check on temp dirs: a directory counts as mounted. The fake still stats the
+    path (through the watched os.stat), as the real ismount lstats it."""
+    probed: list[str] = []
+
+    def ismount(path: Any) -> bool:
+        probed.append(os.fspath(path))
+        return os.path.isdir(path)
+
+    monkeypatch.setattr(os.path, "ismount", ismount)
+    return probed
+
+
 async def serve(app: web.Application) -> tuple[web.AppRunner, int]:
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     return runner, port
+
+
+def ts() -> str:
+    return Timestamp.now().internal
+
+
+def storage_conf(tmp_path, role: str, devices: list[str], mount_check: bool) -> Section:
+    root = tmp_path / "devices"
+    for d in devices:
+        (root / d).mkdir(parents=True)
+    conf = Section({"devices": str(root), "mount_check": str(mount_check), "fsync": "false",
+                    "db_synchronous": "NORMAL", "status_dir": str(tmp_path / "run")})
+    conf.name = f"{role}-server"
+    return conf
+
+
+@pytest.mark.parametrize("mount_check", [True, False])
+async def test_object_server_touches_devices_only_in_the_thread_pool(tmp_path, monkeypatch,
+                                                                     mount_check):
+    from swiftlite.obj.server import create_app
+
+    conf = storage_conf(tmp_path, "object", ["sda", "sdb", "sdc"], mount_check)
+    probed = fake_mounts(monkeypatch)
+    watch = FsWatch(monkeypatch, conf["devices"])
+    runner, port = await serve(await create_app(conf))
+    base = f"http://127.0.0.1:{port}"
+    statuses: list[tuple[str, str, int]] = []
+    try:
+        async with aiohttp.ClientSession() as s:
+            async def call(method: str, path: str, data: Any = None, **headers: str) -> bytes:
+                async with s.request(method, base + path, data=data, headers=headers) as r:
+                    statuses.append((method, path, r.status))
+                    return await r.read()
+
+            # Each device's first use: the mount check and its filesystem's flush handle.
+            await call("PUT", "/sda/1/a/c/o", b"small", **{"X-Timestamp": ts()})
+            await call("PUT", "/sdb/1/a/c/o", b"x" * 300_000, **{"X-Timestamp": ts()})
+            await call("PUT", "/sdc/2/a/c/g", b"grouped", **{
+                "X-Timestamp": ts(), "X-Backend-Also-Devices": "sda,sdb"})
+            assert await call("GET", "/sda/1/a/c/o") == b"small"
+            await call("POST", "/sda/1/a/c/o", **{"X-Timestamp": ts()})
+            await call("DELETE", "/sdb/1/a/c/o", **{"X-Timestamp": ts()})
+            # The replicator's routes (digests is Swift's REPLICATE).
+            suffix = hash_path("a", "c", "o")[-3:]
+            await call("MERGE", "/sda/1/digests")
+            await call("MERGE", f"/sda/1/digests/{suffix}")
+            await call("MERGE", "/sdc/2/states", msgpack.packb([suffix]))
+            await call("MERGE", "/sdc/2/sync", b"")
+            await call("GET", "/sdz/1/a/c/o")  # no such device
+    finally:
+        await runner.cleanup()
+    assert watch.on_loop == [], "file-system calls on the event loop"
+    assert [st for *_, st in statuses] == [201] * 3 + [200, 202, 204] + [200] * 4 + [507], \
+        statuses
+    devices = {os.path.join(conf["devices"], d) for d in ("sda", "sdb", "sdc", "sdz")}
+    assert devices <= set(probed) if mount_check else not probed  # in the pool
+    for d in ("sda", "sdb", "sdc"):  # first used (stat, open of the filesystem): in the pool
+        assert durability.SYNCERS.known(os.path.join(conf["devices"], d)) is not None
+
+
+@pytest.mark.parametrize("mount_check", [True, False])
+async def test_db_servers_touch_devices_only_in_the_thread_pool(tmp_path, monkeypatch,
+                                                                mount_check):
+    from swiftlite.account.server import create_app as account_app
+    from swiftlite.container.server import create_app as container_app
+
+    aconf = storage_conf(tmp_path / "a", "account", ["sda"], mount_check)
+    cconf = storage_conf(tmp_path / "c", "container", ["sda", "sdb"], mount_check)
+    probed = fake_mounts(monkeypatch)
+    watch = FsWatch(monkeypatch, str(tmp_path))
+    arunner, aport = await serve(account_app(aconf))
+    crunner, cport = await serve(container_app(cconf))
+    try:
+        async with aiohttp.ClientSession() as s:
+            async def call(port: int, method: str, path: str, data: Any = None,
+                           **headers: str) -> bytes:
+                url = f"http://127.0.0.1:{port}{path}"
+                async with s.request(method, url, data=data, headers=headers) as r:
+                    assert r.status < 300, (method, path, r.status, await r.text())
+                    return await r.read()
+
+            await call(aport, "PUT", "/sda/0/a", **{"X-Timestamp": ts()})
+            await call(cport, "PUT", "/sdb/0/a/c", **{"X-Timestamp": ts()})
+            await call(cport, "PUT", "/sdb/0/a/c/o", **{
+                "X-Timestamp": ts(), "X-Size": "1", "X-Content-Type": "x/y", "X-Etag": "e"})
+            assert await call(cport, "GET", "/sdb/0/a/c") == b"o\n"
+            await call(aport, "HEAD", "/sda/0/a")
+            # The DB replicator's route, on a device not used before.
+            h = hash_path("a", "c")
+            got = msgpack.unpackb(await call(cport, "MERGE", f"/sda/0/{h}", msgpack.packb(
+                {"op": "sync", "id": "x", "info": {}})))
+            assert got == {"exists": False}
+    finally:
+        await crunner.cleanup()
+        await arunner.cleanup()
+    assert watch.on_loop == [], "file-system calls on the event loop"
+    devices = {os.path.join(cconf["devices"], d) for d in ("sda", "sdb")}
+    assert devices <= set(probed) if mount_check else not probed  # in the pool
 
 
 # ---- the ring --------------------------------------------------------------------------------

@@ -10,18 +10,21 @@ from swiftlite.obj.container_updates import parse_targets
 from swiftlite.obj.server import ObjectServer
 
 
-def test_mount_check_refuses_a_plain_directory(tmp_path):
+async def test_mount_check_refuses_a_plain_directory(tmp_path):
     (tmp_path / "sda").mkdir()
     loose = ObjectServer(Section(devices=str(tmp_path)))
-    assert loose.device_path("sda") == str(tmp_path / "sda")
+    assert await loose.device_path("sda") == str(tmp_path / "sda")
     strict = ObjectServer(Section(devices=str(tmp_path), mount_check="true"))
     with pytest.raises(HTTPError) as ei:
-        strict.device_path("sda")
+        await strict.device_path("sda")
     assert ei.value.status == 507
-    for bad in ("..", "."):
+    for bad in ("..", ".", "a/b", "a\x00b"):
         with pytest.raises(HTTPError) as ei:
-            loose.device_path(bad)
+            await loose.device_path(bad)
         assert ei.value.status == 400
+    with pytest.raises(HTTPError) as ei:
+        await loose.device_path("sdz")  # missing
+    assert ei.value.status == 507
 
 
 @pytest.mark.parametrize("value,ok", [("0", True), ("4294967295", True), ("4294967296", False),
