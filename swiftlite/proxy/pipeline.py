@@ -34,6 +34,7 @@ DEFAULT_PIPELINE = " ".join([
     "catch_errors",
     "cors",
     "gatekeeper",
+    "bulk",
     "tempauth",
     "copy",
     "container_quotas",
@@ -52,6 +53,7 @@ REGISTRY: dict[str, str] = {
     "container_quotas": "swiftlite.proxy.middleware.quotas:ContainerQuotas",
     "account_quotas": "swiftlite.proxy.middleware.quotas:AccountQuotas",
     "dlo": "swiftlite.proxy.middleware.dlo:Dlo",
+    "bulk": "swiftlite.proxy.middleware.bulk:Bulk",
 }
 
 
@@ -71,6 +73,12 @@ class Middleware:
     def info(self) -> dict[str, Any] | None:
         """What `/info` says under this feature's name; None says nothing."""
         return {}
+
+    def info_entries(self) -> dict[str, Any]:
+        """`/info` keys this feature adds: `info()` under its name, unless it overrides this
+        to say more (Swift's bulk advertises `bulk_delete` and `bulk_upload`)."""
+        entry = self.info()
+        return {} if entry is None else {self.name: entry}
 
 
 def _filter_conf(proxy_conf: Section, name: str) -> Section:

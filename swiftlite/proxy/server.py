@@ -197,9 +197,7 @@ class Proxy:
             return error(405, "Method Not Allowed")
         caps = self.capabilities()
         for mw in self.middleware:
-            entry = mw.info()
-            if entry is not None:
-                caps[mw.name] = entry
+            caps.update(mw.info_entries())
         return web.json_response(caps)
 
 
