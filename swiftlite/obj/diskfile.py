@@ -283,7 +283,16 @@ def _tmp_path(device_path: str) -> str:
     return os.path.join(device_path, TMP, f"obj-{t[0]}-{t[1]}{t[2]:08x}")
 
 
+# Fault injection (tests only): SWIFTLITE_FULL_DEVICES="d2" (comma-separated device names)
+# makes this process's object writes to those devices fail with ENOSPC, as a full disk's
+# do (the server answers 507). Read once at import; unset, it costs one falsy check.
+FULL_ENV = "SWIFTLITE_FULL_DEVICES"
+_full_devices = frozenset(filter(None, os.environ.get(FULL_ENV, "").split(",")))
+
+
 def _open_tmp(device_path: str) -> tuple[int, str]:
+    if _full_devices and os.path.basename(device_path) in _full_devices:
+        raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected: {FULL_ENV})")
     path = _tmp_path(device_path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     try:
