@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,28 +46,38 @@ class Cluster:
         return swiftclient.Connection(self.auth_url, user or self.user, key or self.key,
                                       retries=0, timeout=30)
 
-    def kill_node(self, index: int, sig: int = signal.SIGKILL) -> None:
-        """Kill every server of one node (0-based), as a crash would."""
+    def servers(self, index: int, roles: Iterable[str] | None = None) -> dict[str, Any]:
+        """role -> server entry (port, pid, cmd) of one node, all roles or those named."""
+        servers = self.nodes[index]["servers"]
+        return {r: s for r, s in servers.items() if roles is None or r in roles}
+
+    def kill_node(self, index: int, sig: int = signal.SIGKILL,
+                  roles: Iterable[str] | None = None) -> None:
+        """Kill every server of one node (0-based), or those of `roles`, as a crash would."""
         node = self.nodes[index]
-        for s in node["servers"].values():
+        for s in self.servers(index, roles).values():
             try:
                 os.killpg(s["pid"], sig)
             except ProcessLookupError:
                 pass
-        for s in node["servers"].values():
+        for s in self.servers(index, roles).values():
             wait_for(lambda s=s: not healthy(s["port"], node["ip"]), 10,
                      what=f"{node['name']} port {s['port']} to close")
 
-    def start_node(self, index: int) -> None:
+    def start_node(self, index: int, env: dict[str, str] | None = None,
+                   roles: Iterable[str] | None = None) -> None:
+        """Start a node's servers (or those of `roles`), with `env` added to the environment
+        (fault injection: e.g. durability.FAIL_ENV)."""
         node = self.nodes[index]
-        for role, s in node["servers"].items():
+        for role, s in self.servers(index, roles).items():
             log = open(os.path.join(self.root, "logs", f"{node['name']}-{role}.log"), "ab")
             p = subprocess.Popen(s["cmd"], stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+                                 start_new_session=True,
+                                 env={**os.environ, **env} if env else None)
             log.close()
             s["pid"] = p.pid
             self.extra.append(p)
-        for s in node["servers"].values():
+        for s in self.servers(index, roles).values():
             wait_for(lambda s=s: healthy(s["port"], node["ip"]), 30,
                      what=f"{node['name']} port {s['port']} to serve")
 
