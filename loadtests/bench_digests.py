@@ -90,11 +90,11 @@ async def replicate_all(base: str, parts: int, suffixes: bool = False
     got = {}
     async with aiohttp.ClientSession() as s:
         for p in range(parts):
-            path = f"{base}/sda/{p}"
+            path = f"{base}/sda/{p}/digests"  # MERGE .../digests: Swift's REPLICATE
             if suffixes:
                 path += "/000-001-002-003"  # a replicator's typical handful of differing ones
             t = time.perf_counter()
-            async with s.request("REPLICATE", path) as r:
+            async with s.request("MERGE", path) as r:
                 raw = await r.read()
             lat.append(time.perf_counter() - t)  # the answer, not our decoding of it
             got[p] = msgpack.unpackb(raw)

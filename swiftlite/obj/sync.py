@@ -237,8 +237,7 @@ class SyncReceiver:
             body = await run_blocking(_digests, dev_path, part)
         return web.Response(status=200, body=body, content_type="application/x-msgpack")
 
-    async def states(self, request: web.Request, dev: str, part_s: str,
-                     tail: str | None) -> web.Response:
+    async def states(self, request: web.Request, dev: str, part_s: str) -> web.Response:
         dev_path, part = await self._target(dev, part_s)
         try:
             sufs = msgpack.unpackb(await request.read(), raw=False)
@@ -254,8 +253,7 @@ class SyncReceiver:
         result = await run_blocking(list_states)
         return web.Response(body=msgpack.packb(result), content_type="application/x-msgpack")
 
-    async def sync(self, request: web.Request, dev: str, part_s: str,
-                   tail: str | None) -> web.Response:
+    async def sync(self, request: web.Request, dev: str, part_s: str) -> web.Response:
         dev_path, part = await self._target(dev, part_s)
         counts = {"stored": 0, "stale": 0, "bad": 0}
         content = request.content
@@ -318,16 +316,19 @@ def register_sync_routes(app: web.Application, conf: Section) -> None:
     server's catch-all route; it costs other requests one string compare.
     """
     rx = SyncReceiver(conf)
-    handlers = {"states": rx.states, "sync": rx.sync, "digests": rx.digests}
+    handlers = {"states": rx.states, "sync": rx.sync}
 
     @web.middleware
     async def sync_routes(request: web.Request, handler: Any) -> web.StreamResponse:
         if request.method == SYNC_METHOD:
             m = _ROUTE_RE.fullmatch(request.path)
-            if m and (m.group(4) is None or m.group(3) == "digests"):
+            if m:
+                dev, part, route, tail = m.groups()
                 try:
-                    return await handlers[m.group(3)](request, m.group(1), m.group(2),
-                                                      m.group(4))
+                    if route == "digests":
+                        return await rx.digests(request, dev, part, tail)
+                    if tail is None:
+                        return await handlers[route](request, dev, part)
                 except diskfile.DeviceMissing:
                     return error(507, "Insufficient Storage")
         return await handler(request)
