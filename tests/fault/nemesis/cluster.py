@@ -45,9 +45,11 @@ for line in sys.stdin:
     rc = max(main(["daemon", d, "-c", sys.argv[1], "--once"]) for d in line.split())
     print("round done", rc, flush=True)
 """
-# The proxy gives up on a hung node after node_timeout (default 10 s); 3 s keeps a SIGSTOP
-# run short.
-PROXY_SETTINGS = {"node_timeout": "3"}
+# The proxy gives up on a hung node after node_timeout (default 10 s): 3 s keeps a SIGSTOP
+# run short. It skips a failing node for error_suppression_interval (default 60 s): 2 s lets
+# a healed node (stale, or just emptied of a fault) serve again within the run, so clients
+# meet it before the replicators have repaired it.
+PROXY_SETTINGS = {"node_timeout": "3", "error_suppression_interval": "2"}
 
 
 @contextmanager

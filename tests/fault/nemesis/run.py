@@ -35,6 +35,8 @@ class Sizes:
     ops_before: int = 40
     ops_during: int = 120
     ops_after: int = 30
+    after_seconds: float = 3.0  # past the proxy's error_suppression_interval: healed nodes
+    #                             serve clients again before the daemons run
     converge_deadline: float = 60.0  # daemon rounds stop here (or when two change nothing)
     phase_timeout: float = 120.0  # a workload phase slower than this is a hang
 
@@ -193,7 +195,7 @@ async def _workload(run: Run, f: Fault, report: RunReport, state: dict[str, bool
                 await asyncio.to_thread(f.heal)
                 state["healed"] = True
                 if ok:
-                    await phase("after", sizes.ops_after)
+                    await phase("after", sizes.ops_after, sizes.after_seconds)
         finally:
             await wl.stop()
     report.ops = dict(wl.stats.ops)
