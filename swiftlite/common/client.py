@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
 
@@ -53,6 +54,12 @@ def node_url(node: dict[str, Any], path: str, query: str = "") -> URL:
     return URL(raw, encoded=True)
 
 
+@lru_cache(maxsize=4096)
+def _quoted(*segments: str | None) -> str:
+    # A write sends the same names to every replica: quote them once per request, not per node.
+    return "".join("/" + quote(s, safe="/") for s in segments if s is not None)
+
+
 def node_path(node: dict[str, Any], part: int, *names: str | None) -> str:
     """The backend path for a device: /<device>/<part>/<a>[/<c>[/<o>]]."""
-    return quote_path(node["device"], part, *[n for n in names if n is not None])
+    return f"{_quoted(node['device'])}/{part}{_quoted(*names)}"

@@ -82,6 +82,7 @@ class TempAuth:
     def __init__(self, conf: Section) -> None:
         self.reseller_prefixes = parse_prefixes(conf.get_str("reseller_prefix", "AUTH"))
         self.reseller_prefix = self.reseller_prefixes[0]
+        self._prefixes_longest_first = sorted(self.reseller_prefixes, key=len, reverse=True)
         self.token_prefix = self.reseller_prefix + "tk"
         # The config parser lowercases option names: SERVICE_require_group arrives lowercased.
         default_group = conf.get_str("require_group", "")
@@ -109,7 +110,7 @@ class TempAuth:
 
     def account_prefix(self, account: str) -> str | None:
         """The reseller prefix `account` falls under (the longest), None if not ours."""
-        for prefix in sorted(self.reseller_prefixes, key=len, reverse=True):
+        for prefix in self._prefixes_longest_first:
             if account.startswith(prefix):
                 return prefix
         return None
