@@ -109,13 +109,18 @@ class _Conn(asyncio.Protocol):
         finally:
             self.waiter = None
 
-    async def drain(self) -> None:
+    async def drain(self, timeout: float) -> None:
+        """Wait until the node takes more of the body; a node that stops reading for
+        `timeout` (hung, or its disk is) fails the request instead of pinning it."""
         if self.closed:
             raise ClientError("connection closed while sending")
         if self._paused:
             self._drain = self.loop.create_future()
             try:
-                await self._drain
+                async with asyncio.timeout(timeout):
+                    await self._drain
+            except TimeoutError:
+                raise ClientError("timed out sending to the node") from None
             finally:
                 self._drain = None
 
@@ -358,7 +363,7 @@ class Pool:
                     conn.write(chunk)
                 else:
                     conn.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
-                await conn.drain()
+                await conn.drain(timeout)
             if not has_length:
                 conn.write(b"0\r\n\r\n")
         elif body:

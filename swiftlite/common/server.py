@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 import uvloop
 from aiohttp import web
 
-from swiftlite.common import signing, threadpool
+from swiftlite.common import signing, stall, threadpool
 from swiftlite.common.config import Section
 from swiftlite.common.http import TXID, HTTPError, error, request_txid
 from swiftlite.common.logs import RequestLogger, setup_logging
@@ -47,10 +47,17 @@ async def base_middleware(request: web.Request, handler):
     request[TXID] = request_txid(request.headers)
     if request.path == "/healthcheck":
         return web.Response(text="OK")
+    guard = stall.current()
+    if guard is not None:
+        guard.track(request)
     try:
         return await handler(request)
     except HTTPError as exc:
         return exc.response()
+    except stall.ClientStalled:
+        resp = error(408, "Request Timeout: the body stopped arriving")
+        resp.force_close()  # the rest of the body may still come: this connection is done
+        return resp
     except web.HTTPException:
         raise
     except (asyncio.CancelledError, ConnectionResetError):
@@ -58,6 +65,9 @@ async def base_middleware(request: web.Request, handler):
     except Exception:
         log.exception("%s %s failed, txid=%s", request.method, request.raw_path, request[TXID])
         return error(500, f"Internal Server Error (request {request[TXID]})")
+    finally:
+        if guard is not None:
+            guard.untrack(request)
 
 
 async def _add_txid(request: web.Request, response: web.StreamResponse) -> None:
@@ -146,6 +156,11 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
         keepalive_timeout=conf.get_float("keepalive_timeout", 75.0),
     )
     await runner.setup()
+    # Every server, storage ones too: their client is a proxy that may hang mid-request.
+    guard = stall.StallGuard(conf.get_float("client_timeout", 60.0))
+    stall.install(guard)
+    assert runner.server is not None
+    sweeper = asyncio.get_running_loop().create_task(guard.run(runner.server))
     # aiohttp listens again with its own backlog (128 by default): under a burst of new
     # connections a full accept queue drops SYNs, and each costs the client a 1 s retransmit.
     site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
@@ -156,6 +171,8 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
         loop.add_signal_handler(sig, stop.set)
     log.info("%s listening on %s:%s", name, *sock.getsockname()[:2])
     await stop.wait()
+    sweeper.cancel()
+    stall.install(None)
     await runner.cleanup()
 
 
