@@ -354,6 +354,10 @@ class Bulk(Middleware):
         self.delete_concurrency = min(max(conf.get_int("delete_concurrency", 2), 1), 1000)
         self.delete_container_retry_count = conf.get_int("delete_container_retry_count", 0)
         self.extract_concurrency = min(max(conf.get_int("extract_concurrency", 4), 1), 64)
+        # Each extraction reads its archive on a thread of its own: bound them, so a tenant
+        # starting many cannot exhaust the process (later ones wait their turn).
+        self.extractions = asyncio.Semaphore(max(conf.get_int("max_concurrent_extractions",
+                                                              8), 1))
         self.retry_interval = 1.5  # seconds, raised to the retry's number (Swift's backoff)
 
     def info_entries(self) -> dict[str, Any]:
@@ -545,13 +549,14 @@ class Bulk(Middleware):
         loop = asyncio.get_running_loop()
         timeout = self.proxy.client_timeout
         pipe = BodyPipe(Body(request, timeout), loop, timeout)
-        worker = Worker(loop)
-        try:
-            tar = await worker.run(open_archive, pipe, compression)
-            await self.extract_members(request, path, base, tar, worker, report)
-        finally:
-            pipe.close()
-            worker.stop()
+        async with self.extractions:
+            worker = Worker(loop)
+            try:
+                tar = await worker.run(open_archive, pipe, compression)
+                await self.extract_members(request, path, base, tar, worker, report)
+            finally:
+                pipe.close()
+                worker.stop()
         if report.errors:
             report.fields["Response Status"] = status_line(report.failure_status)
         elif not report.fields["Number Files Created"]:
