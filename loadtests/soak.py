@@ -10,9 +10,10 @@ next seed, until --seconds have passed (a run under way finishes). Each run: the
 workload with the fault injected for the middle part of --ops operations, then the daemons
 converge the replicas, then every object and listing is checked through the proxy (see
 tests/fault/nemesis). Prints each run as it ends, then per fault: runs, operations,
-acknowledged writes, failed writes, objects lost, resurrections, other problems, runs that
-did not converge, and the time to converge. Exit status 1 if any run lost an acknowledged
-write, resurrected one, showed another problem to clients or did not converge.
+acknowledged and failed writes, requests answered 5xx, objects lost, resurrections, other
+problems, runs whose replicas did not converge, and the time to converge. Exit status 1 if
+any run lost an acknowledged write, resurrected one, showed another problem to clients or
+did not converge.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tests.fault.nemesis import (  # noqa: E402
     run_fault,
     summarize,
 )
+from tests.fault.nemesis.cluster import PROXY_SETTINGS  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,9 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                   converge_deadline=args.converge_deadline, phase_timeout=300.0)
     faults = args.faults.split(",")
     root = args.root or tempfile.mkdtemp(prefix="swiftlite-soak-")
+    proxy = " ".join(f"{k}={v}" for k, v in PROXY_SETTINGS.items())
     print(f"configuration: faults={','.join(faults)} seconds={args.seconds:g} "
-          f"first seed={args.seed} cluster=3 nodes x 2 devices, 3 replicas, part power 5, "
-          f"proxy node_timeout 3s; root={root}", flush=True)
+          f"first seed={args.seed}; cluster: 3 nodes x 2 devices, 3 replicas, part power 5, "
+          f"proxy {proxy}; root={root}", flush=True)
     print("sizes: " + " ".join(f"{k}={v}" for k, v in dataclasses.asdict(sizes).items()),
           flush=True)
     start = time.monotonic()

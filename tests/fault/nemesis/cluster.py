@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from swiftlite.common import hashing
 from swiftlite.common.async_pending import ASYNC_DIR, iter_updates
+from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.replication_server import hash_db_file
 from swiftlite.obj import diskfile
 from swiftlite.ring import Ring
@@ -318,13 +319,31 @@ class NemesisCluster:
         except OSError:
             return 0, [], -1
 
-    def pending_updates(self, prefixes: tuple[str, ...]) -> int:
-        """Saved container updates (async_pending) for paths under `prefixes`, all nodes."""
-        n = 0
+    def pending_records(self, prefixes: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Saved container updates (async_pending records) for paths under `prefixes`."""
+        out = []
         for node in self.nodes:
             for dev in os.listdir(node["devices_root"]):
                 dev_path = os.path.join(node["devices_root"], dev)
                 if os.path.isdir(os.path.join(dev_path, ASYNC_DIR)):
-                    n += sum(rec["path"].startswith(prefixes)
-                             for _, rec in iter_updates(dev_path))
-        return n
+                    out += [rec for _, rec in iter_updates(dev_path)
+                            if rec["path"].startswith(prefixes)]
+        return out
+
+    def pending_updates(self, prefixes: tuple[str, ...]) -> int:
+        return len(self.pending_records(prefixes))
+
+    def container_rows(self, target: dict[str, Any], account: str,
+                       container: str) -> dict[str, str]:
+        """name -> created_at of every row (deleted ones too) of the container replica an
+        update record targets, read from its DB file."""
+        node = self.nodes[self.node_of_port[target["port"]]]
+        with cluster_hashing(*self.affixes):
+            hexhash = hashing.hash_path(account, container)
+        path = hash_db_file(os.path.join(node["devices_root"], target["device"]), "container",
+                            target["partition"], hexhash)
+        broker = ContainerBroker(path)
+        try:
+            return {r["name"]: r["created_at"] for r in broker.get_items_since(-1, 1 << 30)}
+        finally:
+            broker.close()

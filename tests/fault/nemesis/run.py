@@ -145,7 +145,8 @@ def run_fault(nc: NemesisCluster, fault: str, seed: int, sizes: Sizes | None = N
     try:
         wl = asyncio.run(_workload(run, f, report, state))
         t0 = time.monotonic()
-        problems = _converge(run, wl, report, f.converge_daemons)
+        report.daemon_failures += f.before_converge()
+        problems = _converge(run, wl, report)
         report.converge_seconds = time.monotonic() - t0
         report.converged = not problems
         report.diverged += problems
@@ -248,8 +249,7 @@ def _snapshot(run: Run, wl: Workload) -> tuple[Any, list[str]]:
     return (tuple(objects), tuple(listings), pending), problems
 
 
-def _converge(run: Run, wl: Workload, report: RunReport,
-              daemons: tuple[str, ...]) -> list[str]:
+def _converge(run: Run, wl: Workload, report: RunReport) -> list[str]:
     """Daemon rounds until the replicas agree; stop early when two rounds in a row change
     nothing (more would not either), or at the deadline. The problems left, if any."""
     deadline = time.monotonic() + run.sizes.converge_deadline
@@ -262,7 +262,7 @@ def _converge(run: Run, wl: Workload, report: RunReport,
         if still >= 2 or time.monotonic() > deadline:
             return problems
         prev = snap
-        report.daemon_failures += run.nc.daemon_round(daemons)
+        report.daemon_failures += run.nc.daemon_round()
         report.rounds += 1
 
 
@@ -329,14 +329,14 @@ _COLUMNS: list[tuple[str, Any]] = [  # header, value of one run (summed over the
     ("lost", lambda r: len(r.lost)),
     ("resurrected", lambda r: len(r.resurrected)),
     ("other", lambda r: len(r.violations()) - len(r.lost) - len(r.resurrected)),
-    ("unconverged", lambda r: not r.converged),
+    ("diverged", lambda r: bool(r.divergence())),  # runs whose replicas did not converge
 ]
 
 
 def summarize(reports: list[RunReport]) -> str:
     """One row per fault: runs, operations, acknowledged and failed writes, requests
-    answered 5xx (or not at all), objects lost, resurrected, other violations, runs not
-    converged, time to converge (mean / max of the runs that did)."""
+    answered 5xx (or not at all), objects lost, resurrected, other violations, runs whose
+    replicas did not converge, time to converge (mean / max of the runs that did)."""
     rows = [f"{'fault':<15}{'runs':>5}" + "".join(f"{h:>12}" for h, _ in _COLUMNS)
             + f"{'converge mean':>15}{'max':>7}"]
     for name in [f for f in FAULTS if any(r.fault == f for r in reports)]:
