@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 B = TypeVar("B")
+
+# Every cache of the process (a DB server has one, its replication endpoint another).
+_caches: weakref.WeakSet[BrokerCache[Any]] = weakref.WeakSet()
+
+
+def forget(db_file: str) -> None:
+    """Drop and close the broker of `db_file` in every cache of the process (the file is
+    about to move: a later request must open whatever is there then)."""
+    for cache in list(_caches):
+        broker = cache._brokers.pop(db_file, None)
+        if broker is not None:
+            broker.close()
 
 
 class BrokerCache(Generic[B]):
@@ -17,6 +30,7 @@ class BrokerCache(Generic[B]):
         self._factory = factory
         self._size = max(1, size)
         self._brokers: OrderedDict[str, B] = OrderedDict()
+        _caches.add(self)
 
     def get(self, db_file: str) -> B:
         broker = self._brokers.get(db_file)

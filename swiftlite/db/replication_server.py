@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from typing import Any
 
 import msgpack
@@ -28,6 +29,7 @@ from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker
 from swiftlite.db.cache import BrokerCache
 from swiftlite.db.paths import DB_DIRS
+from swiftlite.db.quarantine import is_corrupt, quarantine_db
 
 METHOD = "MERGE"
 _ROUTE_RE = re.compile(r"/([^/]+)/([0-9]+)/([0-9a-f]{32})")
@@ -73,6 +75,15 @@ class ReplicationReceiver:
         return {"changed": changed}
 
     def handle_blocking(self, path: str, req: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._handle_blocking(path, req)
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            quarantine_db(path, self.kind, exc)
+            return {"exists": False}  # the sender creates it anew on its next pass
+
+    def _handle_blocking(self, path: str, req: dict[str, Any]) -> dict[str, Any]:
         broker = self.brokers.get(path)
         op = req.get("op")
         if op == "create":

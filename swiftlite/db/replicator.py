@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import shutil
+import sqlite3
 from typing import Any
 
 import aiohttp
@@ -26,6 +27,7 @@ from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker
 from swiftlite.db.paths import DB_DIRS
+from swiftlite.db.quarantine import is_corrupt, quarantine_db
 from swiftlite.db.replication_server import METHOD
 from swiftlite.ring import Ring
 
@@ -135,7 +137,15 @@ class DBReplicator(daemon.PeerSession):
     async def replicate_db(self, dev: dict[str, Any], part: int, hexhash: str, path: str,
                            stats: dict[str, Any]) -> None:
         stats["objects"] += 1
-        broker, info, metadata, reclaimed = await run_blocking(self._prepare, path)
+        try:
+            broker, info, metadata, reclaimed = await run_blocking(self._prepare, path)
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            # Ours is damaged: move it aside; a peer's pass sends us a whole new copy.
+            await run_blocking(quarantine_db, path, self.kind, exc)
+            stats["quarantined"] = stats.get("quarantined", 0) + 1
+            return
         stats["reclaimed"] += reclaimed
         primaries = self.ring.get_part_nodes(part)
         is_primary = any(n["id"] == dev["id"] for n in primaries)

@@ -8,6 +8,7 @@ containers). Handlers take (request, broker, dev_path); sub-item handlers also t
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -25,6 +26,7 @@ from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import req_metadata, req_timestamp
 from swiftlite.db.listing_http import parse_format, parse_params, response
 from swiftlite.db.paths import db_file, parse_partition
+from swiftlite.db.quarantine import is_corrupt, quarantine_db
 from swiftlite.db.reclaimer import reclaim_loop
 from swiftlite.db.replication_server import register_db_replication_routes
 
@@ -113,15 +115,25 @@ class DBServer:
             if n > 1:
                 broker.container = names[1]
         method = request.method
-        if item is not None:
-            item_handler = self.item_handlers.get(method)
-            if item_handler is None:
+        try:
+            if item is not None:
+                item_handler = self.item_handlers.get(method)
+                if item_handler is None:
+                    return error(405, "Method Not Allowed")
+                return await item_handler(request, broker, dev_path, item)
+            handler = self.handlers.get(method)
+            if handler is None:
                 return error(405, "Method Not Allowed")
-            return await item_handler(request, broker, dev_path, item)
-        handler = self.handlers.get(method)
-        if handler is None:
-            return error(405, "Method Not Allowed")
-        return await handler(request, broker, dev_path)
+            return await handler(request, broker, dev_path)
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise
+            await run_blocking(quarantine_db, broker.db_file, self.kind, exc)
+            # Missing here now: readers ask another replica, writers retry (an object
+            # server keeps its update for the updater) once replication has rebuilt it.
+            if method in ("GET", "HEAD"):
+                return error(404, "Not Found")
+            return error(503, "DB quarantined; retry later")
 
     # -- shared verbs ------------------------------------------------------------------------
     def info_headers(self, info: dict[str, Any]) -> dict[str, str]:
