@@ -8,11 +8,14 @@ A run (`run_fault`) on a 3-node cluster (`NemesisCluster`: 2 devices per node, 3
    the last acknowledged one is well defined; every acknowledged write must already be on
    disk on a quorum of devices when it is answered;
 2. after `ops_before` operations the fault (faults.py) is injected, lasts `ops_during`
-   operations (and its `min_seconds`), and is healed; `ops_after` more follow;
+   operations (and its `min_seconds`), and is healed; `ops_after` more follow, for at least
+   `after_seconds` (the proxy, restarted fresh for each run, skips a failing node for 2 s
+   only, so healed nodes serve clients before they are repaired);
 3. the replicas converge: the object replicator, updater and container replicator run one
    pass per node (nodes in parallel) until every object is the same on its primaries and on
    no handoff, every container replica lists exactly those objects, and no update is
-   pending; or until two rounds change nothing, or the deadline;
+   pending; or until two rounds change nothing, or the deadline (a fault may check its own
+   mechanism first, e.g. that the updater alone delivers every saved update);
 4. through the proxy: every object reads as its last acknowledged write left it, or as a
    later failed write did (it may have landed): else it was lost, or, deleted, it came back
    (resurrected); the listings match the objects.
