@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import configparser
 import os
 import random
 import shutil
@@ -117,6 +118,25 @@ class ServerProcess:
     def log_text(self) -> str:
         with open(self.log_path, errors="replace") as f:
             return f.read()
+
+
+def start_proxy_variant(cluster: Any, name: str, proxy: dict[str, str] | None = None,
+                        filters: dict[str, dict[str, str]] | None = None) -> ServerProcess:
+    """Another proxy on `cluster`'s rings and storage: its proxy.conf with `proxy` options set
+    in [proxy-server] and `filters` as [filter:<name>] sections, one worker, a free port, and
+    its log at logs/proxy-<name>.log."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(os.path.join(cluster.etc_dir, "proxy.conf"))
+    parser["proxy-server"]["workers"] = "1"
+    for key, value in (proxy or {}).items():
+        parser["proxy-server"][key] = value
+    for filt, options in (filters or {}).items():
+        parser[f"filter:{filt}"] = options
+    conf = os.path.join(cluster.etc_dir, f"proxy-{name}.conf")
+    with open(conf, "w") as f:
+        parser.write(f)
+    return ServerProcess("proxy", conf, free_port(),
+                         os.path.join(cluster.root, "logs", f"proxy-{name}.log")).start()
 
 
 def start_memcached() -> tuple[int, subprocess.Popen]:

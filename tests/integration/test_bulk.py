@@ -6,7 +6,6 @@ same cluster has small limits and a short heartbeat interval, to see those at wo
 
 from __future__ import annotations
 
-import configparser
 import hashlib
 import http.client
 import io
@@ -21,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.helpers import ServerProcess, free_port, wait_for
+from tests.helpers import start_proxy_variant, wait_for
 from tests.integration.test_proxy_api import storage_path, token_and_url
 
 SWIFT = os.path.join(os.path.dirname(sys.executable), "swift")
@@ -279,18 +278,10 @@ def test_bad_archives_are_reported(owner):
 
 @pytest.fixture(scope="module")
 def tuned(cluster):
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(os.path.join(cluster.etc_dir, "proxy.conf"))
-    parser["proxy-server"]["workers"] = "1"
-    parser["proxy-server"]["put_buffer_size"] = "4096"  # bigger members stream
-    parser["filter:bulk"] = {"yield_frequency": "0.05", "max_failed_deletes": "3",
-                             "max_containers_per_extraction": "2",
-                             "max_failed_extractions": "2"}
-    conf = os.path.join(cluster.etc_dir, "proxy-bulk.conf")
-    with open(conf, "w") as f:
-        parser.write(f)
-    proc = ServerProcess("proxy", conf, free_port(),
-                         os.path.join(cluster.root, "logs", "proxy-bulk.log")).start()
+    proc = start_proxy_variant(
+        cluster, "bulk", {"put_buffer_size": "4096"},  # bigger members stream
+        {"bulk": {"yield_frequency": "0.05", "max_failed_deletes": "3",
+                  "max_containers_per_extraction": "2", "max_failed_extractions": "2"}})
     yield f"http://127.0.0.1:{proc.port}"
     proc.stop()
 

@@ -4,15 +4,13 @@ Access-Control metadata, CORS headers on actual answers, and the operator's opti
 
 from __future__ import annotations
 
-import configparser
-import os
 import uuid
 
 import aiohttp
 import pytest
 import swiftclient
 
-from tests.helpers import ServerProcess, free_port
+from tests.helpers import start_proxy_variant
 from tests.integration.test_proxy_api import raw, storage_path, token_and_url
 
 ALLOWED = "DELETE, GET, POST, PUT, OPTIONS, HEAD"
@@ -149,17 +147,10 @@ async def test_browser_upload_flow(cluster):
 @pytest.fixture(scope="module")
 def lax_proxy(cluster):
     """A second proxy on the same cluster with the operator's CORS options set."""
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(os.path.join(cluster.etc_dir, "proxy.conf"))
-    parser["proxy-server"]["workers"] = "1"
-    parser["proxy-server"]["strict_cors_mode"] = "false"
-    parser["filter:cors"] = {"cors_allow_origin": "http://ops.example, http://ops2.example",
-                             "cors_expose_headers": "X-Ops-One, x-ops-two"}
-    conf = os.path.join(cluster.etc_dir, "proxy-cors.conf")
-    with open(conf, "w") as f:
-        parser.write(f)
-    proc = ServerProcess("proxy", conf, free_port(),
-                         os.path.join(cluster.root, "logs", "proxy-cors.log")).start()
+    proc = start_proxy_variant(
+        cluster, "cors", {"strict_cors_mode": "false"},
+        {"cors": {"cors_allow_origin": "http://ops.example, http://ops2.example",
+                  "cors_expose_headers": "X-Ops-One, x-ops-two"}})
     yield f"http://127.0.0.1:{proc.port}"
     proc.stop()
 

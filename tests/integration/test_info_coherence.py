@@ -7,7 +7,6 @@ connections so SO_REUSEPORT spreads them over the workers; nothing sleeps.
 
 from __future__ import annotations
 
-import configparser
 import http.client
 import os
 import signal
@@ -19,7 +18,7 @@ import pytest
 import swiftclient
 
 from tests.cluster import Cluster, start_cluster
-from tests.helpers import ServerProcess, free_port, start_memcached, wait_for
+from tests.helpers import start_memcached, start_proxy_variant, wait_for
 
 WORKERS = 3
 PROBES = 24  # fresh connections per check: all on one worker of three is (1/3)**23
@@ -159,17 +158,8 @@ def two_hosts(tmp_path_factory, memcached_port):
     c = start_cluster(str(tmp_path_factory.mktemp("twohosts")), nodes=1, devices=3,
                       replicas=3, part_power=4, workers=1)
     wait_for(lambda: request(c.proxy_url, "GET", "/healthcheck") == 200, 30, what="proxy")
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(os.path.join(c.etc_dir, "proxy.conf"))
-    parser["proxy-server"]["memcache_servers"] = f"127.0.0.1:{port}"
-    parser["proxy-server"]["workers"] = "1"
-    procs = []
-    for name in ("a", "b"):
-        conf = os.path.join(c.etc_dir, f"proxy-{name}.conf")
-        with open(conf, "w") as f:
-            parser.write(f)
-        procs.append(ServerProcess("proxy", conf, free_port(),
-                                   os.path.join(c.root, "logs", f"proxy-{name}.log")).start())
+    procs = [start_proxy_variant(c, name, {"memcache_servers": f"127.0.0.1:{port}"})
+             for name in ("a", "b")]
     yield c, [f"http://127.0.0.1:{p.port}" for p in procs], procs
     for p in procs:
         p.stop()

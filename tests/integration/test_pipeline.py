@@ -7,10 +7,8 @@ the core still serves accounts, containers and objects on its own.
 
 from __future__ import annotations
 
-import configparser
 import http.client
 import json
-import os
 import secrets
 import urllib.parse
 import uuid
@@ -22,7 +20,7 @@ import swiftclient
 from swiftlite.common.config import Section
 from swiftlite.proxy import pipeline
 from tests.cluster import start_cluster
-from tests.helpers import ServerProcess, free_port, wait_for
+from tests.helpers import start_proxy_variant, wait_for
 
 MINIMAL = "catch_errors gatekeeper tempauth proxy-server"
 
@@ -42,15 +40,7 @@ def proxies(tmp_path_factory):
     """(full proxy URL, minimal-pipeline proxy URL, cluster)."""
     c = start_cluster(str(tmp_path_factory.mktemp("pipeline")), devices=3, part_power=4)
     wait_for(lambda: call(c.proxy_url, "GET", "/healthcheck")[0] == 200, 30, what="proxy")
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(os.path.join(c.etc_dir, "proxy.conf"))
-    parser["proxy-server"]["pipeline"] = MINIMAL
-    parser["proxy-server"]["workers"] = "1"
-    conf = os.path.join(c.etc_dir, "proxy-minimal.conf")
-    with open(conf, "w") as f:
-        parser.write(f)
-    minimal = ServerProcess("proxy", conf, free_port(),
-                            os.path.join(c.root, "logs", "proxy-minimal.log")).start()
+    minimal = start_proxy_variant(c, "minimal", {"pipeline": MINIMAL})
     yield c.proxy_url, f"http://127.0.0.1:{minimal.port}", c
     minimal.stop()
     c.stop()

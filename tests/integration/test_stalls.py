@@ -7,7 +7,6 @@ socket open, and a GET nobody read held its object server connection the same wa
 
 from __future__ import annotations
 
-import configparser
 import glob
 import os
 import socket
@@ -17,7 +16,7 @@ import pytest
 import swiftclient
 
 from tests.backend_signing import raw_signature
-from tests.helpers import ServerProcess, free_port, wait_for
+from tests.helpers import ServerProcess, free_port, start_proxy_variant, wait_for
 
 TIMEOUT = 1  # client_timeout of the servers under test, seconds
 
@@ -25,15 +24,7 @@ TIMEOUT = 1  # client_timeout of the servers under test, seconds
 @pytest.fixture(scope="module")
 def strict_proxy(cluster):
     """A second proxy on the cluster with a short client_timeout."""
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(os.path.join(cluster.etc_dir, "proxy.conf"))
-    parser["proxy-server"]["workers"] = "1"
-    parser["proxy-server"]["client_timeout"] = str(TIMEOUT)
-    conf = os.path.join(cluster.etc_dir, "proxy-stall.conf")
-    with open(conf, "w") as f:
-        parser.write(f)
-    proc = ServerProcess("proxy", conf, free_port(),
-                         os.path.join(cluster.root, "logs", "proxy-stall.log")).start()
+    proc = start_proxy_variant(cluster, "stall", {"client_timeout": str(TIMEOUT)})
     yield proc
     proc.stop()
 
