@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import configparser
+import http.client
 import os
 import random
 import shutil
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -118,6 +120,20 @@ class ServerProcess:
     def log_text(self) -> str:
         with open(self.log_path, errors="replace") as f:
             return f.read()
+
+
+def http_request(base: str, method: str, path: str, headers: dict | None = None,
+                 body: bytes | None = None,
+                 timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+    """One request with an exact path (no client-side quoting or validation) to `base`."""
+    u = urllib.parse.urlsplit(base)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        c.close()
 
 
 def start_proxy_variant(cluster: Any, name: str, proxy: dict[str, str] | None = None,

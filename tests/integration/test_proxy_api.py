@@ -4,7 +4,6 @@ HTTP (for what swiftclient would refuse to send)."""
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
 import socket
@@ -16,18 +15,12 @@ import pytest
 import swiftclient
 from swiftclient.exceptions import ClientException
 
-from tests.helpers import wait_for
+from tests.helpers import http_request, wait_for
 
 
 def raw(cluster, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
     """A request with an exact path (no client-side quoting or validation)."""
-    u = urllib.parse.urlsplit(cluster.proxy_url)
-    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    c.request(method, path, body=body, headers=headers or {})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, dict(r.getheaders()), data
+    return http_request(cluster.proxy_url, method, path, headers, body)
 
 
 def token_and_url(cluster, user="test:tester", key="testing"):

@@ -18,10 +18,6 @@ from swiftlite.proxy.request import clone
 RESERVED = ("x-account-sysmeta-", "x-container-sysmeta-", "x-object-sysmeta-", "x-backend-")
 
 
-def reserved(name: str) -> bool:
-    return name.lower().startswith(RESERVED)
-
-
 def _reserved_in(names: Any) -> list[str]:
     """The reserved names among `names`. Every request and answer passes here, so the
     common case (no name starts with an x) costs no call per name."""
@@ -35,8 +31,11 @@ class Gatekeeper(Middleware):
         return None
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
-        if _reserved_in(request.headers):
-            clean = CIMultiDict((k, v) for k, v in request.headers.items() if not reserved(k))
+        dropped = _reserved_in(request.headers)
+        if dropped:
+            clean = CIMultiDict(request.headers)
+            for k in dropped:
+                clean.popall(k, None)
             request = clone(request, headers=clean)
         resp = await self.app(request)
         for k in _reserved_in(resp.headers):
