@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import queue
 import re
@@ -37,140 +36,37 @@ import tarfile
 import threading
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes
-from xml.sax.saxutils import escape
 
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.common.constraints import MAX_CONTAINER_NAME_LENGTH, MAX_OBJECT_NAME_LENGTH
 from swiftlite.common.http import HTTPError
+from swiftlite.proxy.middleware.reports import (
+    MAX_PATH_LENGTH,
+    Outcome,
+    Report,
+    best_format,
+    quoted,
+    report_stream,
+    status_line,
+)
 from swiftlite.proxy.pipeline import Middleware
 from swiftlite.proxy.request import BODY, ApiPath, api_path, sub_request
 from swiftlite.proxy.response import BodyResponse
 
 log = logging.getLogger("swiftlite.proxy")
 
-# Answer formats, in Swift's order of preference (no Accept header: the first).
-FORMATS = ("text/plain", "application/json", "application/xml", "text/xml")
 ARCHIVES = {"tar": "", "tar.gz": "gz", "tar.bz2": "bz2"}
-# Longest useful line of a bulk-delete body, and the cut-off for names in reports.
-MAX_PATH_LENGTH = MAX_OBJECT_NAME_LENGTH + MAX_CONTAINER_NAME_LENGTH + 2
 # What identifies the caller on each sub-request.
 AUTH_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token")
-XML_DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 READ_CHUNK = 65536
 # tarfile reads pax and GNU long-name headers into memory whole: refuse absurd ones.
 MAX_META_HEADER = 1024 * 1024
 META_HEADER_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
                      tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
-# Swift's wording where it differs from http.HTTPStatus.
-PHRASES = {413: "Request Entity Too Large", 414: "Request URI Too Long",
-           416: "Requested Range Not Satisfiable", 499: "Client Disconnect",
-           500: "Internal Error"}
 _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
-
-
-def status_line(code: int) -> str:
-    try:
-        phrase = PHRASES.get(code) or HTTPStatus(code).phrase
-    except ValueError:
-        phrase = "Unknown"
-    return f"{code} {phrase}"
-
-
-class Outcome(Exception):
-    """Ends a bulk job early; its status and body become the report's."""
-
-    def __init__(self, status: int, body: str = "") -> None:
-        super().__init__(body)
-        self.status = status
-        self.body = body
-
-
-# ---- the Accept header, judged as Swift's swob does --------------------------------------
-
-_TOKEN = r"[^()<>@,;:\\\"/\[\]?={}\x00-\x20\x7f]+"
-_PARAM = rf'\s*;\s*{_TOKEN}\s*=\s*(?:{_TOKEN}|"(?:[^"\\]|\\.)*")'
-_MEDIA_RANGE = re.compile(rf"^\s*({_TOKEN})/({_TOKEN})((?:{_PARAM})*\s*)$")
-
-
-def best_format(accept: str | None) -> str | None:
-    """The format to answer in; None when nothing fits or the header cannot be parsed (the
-    report then says 406). As in Swift, q only orders the ranges (q=0 still matches), and a
-    range without wildcards goes before one with them at the same q."""
-    if not accept:
-        return FORMATS[0]
-    ranges = []
-    for part in accept.split(","):
-        m = _MEDIA_RANGE.match(part)
-        if m is None:
-            return None
-        typ, sub, params = m.groups()
-        q, seen_q = 1.0, False
-        for param in params.split(";"):
-            key, _, value = param.partition("=")
-            if key.strip() != "q":
-                continue
-            if seen_q:
-                return None
-            seen_q = True
-            try:
-                q = float(value.strip())
-            except ValueError:
-                return None
-        ranges.append((q, "*" not in (typ, sub), typ, sub))
-    ranges.sort(key=lambda r: (r[0], r[1]), reverse=True)  # stable: ties keep their order
-    for _q, _exact, typ, sub in ranges:
-        for fmt in FORMATS:
-            ftyp, fsub = fmt.split("/")
-            if typ in ("*", ftyp) and sub in ("*", fsub):
-                return fmt
-    return None
-
-
-# ---- the report ------------------------------------------------------------------------------
-
-class Report:
-    """What a bulk job did so far: the counts and "Response *" fields, and the failures."""
-
-    def __init__(self, root: str, fields: dict[str, Any]) -> None:
-        self.root = root  # the XML document element: "delete" or "extract"
-        self.fields = fields
-        self.errors: list[list[str]] = []
-        self.failure_status = 400  # 502 once a sub-request failed with a 5xx
-
-    def fail(self, name: bytes | str, status: int) -> None:
-        if status // 100 == 5:
-            self.failure_status = 502
-        self.errors.append([quoted(name), status_line(status)])
-
-    def render(self, fmt: str | None) -> bytes:
-        if fmt == "application/json":
-            return json.dumps({**self.fields, "Errors": self.errors}).encode("ascii")
-        keys = sorted(self.fields)
-        if fmt is not None and fmt.endswith("/xml"):
-            out = [f"<{self.root}>\n"]
-            for key in keys:
-                tag = key.replace(" ", "_").lower()
-                out.append(f"<{tag}>{escape(str(self.fields[key]))}</{tag}>\n")
-            out.append("<errors>\n")
-            out.extend(f"<object><name>{escape(name)}</name><status>{escape(status)}"
-                       "</status></object>\n" for name, status in self.errors)
-            out.append(f"</errors>\n</{self.root}>\n")
-        else:
-            out = [f"{key}: {self.fields[key]}\n" for key in keys]
-            out.append("Errors:\n")
-            out.extend(f"{name}, {status}\n" for name, status in self.errors)
-        return "".join(out).encode("utf-8")
-
-
-def quoted(name: bytes | str) -> str:
-    """A name as reports show it: its UTF-8 (or raw) bytes, cut to MAX_PATH_LENGTH, quoted."""
-    raw = name if isinstance(name, bytes) else name.encode("utf-8", "surrogateescape")
-    return quote(raw[:MAX_PATH_LENGTH], safe="/")
 
 
 # ---- the request body ------------------------------------------------------------------------
@@ -397,35 +293,8 @@ class Bulk(Middleware):
                 job: Callable[[str | None], Awaitable[None]]) -> BodyResponse:
         fmt = best_format(request.headers.get("Accept"))
         headers = {"Content-Type": fmt} if fmt else {}
-        return BodyResponse(200, headers, self.stream(report, job, fmt))
-
-    async def stream(self, report: Report, job: Callable[[str | None], Awaitable[None]],
-                     fmt: str | None) -> AsyncIterator[bytes]:
-        """Runs the job as the body is sent: whitespace while it works, then the report."""
-        beat = XML_DECLARATION if fmt is not None and fmt.endswith("/xml") else b" "
-        lead = b""
-        task = asyncio.ensure_future(job(fmt))
-        try:
-            while True:
-                done, _ = await asyncio.wait((task,), timeout=self.yield_frequency)
-                if done:
-                    break
-                yield beat
-                beat, lead = b" ", b"\r\n\r\n"
-            try:
-                task.result()
-            except Outcome as exc:
-                report.fields["Response Status"] = status_line(exc.status)
-                report.fields["Response Body"] = exc.body
-            except (tarfile.TarError, zlib.error, EOFError) as exc:
-                report.fields["Response Status"] = status_line(400)
-                report.fields["Response Body"] = f"Invalid Tar File: {exc}"
-            except Exception:
-                log.exception("bulk %s failed", report.root)
-                report.fields["Response Status"] = status_line(500)
-        finally:
-            task.cancel()  # the client went away: stop working for it
-        yield lead + report.render(fmt)
+        return BodyResponse(200, headers, report_stream(report, job, fmt,
+                                                         self.yield_frequency))
 
     # ---- sub-requests --------------------------------------------------------------------------
 
@@ -554,6 +423,8 @@ class Bulk(Middleware):
             try:
                 tar = await worker.run(open_archive, pipe, compression)
                 await self.extract_members(request, path, base, tar, worker, report)
+            except (tarfile.TarError, zlib.error, EOFError) as exc:
+                raise Outcome(400, f"Invalid Tar File: {exc}") from None
             finally:
                 pipe.close()
                 worker.stop()
