@@ -212,9 +212,25 @@ def container_json_row(row: tuple) -> dict[str, Any]:
     if len(row) == 1:
         return {"subdir": row[0]}
     name, created_at, size, content_type, etag = row
+    if ";" in etag:
+        return _with_params(name, created_at, size, content_type, etag)
     # Swift's key order, so a byte-for-byte comparison with Swift holds too.
     return {"bytes": size, "hash": etag, "name": name, "content_type": content_type,
             "last_modified": _iso(created_at)}
+
+
+def _with_params(name: str, created_at: str, size: int, content_type: str,
+                 etag: str) -> dict[str, Any]:
+    """A row whose stored ETag carries parameters (`<md5>; slo_etag=<etag>`, from an object
+    server's listing override): the hash alone, and each parameter as a key of its own."""
+    value, *params = etag.split(";")
+    out: dict[str, Any] = {"bytes": size, "hash": value.strip(), "name": name,
+                           "content_type": content_type, "last_modified": _iso(created_at)}
+    for param in params:
+        key, sep, v = param.strip().partition("=")
+        if sep and key and key not in out:
+            out[key] = v
+    return out
 
 
 def account_json_row(row: tuple) -> dict[str, Any]:

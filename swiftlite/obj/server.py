@@ -36,6 +36,13 @@ from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 log = logging.getLogger("swiftlite.object")
 _PART_RE = re.compile(r"[0-9]{1,10}")
 PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest")
+# Object sysmeta: pipeline features' own state (an SLO's ETag and size...), stored with the
+# .data by a PUT, kept by POSTs, sent back on GET/HEAD (the proxy's gatekeeper hides it).
+SYSMETA = "x-object-sysmeta-"
+# What a container listing shows instead of the stored body's size and ETag (an SLO lists
+# its segments' total and the manifest's MD5 with its own ETag as a parameter).
+OVERRIDE_SIZE = "X-Object-Sysmeta-Container-Update-Override-Size"
+OVERRIDE_ETAG = "X-Object-Sysmeta-Container-Update-Override-Etag"
 DEFAULT_CT = "application/octet-stream"
 _REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server Error",
             507: "Insufficient Storage", 400: "Bad Request"}
@@ -50,6 +57,25 @@ def _utf8(name: str, value: str) -> str:
         except UnicodeEncodeError:
             raise HTTPError(400, f"{name} must be valid UTF-8") from None
     return value
+
+
+def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str,
+                   content_type: str | None = None) -> dict[str, str]:
+    """The container update for an object written (or POSTed) with `metadata`."""
+    return {"X-Timestamp": ts.internal,
+            "X-Size": metadata.get(OVERRIDE_SIZE, size),
+            "X-Content-Type": content_type or metadata["Content-Type"],
+            "X-Etag": metadata.get(OVERRIDE_ETAG, etag)}
+
+
+def _meta_value(metadata: dict[str, str], names: str) -> str | None:
+    """The first of the comma-separated header `names` present in `metadata`."""
+    lower = {k.lower(): v for k, v in metadata.items()}
+    for name in names.split(","):
+        value = lower.get(name.strip().lower())
+        if value is not None:
+            return value
+    return None
 
 
 def _open_expired(request: web.Request) -> bool:
@@ -192,6 +218,9 @@ class ObjectServer:
         if cl is not None and cl > self.max_object_size:
             return error(413, "Request Entity Too Large")
         metadata = self._user_metadata(request, ts)
+        for k, v in request.headers.items():
+            if k.lower().startswith(SYSMETA):
+                metadata[k.title()] = _utf8(k, v)
         metadata["name"] = f"/{acc}/{cont}/{obj}"
         metadata["Content-Type"] = _utf8("Content-Type", request.headers.get("Content-Type")
                                          or DEFAULT_CT)
@@ -215,10 +244,9 @@ class ObjectServer:
                 await run_blocking(writer.abort)
         targets = parse_targets(request.headers)
         if targets:
-            await self.updater.update(dev_path, "PUT", acc, cont, obj, {
-                "X-Timestamp": ts.internal, "X-Size": res.metadata["Content-Length"],
-                "X-Content-Type": res.metadata["Content-Type"],
-                "X-Etag": res.metadata["ETag"]}, targets, txid(request))
+            await self.updater.update(dev_path, "PUT", acc, cont, obj, listing_update(
+                ts, res.metadata, res.metadata["Content-Length"], res.metadata["ETag"]),
+                targets, txid(request))
         self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=201, headers={"ETag": res.metadata["ETag"]})
 
@@ -302,9 +330,8 @@ class ObjectServer:
             return 500, {}
 
         results = [status_of(i) for i in range(len(devices))]
-        await self.updater.update_devices("PUT", *names, {
-            "X-Timestamp": ts.internal, "X-Size": str(cl),
-            "X-Content-Type": metadata["Content-Type"], "X-Etag": etag},
+        await self.updater.update_devices("PUT", *names, listing_update(
+            ts, metadata, str(cl), etag),
             [(devices[i][0], parse_targets(devices[i][2]))  # type: ignore[misc]
              for i, (st, _) in enumerate(results) if st == 201], tx)
         (status, extra), rest = results[0], results[1:]
@@ -393,10 +420,9 @@ class ObjectServer:
         if targets and "Content-Type" in metadata and res.metadata:
             # A new content type shows in listings, as the row of a write at the POST's time.
             old = res.metadata
-            await self.updater.update(dev_path, "PUT", acc, cont, obj, {
-                "X-Timestamp": ts.internal, "X-Size": old.get("Content-Length", "0"),
-                "X-Content-Type": metadata["Content-Type"],
-                "X-Etag": old.get("ETag", "")}, targets, txid(request))
+            await self.updater.update(dev_path, "PUT", acc, cont, obj, listing_update(
+                ts, old, old.get("Content-Length", "0"), old.get("ETag", ""),
+                metadata["Content-Type"]), targets, txid(request))
         self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=202)
 
@@ -455,13 +481,21 @@ class ObjectServer:
         if info.meta_timestamp:
             headers["X-Backend-Meta-Timestamp"] = info.meta_timestamp
         for k, v in md.items():
-            if k.lower().startswith(diskfile.USER_META) or k in PASSED_HEADERS:
+            if k.lower().startswith((diskfile.USER_META, SYSMETA)) or k in PASSED_HEADERS:
                 headers[k] = v
-        cond = ranges.check_conditions(request.headers, etag, -(-ts.ticks // 100000))
+        cond_etag = etag
+        etag_at = request.headers.get("X-Backend-Etag-Is-At")
+        if etag_at:  # e.g. an SLO manifest's conditions are judged on the SLO's ETag
+            cond_etag = _meta_value(md, etag_at) or etag
+        cond = ranges.check_conditions(request.headers, cond_etag, -(-ts.ticks // 100000))
         if cond is not None:
             headers.pop("Content-Type")
             return web.Response(status=cond, headers=headers)
-        spans = ranges.parse_range(request.headers.get("Range"), length)
+        range_header = request.headers.get("Range")
+        unless = request.headers.get("X-Backend-Ignore-Range-If-Metadata-Present")
+        if range_header and unless and _meta_value(md, unless) is not None:
+            range_header = None  # a manifest: the proxy reads it whole, ranges its segments
+        spans = ranges.parse_range(range_header, length)
         if spans is not None and not spans:
             # The object's headers go along (clients check the ETag even on a 416).
             headers.pop("Content-Type")
