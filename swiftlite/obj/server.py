@@ -27,6 +27,7 @@ from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
 from swiftlite.common.server import make_app
+from swiftlite.common.sysmeta import OBJECT_SYSMETA, OVERRIDE_ETAG, OVERRIDE_SIZE
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj import digests, diskfile, durability, ranges, sync
@@ -36,13 +37,6 @@ from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 log = logging.getLogger("swiftlite.object")
 _PART_RE = re.compile(r"[0-9]{1,10}")
 PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest")
-# Object sysmeta: pipeline features' own state (an SLO's ETag and size...), stored with the
-# .data by a PUT, kept by POSTs, sent back on GET/HEAD (the proxy's gatekeeper hides it).
-SYSMETA = "x-object-sysmeta-"
-# What a container listing shows instead of the stored body's size and ETag (an SLO lists
-# its segments' total and the manifest's MD5 with its own ETag as a parameter).
-OVERRIDE_SIZE = "X-Object-Sysmeta-Container-Update-Override-Size"
-OVERRIDE_ETAG = "X-Object-Sysmeta-Container-Update-Override-Etag"
 DEFAULT_CT = "application/octet-stream"
 _REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server Error",
             507: "Insufficient Storage", 400: "Bad Request"}
@@ -219,7 +213,7 @@ class ObjectServer:
             return error(413, "Request Entity Too Large")
         metadata = self._user_metadata(request, ts)
         for k, v in request.headers.items():
-            if k.lower().startswith(SYSMETA):
+            if k.lower().startswith(OBJECT_SYSMETA):
                 metadata[k.title()] = _utf8(k, v)
         metadata["name"] = f"/{acc}/{cont}/{obj}"
         metadata["Content-Type"] = _utf8("Content-Type", request.headers.get("Content-Type")
@@ -481,7 +475,7 @@ class ObjectServer:
         if info.meta_timestamp:
             headers["X-Backend-Meta-Timestamp"] = info.meta_timestamp
         for k, v in md.items():
-            if k.lower().startswith((diskfile.USER_META, SYSMETA)) or k in PASSED_HEADERS:
+            if k.lower().startswith((diskfile.USER_META, OBJECT_SYSMETA)) or k in PASSED_HEADERS:
                 headers[k] = v
         cond_etag = etag
         etag_at = request.headers.get("X-Backend-Etag-Is-At")

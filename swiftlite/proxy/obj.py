@@ -31,7 +31,7 @@ from swiftlite.proxy.backend import (
 )
 from swiftlite.proxy.common import metadata_headers
 from swiftlite.proxy.nodes import logical_path, node_key, read_order, verdicts, write_handoffs
-from swiftlite.proxy.request import BODY, INTERNAL
+from swiftlite.proxy.request import BACKEND_GET_HEADERS, BODY
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
 log = logging.getLogger("swiftlite.proxy")
@@ -39,9 +39,6 @@ log = logging.getLogger("swiftlite.proxy")
 MAX_DELETE_AT = 9999999999
 GET_PASS_HEADERS = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
                     "If-Unmodified-Since")
-# What a pipeline feature's own sub-request may ask of the object servers (never a client:
-# these come only from requests marked INTERNAL).
-INTERNAL_GET_HEADERS = ("X-Backend-Etag-Is-At", "X-Backend-Ignore-Range-If-Metadata-Present")
 STREAM_CHUNK = 64 * 1024
 QUEUE_DEPTH = 4
 
@@ -76,9 +73,9 @@ def _ts(value: str | None) -> Timestamp | None:
 
 async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
     headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
-    if request.get(INTERNAL):
-        headers.update((h, request.headers[h]) for h in INTERNAL_GET_HEADERS
-                       if h in request.headers)
+    extra = request.get(BACKEND_GET_HEADERS)
+    if extra:  # set by a pipeline feature (never from a client's headers)
+        headers.update(extra)
     _pass_open_expired(proxy, request, headers)
     resp = await open_object(proxy, request, request.method, target.account, target.container,
                              target.obj, headers)

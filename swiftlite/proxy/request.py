@@ -23,6 +23,9 @@ AUTHORIZER = "swiftlite.authorizer"
 BODY = "swiftlite.body"
 # Memo of api_path(): (raw_path, ApiPath).
 _PATH = "swiftlite.path"
+# Headers a feature wants sent with the object servers' GET/HEAD of this request (say, an
+# SLO's X-Backend-Etag-Is-At): a request key, so no client header can ever set them.
+BACKEND_GET_HEADERS = "swiftlite.backend_get_headers"
 # Set on sub-requests a middleware makes for itself (no client body, no feature re-entry).
 INTERNAL = "swiftlite.internal"
 

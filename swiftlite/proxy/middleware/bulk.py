@@ -45,15 +45,17 @@ from multidict import CIMultiDict
 from swiftlite.common.http import HTTPError
 from swiftlite.proxy.middleware.reports import (
     MAX_PATH_LENGTH,
+    Body,
     Outcome,
     Report,
     best_format,
+    length_known,
     quoted,
     report_stream,
     status_line,
 )
 from swiftlite.proxy.pipeline import Middleware
-from swiftlite.proxy.request import BODY, ApiPath, api_path, sub_request
+from swiftlite.proxy.request import ApiPath, api_path, sub_request
 from swiftlite.proxy.response import BodyResponse
 
 log = logging.getLogger("swiftlite.proxy")
@@ -67,43 +69,6 @@ MAX_META_HEADER = 1024 * 1024
 META_HEADER_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
                      tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
 _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
-
-
-# ---- the request body ------------------------------------------------------------------------
-
-class Body:
-    """The client's body (or a sub-request's given one) read in pieces, each within the
-    proxy's client_timeout; a stalled or vanished client ends the job."""
-
-    def __init__(self, request: web.Request, timeout: float) -> None:
-        given = request.get(BODY)
-        self.content = request.content if given is None else None
-        self.given: Any = given
-        self.pending = b""
-        self.timeout = timeout
-
-    async def read(self, size: int) -> bytes:
-        if self.content is not None:
-            try:
-                return await asyncio.wait_for(self.content.read(size), self.timeout)
-            except TimeoutError:
-                raise Outcome(408) from None
-            except (ConnectionError, OSError):
-                raise Outcome(499) from None
-        if not self.pending and self.given is not None:
-            if isinstance(self.given, bytes):
-                self.pending, self.given = self.given, None
-            else:
-                self.pending = await anext(self.given, b"")
-                if not self.pending:
-                    self.given = None
-        data, self.pending = self.pending[:size], self.pending[size:]
-        return data
-
-
-def length_known(request: web.Request) -> bool:
-    return request.content_length is not None or request.get(BODY) is not None or \
-        "chunked" in request.headers.get("Transfer-Encoding", "").lower()
 
 
 # ---- the archive reader's thread -------------------------------------------------------------

@@ -15,7 +15,10 @@ from typing import Any
 from urllib.parse import quote
 from xml.sax.saxutils import escape
 
+from aiohttp import web
+
 from swiftlite.common.constraints import MAX_CONTAINER_NAME_LENGTH, MAX_OBJECT_NAME_LENGTH
+from swiftlite.proxy.request import BODY
 
 log = logging.getLogger("swiftlite.proxy")
 
@@ -132,6 +135,43 @@ def quoted(name: bytes | str) -> str:
     """A name as reports show it: its UTF-8 (or raw) bytes, cut to MAX_PATH_LENGTH, quoted."""
     raw = name if isinstance(name, bytes) else name.encode("utf-8", "surrogateescape")
     return quote(raw[:MAX_PATH_LENGTH], safe="/")
+
+
+# ---- the request body ------------------------------------------------------------------------
+
+class Body:
+    """The client's body (or a sub-request's given one) read in pieces, each within the
+    proxy's client_timeout; a stalled or vanished client ends the job."""
+
+    def __init__(self, request: web.Request, timeout: float) -> None:
+        given = request.get(BODY)
+        self.content = request.content if given is None else None
+        self.given: Any = given
+        self.pending = b""
+        self.timeout = timeout
+
+    async def read(self, size: int) -> bytes:
+        if self.content is not None:
+            try:
+                return await asyncio.wait_for(self.content.read(size), self.timeout)
+            except TimeoutError:
+                raise Outcome(408) from None
+            except (ConnectionError, OSError):
+                raise Outcome(499) from None
+        if not self.pending and self.given is not None:
+            if isinstance(self.given, bytes):
+                self.pending, self.given = self.given, None
+            else:
+                self.pending = await anext(self.given, b"")
+                if not self.pending:
+                    self.given = None
+        data, self.pending = self.pending[:size], self.pending[size:]
+        return data
+
+
+def length_known(request: web.Request) -> bool:
+    return request.content_length is not None or request.get(BODY) is not None or \
+        "chunked" in request.headers.get("Transfer-Encoding", "").lower()
 
 
 # ---- the streamed answer ---------------------------------------------------------------------

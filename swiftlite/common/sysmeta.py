@@ -1,0 +1,13 @@
+"""Object system metadata names shared by the proxy's features and the object servers.
+
+Object sysmeta (`X-Object-Sysmeta-*`) is pipeline features' own state: an object server
+stores it with the .data of a PUT, keeps it through POSTs and returns it on GET/HEAD; the
+proxy's gatekeeper keeps it from clients both ways.
+"""
+
+OBJECT_SYSMETA = "x-object-sysmeta-"
+# What a container listing shows instead of the stored body's size and ETag: an SLO lists its
+# segments' total, and its manifest's MD5 with the SLO's own ETag as a parameter
+# ("<md5>; slo_etag=<etag>", which listings turn into a key of its own).
+OVERRIDE_SIZE = "X-Object-Sysmeta-Container-Update-Override-Size"
+OVERRIDE_ETAG = "X-Object-Sysmeta-Container-Update-Override-Etag"
