@@ -532,8 +532,13 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
     names = _listdir(hdir)
     if not names and not os.path.isdir(device_path):
         raise DeviceMissing(device_path)
-    check(hdir, names)
+    current = check(hdir, names)
     metadata = dict(metadata, **{"X-Timestamp": timestamp})
+    if ext == "meta" and "Content-Type" not in metadata and current is not None and \
+            "Content-Type" in current:
+        # A POST without Content-Type keeps the one an earlier POST set (as Swift does):
+        # only the newest .meta is kept, so it carries the type forward.
+        metadata["Content-Type"] = current["Content-Type"]
     since = durability.epoch(device_path)
     fd, tmp = _open_tmp(device_path)
     try:
