@@ -39,6 +39,7 @@ DEFAULT_PIPELINE = " ".join([
     "copy",
     "container_quotas",
     "account_quotas",
+    "slo",
     "dlo",
     "proxy-server",
 ])
@@ -52,6 +53,7 @@ REGISTRY: dict[str, str] = {
     "cors": "swiftlite.proxy.middleware.cors:Cors",
     "container_quotas": "swiftlite.proxy.middleware.quotas:ContainerQuotas",
     "account_quotas": "swiftlite.proxy.middleware.quotas:AccountQuotas",
+    "slo": "swiftlite.proxy.middleware.slo:Slo",
     "dlo": "swiftlite.proxy.middleware.dlo:Dlo",
     "bulk": "swiftlite.proxy.middleware.bulk:Bulk",
 }

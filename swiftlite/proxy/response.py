@@ -7,6 +7,7 @@ middleware may change its headers, wrap its iterator, or read it itself and `clo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 
@@ -66,3 +67,44 @@ class BodyResponse(web.StreamResponse):
         finally:
             self.close()
         await super().write_eof(data)
+
+
+async def _chain(lead: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if lead:
+        yield lead
+    async for chunk in rest:
+        yield chunk
+
+
+async def after_first_chunk(status: int, headers: CIMultiDict | dict,
+                            body: AsyncIterator[bytes],
+                            length: int | None = None) -> BodyResponse:
+    """A BodyResponse whose headers wait for the first chunk of `body` (an async generator):
+    a job that finishes quickly is over when the client sees its status (as in Swift, where
+    nothing is sent before the first chunk), and a failure before any byte (BodyCutShort)
+    raises here, while the caller can still answer with an error status."""
+    try:
+        lead = await anext(body)
+    except StopAsyncIteration:
+        lead = b""
+    except BaseException:
+        await body.aclose()  # type: ignore[attr-defined]
+        raise
+    chain = _chain(lead, body)
+
+    def on_close() -> None:
+        # Done or dropped: release what is being read (a backend connection).
+        async def close_all() -> None:
+            await chain.aclose()
+            await body.aclose()  # type: ignore[attr-defined]
+        asyncio.ensure_future(close_all())
+    return BodyResponse(status, headers, chain, length, on_close=on_close)
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+def bytes_response(status: int, headers: CIMultiDict | dict, data: bytes) -> BodyResponse:
+    """A body already in memory as a BodyResponse, so features that read bodies (copy) can."""
+    return BodyResponse(status, headers, _once(data), len(data))

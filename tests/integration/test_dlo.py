@@ -166,7 +166,8 @@ def test_swift_upload_segments_round_trip(cluster, tmp_path):
     data = os.urandom(4500)
     (tmp_path / "photo.jpg").write_bytes(data)
     cont = f"cli-{uuid.uuid4().hex[:8]}"
-    swift(cluster, "upload", "-S", "1000", cont, "photo.jpg", cwd=str(tmp_path))
+    # --use-dlo: with SLO advertised, `swift upload -S` makes an SLO by default.
+    swift(cluster, "upload", "--use-dlo", "-S", "1000", cont, "photo.jpg", cwd=str(tmp_path))
     conn = cluster.connection()
     segments = conn.get_container(cont + "_segments")[1]
     assert len(segments) == 5 and sum(s["bytes"] for s in segments) == len(data)

@@ -56,7 +56,7 @@ from swiftlite.proxy.middleware.reports import (
 )
 from swiftlite.proxy.pipeline import Middleware
 from swiftlite.proxy.request import ApiPath, api_path, sub_request
-from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.response import BodyResponse, after_first_chunk
 
 log = logging.getLogger("swiftlite.proxy")
 
@@ -240,7 +240,7 @@ class Bulk(Middleware):
                     raise HTTPError(400, "Unsupported archive format")
                 report = Report("extract", {"Response Status": status_line(201),
                                             "Response Body": "", "Number Files Created": 0})
-                return self.respond(request, report, lambda fmt: self.extract(
+                return await self.respond(request, report, lambda fmt: self.extract(
                     request, path, compression, report, fmt))
         if method in ("POST", "DELETE") and "bulk-delete" in query:
             path = api_path(request)
@@ -248,18 +248,18 @@ class Bulk(Middleware):
                 report = Report("delete", {"Response Status": status_line(200),
                                            "Response Body": "", "Number Deleted": 0,
                                            "Number Not Found": 0})
-                return self.respond(request, report, lambda fmt: self.delete(
+                return await self.respond(request, report, lambda fmt: self.delete(
                     request, path, report, fmt))
         return await self.app(request)
 
     # ---- the streamed answer -----------------------------------------------------------------
 
-    def respond(self, request: web.Request, report: Report,
-                job: Callable[[str | None], Awaitable[None]]) -> BodyResponse:
+    async def respond(self, request: web.Request, report: Report,
+                      job: Callable[[str | None], Awaitable[None]]) -> BodyResponse:
         fmt = best_format(request.headers.get("Accept"))
         headers = {"Content-Type": fmt} if fmt else {}
-        return BodyResponse(200, headers, report_stream(report, job, fmt,
-                                                         self.yield_frequency))
+        return await after_first_chunk(200, headers, report_stream(report, job, fmt,
+                                                                   self.yield_frequency))
 
     # ---- sub-requests --------------------------------------------------------------------------
 

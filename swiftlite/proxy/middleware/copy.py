@@ -5,6 +5,10 @@ rules and large-object features apply, and `Range` copies only that range), then
 a PUT sub-request carrying the source's metadata under the caller's own headers
 (`X-Fresh-Metadata: true` drops the source's). The source is checked before the destination,
 as in Swift: a source the caller may not read is 403 whatever the destination.
+
+`?multipart-manifest=get` copies a large object's manifest rather than its data: an SLO's in
+its PUT form, PUT again with `multipart-manifest=put` so its segments are checked where it
+lands (as the caller, in the destination account). `?part-number=N` copies that part only.
 """
 
 from __future__ import annotations
@@ -114,8 +118,14 @@ class Copy(Middleware):
             if k in request.headers:
                 headers[k] = request.headers[k]
         headers["X-Newest"] = "true"
-        query = "multipart-manifest=get" if _manifest_copy(request) else ""
-        sub = sub_request(request, "GET", _path(*src, version=version), headers, query=query)
+        params = []
+        if _manifest_copy(request):
+            # An SLO manifest in the form it is PUT in (checked again where it lands).
+            params.append("multipart-manifest=get&format=raw")
+        if "part-number" in request.query:
+            params.append(f"part-number={quote(request.query['part-number'], safe='')}")
+        sub = sub_request(request, "GET", _path(*src, version=version), headers,
+                          query="&".join(params))
         resp = await self.app(sub)
         if resp.status == 416 or (resp.status // 100 != 2 and resp.status != 404):
             return resp
@@ -151,7 +161,11 @@ class Copy(Middleware):
         headers["Content-Length"] = str(length)
         body: Any = await source.read() if length <= self.proxy.put_buffer_size \
             else source.chunks()
-        put = sub_request(request, "PUT", _path(*dest, version=version), headers, body)
+        query = ""
+        if _manifest_copy(request) and "X-Static-Large-Object" in source.headers:
+            query = "multipart-manifest=put"  # the SLO feature checks its segments again
+        put = sub_request(request, "PUT", _path(*dest, version=version), headers, body,
+                          query=query)
         resp = await self.app(put)
         if resp.status // 100 == 2:
             resp.headers["X-Copied-From"] = quote(f"{src[1]}/{src[2]}")

@@ -38,7 +38,7 @@ from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj.ranges import check_conditions, parse_range
 from swiftlite.proxy.pipeline import Middleware
 from swiftlite.proxy.request import api_path, sub_request
-from swiftlite.proxy.response import BodyCutShort, BodyResponse
+from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk
 
 BAD_MANIFEST = "X-Object-Manifest must be in the format container/prefix"
 # Request headers a segment or listing sub-request carries (auth and referrer ACLs).
@@ -184,21 +184,9 @@ class Dlo(Middleware):
             return BodyResponse(status, headers, None, length)
         body = self._body(request, path, cont, prefix, segments, first, last)
         try:
-            lead = await anext(body)  # the first segment answers before the headers go
-        except StopAsyncIteration:
-            lead = b""
+            return await after_first_chunk(status, headers, body, length)
         except BodyCutShort:
-            await body.aclose()
-            return error(409, "Conflict")
-        chain = self._chain(lead, body)
-
-        def on_close() -> None:
-            # Dropped or done: release the segment being read (its backend connection).
-            async def close_all() -> None:
-                await chain.aclose()
-                await body.aclose()
-            asyncio.ensure_future(close_all())
-        return BodyResponse(status, headers, chain, length, on_close=on_close)
+            return error(409, "Conflict")  # the first segment could not be read
 
     def _range(self, header: str | None, total: int,
                complete: bool) -> list[tuple[int, int]] | None:
@@ -213,13 +201,6 @@ class Dlo(Middleware):
         if start.strip() and end.strip() and int(end) < total:
             return spans
         return None
-
-    @staticmethod
-    async def _chain(lead: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        if lead:
-            yield lead
-        async for chunk in rest:
-            yield chunk
 
     async def _pages(self, request: web.Request, path, cont: str, prefix: str,
                      first_page: list[dict]) -> AsyncIterator[dict]:

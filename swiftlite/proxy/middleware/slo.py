@@ -1,0 +1,735 @@
+"""Static large objects: a manifest lists segments (objects, parts of objects, other manifests
+or small inline data) that read as one object.
+
+`PUT ?multipart-manifest=put` takes a JSON list of `{"path": "/container/object", "etag",
+"size_bytes", "range"}` (etag, size_bytes and range optional) and `{"data": <base64>}` items.
+Every segment is checked with a HEAD sub-request as the caller (so ACLs apply): it must exist,
+match the given ETag and size, and a range must fit it. The manifest is stored as an ordinary
+object (a JSON list of the segments' names, sizes, ETags, content types and times) with the
+SLO's ETag (MD5 of the segments' ETags) and total size as object sysmeta; its container
+listing shows the total and `slo_etag`. `heartbeat=on` answers 202 at once and sends spaces
+while checking, then a report, as Swift does.
+
+GET/HEAD of a manifest: the object servers judge If-Match and friends on the SLO's ETag and
+ignore Range for manifests (X-Backend-Etag-Is-At, X-Backend-Ignore-Range-If-Metadata-Present),
+so a plain object costs no extra request. A HEAD answers from the sysmeta alone. A GET reads
+the manifest and streams the wanted bytes segment after segment, each fetched by a GET
+sub-request (a Range for partial ones; nested manifests expanded as they come), so memory stays
+at a chunk or so whatever the size. Each segment's ETag and length must match the manifest:
+otherwise the first segment answers 409 and a later one cuts the connection (the object
+servers also cut a segment whose bytes do not match its ETag). One or several ranges
+(multipart/byteranges) and `?part-number=N` (the N-th item of the manifest) are served.
+
+`?multipart-manifest=get` returns the stored manifest (`&format=raw`: in the PUT format, so it
+can be PUT again); `DELETE ?multipart-manifest=delete` deletes the segments (and those of
+nested manifests), then the manifest, answering with a bulk-delete style report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from swiftlite.common.http import HTTPError, error
+from swiftlite.common.sysmeta import OVERRIDE_ETAG, OVERRIDE_SIZE
+from swiftlite.obj.ranges import boundary, multipart_parts, parse_range
+from swiftlite.proxy.middleware.reports import (
+    Body,
+    Outcome,
+    Report,
+    best_format,
+    length_known,
+    report_stream,
+    status_line,
+)
+from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.request import BACKEND_GET_HEADERS, ApiPath, api_path, sub_request
+from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk, bytes_response
+
+SLO_ETAG = "X-Object-Sysmeta-Slo-Etag"
+SLO_SIZE = "X-Object-Sysmeta-Slo-Size"
+# The object servers judge conditions on the SLO's ETag and send a manifest whole.
+GET_HEADERS = {"X-Backend-Etag-Is-At": SLO_ETAG,
+               "X-Backend-Ignore-Range-If-Metadata-Present": SLO_ETAG}
+RESERVED = ("X-Static-Large-Object is a reserved header. To create a static large object "
+            "add query param multipart-manifest=put.")
+# Request headers a segment sub-request carries (who the caller is, referrer ACLs, expiry).
+SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer",
+               "X-Open-Expired")
+SEGMENT_KEYS = {"path", "etag", "size_bytes", "range"}
+# Headers of the stored manifest that the assembled object does not keep.
+DROPPED = ("content-length", "content-range", "etag", "transfer-encoding")
+# A PUT's request headers that describe the manifest body, not the object.
+NOT_STORED = ("content-length", "transfer-encoding", "etag", "x-static-large-object",
+              "x-object-manifest", "if-none-match")
+# Swift's wording of a failed manifest upload's "Response Body" (heartbeat reports).
+SWIFT_BODIES = {
+    400: "Bad Request\nThe server could not comply with the request since it is either "
+         "malformed or otherwise incorrect.",
+    422: "Unprocessable Entity\nUnable to process the contained instructions",
+}
+MAX_NESTING = 10  # manifests within manifests, as Swift
+TOO_SMALL = "too small; each segment must be at least {} byte{}."
+
+
+def _close(resp: web.StreamResponse) -> None:
+    if isinstance(resp, BodyResponse):
+        resp.close()
+
+
+async def _read(resp: web.StreamResponse) -> bytes:
+    if isinstance(resp, BodyResponse):
+        return await resp.read()
+    return getattr(resp, "body", None) or b""
+
+
+def _obj_path(version: str, account: str, seg_name: str) -> str:
+    """'/container/object' of a manifest to the quoted /v1 path of that object."""
+    cont, _, obj = seg_name.lstrip("/").partition("/")
+    return "/" + "/".join((version, quote(account), quote(cont), quote(obj)))
+
+
+def _last_modified(value: str | None) -> str:
+    """A segment's Last-Modified as the manifest records it."""
+    try:
+        dt = parsedate_to_datetime(value or "")
+    except (TypeError, ValueError, IndexError):
+        return ""
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.000000")
+
+
+def parse_segment_range(value: str) -> tuple[int | None, int | None] | str:
+    """A manifest item's "range" ("a-b", "a-" or "-n") as (first, last), or an error."""
+    spec = value.strip()
+    if spec.lower().startswith("bytes="):
+        spec = spec[6:]
+    if "," in spec:
+        return "multiple ranges (only one allowed)"
+    first, dash, last = (p.strip() for p in spec.partition("-"))
+    digits = (first.isascii() and first.isdigit()) or not first, \
+        (last.isascii() and last.isdigit()) or not last
+    if not dash or not all(digits) or not (first or last) or \
+            (first and last and int(last) < int(first)):
+        return "invalid range"
+    return (int(first) if first else None, int(last) if last else None)
+
+
+def _size_value(value: Any) -> int | None | str:
+    """size_bytes as given: an integer (also as a string or a whole float), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return '"size_bytes" must be an integer or null (if provided)'
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.isascii():
+        return int(value)
+    return '"size_bytes" must be an integer or null (if provided)'
+
+
+def item_length(item: dict[str, Any]) -> int:
+    """Bytes a stored manifest item contributes."""
+    if "data" in item:
+        return len(base64.b64decode(item["data"]))
+    rng = item.get("range")
+    if rng:
+        a, _, b = rng.partition("-")
+        return int(b) - int(a) + 1
+    return int(item["bytes"])
+
+
+class Slo(Middleware):
+    name = "slo"
+
+    def __init__(self, app, proxy, conf) -> None:
+        super().__init__(app, proxy, conf)
+        self.max_manifest_segments = conf.get_int("max_manifest_segments", 1000)
+        self.max_manifest_size = conf.get_int("max_manifest_size", 8 * 1024 * 1024)
+        self.min_segment_size = max(conf.get_int("min_segment_size", 1), 1)
+        self.yield_frequency = max(conf.get_float("yield_frequency", 10.0), 0.01)
+        self.concurrency = min(max(conf.get_int("concurrency", 2), 1), 10)
+        self.delete_concurrency = min(max(conf.get_int("delete_concurrency", 2), 1), 10)
+        self.max_get_time = conf.get_int("max_get_time", 86400)
+        self.rate_limit_after_segment = conf.get_int("rate_limit_after_segment", 10)
+        self.rate_limit_segments_per_sec = conf.get_int("rate_limit_segments_per_sec", 1)
+        self.rate_limit_under_size = conf.get_int("rate_limit_under_size", 1024 * 1024)
+
+    def info(self) -> dict[str, Any]:
+        return {"max_manifest_segments": self.max_manifest_segments,
+                "max_manifest_size": self.max_manifest_size,
+                "yield_frequency": int(self.yield_frequency)
+                if self.yield_frequency.is_integer() else self.yield_frequency,
+                "min_segment_size": self.min_segment_size}
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        path = api_path(request)
+        if path is None or path.obj is None:
+            return await self.app(request)
+        method = request.method
+        mm = request.query.get("multipart-manifest")
+        if method == "PUT":
+            if mm == "put":
+                return await self.put_manifest(request, path)
+            if "X-Static-Large-Object" in request.headers:
+                raise HTTPError(400, RESERVED)
+        elif method == "POST":
+            if "X-Static-Large-Object" in request.headers:
+                raise HTTPError(400, RESERVED)
+        elif method == "DELETE":
+            if mm == "delete":
+                return await self.delete_manifest(request, path)
+        elif method in ("GET", "HEAD"):
+            if mm == "get":
+                return await self.get_manifest(request, path)
+            return await self.get(request, path)
+        return await self.app(request)
+
+    def _sub_headers(self, request: web.Request) -> CIMultiDict[str]:
+        return CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS if k in request.headers)
+
+    async def _send(self, request: web.Request, method: str, path: str,
+                    headers: CIMultiDict[str] | None = None, body: Any = None,
+                    query: str = "") -> web.StreamResponse:
+        sub = sub_request(request, method, path,
+                          self._sub_headers(request) if headers is None else headers, body,
+                          query)
+        try:
+            return await self.app(sub)
+        except HTTPError as exc:
+            return exc.response()
+
+    # ---- reading a large object ------------------------------------------------------------
+
+    async def get(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        part = request.query.get("part-number")
+        request[BACKEND_GET_HEADERS] = GET_HEADERS
+        resp = await self.app(request)
+        slo_etag = resp.headers.get(SLO_ETAG)
+        if slo_etag is None:
+            return resp  # not a manifest (part-number means nothing to a plain object)
+        headers = CIMultiDict((k, v) for k, v in resp.headers.items()
+                              if k.lower() not in DROPPED)
+        headers["ETag"] = f'"{slo_etag}"'
+        headers["X-Static-Large-Object"] = "True"
+        headers["X-Manifest-Etag"] = resp.headers.get("ETag", "").strip('"')
+        size = int(resp.headers.get(SLO_SIZE, "0"))
+        if resp.status // 100 != 2:  # 304, 412: judged on the SLO's ETag
+            _close(resp)
+            return web.Response(status=resp.status, headers=headers)
+        is_head = request.method == "HEAD"
+        if part is not None and not (part.isascii() and part.isdigit() and int(part) > 0):
+            _close(resp)
+            if is_head:
+                return web.Response(status=400, headers={"Content-Length": "0"})
+            raise HTTPError(400, "Part number must be an integer greater than 0")
+        if is_head and part is None:
+            _close(resp)
+            return BodyResponse(200, headers, None, size)
+        if is_head:  # a HEAD of a part needs the manifest itself
+            _close(resp)
+            resp = await self._send(request, "GET", request.rel_url.raw_path)
+            if resp.status // 100 != 2 or SLO_ETAG not in resp.headers:
+                _close(resp)
+                return web.Response(status=resp.status if resp.status >= 400 else 503)
+        try:
+            items = json.loads(await _read(resp))
+        except ValueError:
+            raise HTTPError(500, "Unreadable manifest") from None
+        return await self.respond(request, path, headers, items, size, part)
+
+    async def respond(self, request: web.Request, path: ApiPath, headers: CIMultiDict[str],
+                      items: list[dict], size: int, part: str | None) -> web.StreamResponse:
+        status = 200
+        spans: list[tuple[int, int]] | None = None
+        if part is not None:
+            n = int(part)
+            headers["X-Parts-Count"] = str(len(items))
+            if n > len(items):
+                headers["Content-Range"] = f"bytes */{size}"
+                if request.method == "HEAD":
+                    return BodyResponse(416, headers, None, 0)
+                return web.Response(status=416, headers=headers,
+                                    body=b"The requested part number is not satisfiable")
+            start = sum(item_length(i) for i in items[:n - 1])
+            spans = [(start, start + item_length(items[n - 1]))]
+        else:
+            spans = parse_range(request.headers.get("Range"), size)
+            if spans == []:
+                headers["Content-Range"] = f"bytes */{size}"
+                headers.pop("Content-Type", None)
+                return error(416, "Requested Range Not Satisfiable", dict(headers))
+        if spans is None:
+            spans = [(0, size)]
+        else:
+            status = 206
+        if len(spans) == 1:
+            first, last = spans[0]
+            if status == 206:
+                headers["Content-Range"] = f"bytes {first}-{last - 1}/{size}"
+            length = last - first
+            if request.method == "HEAD":
+                return BodyResponse(status, headers, None, length)
+            body = self._bytes(request, path, items, first, last)
+        else:
+            ctype = headers.get("Content-Type", "application/octet-stream")
+            bound = boundary()
+            heads, tail, length = multipart_parts(spans, size, ctype, bound)
+            headers["Content-Type"] = f"multipart/byteranges;boundary={bound}"
+            if request.method == "HEAD":
+                return BodyResponse(status, headers, None, length)
+            body = self._multipart(request, path, items, spans, heads, tail)
+        try:
+            return await after_first_chunk(status, headers, body, length)
+        except BodyCutShort:
+            return error(409, "Conflict")  # the first segment could not be read
+
+    async def _multipart(self, request: web.Request, path: ApiPath, items: list[dict],
+                         spans: list[tuple[int, int]], heads: list[bytes],
+                         tail: bytes) -> AsyncIterator[bytes]:
+        for head, (first, last) in zip(heads, spans, strict=True):
+            yield head
+            async for chunk in self._bytes(request, path, items, first, last):
+                yield chunk
+            yield b"\r\n"
+        yield tail
+
+    async def _bytes(self, request: web.Request, path: ApiPath, items: list[dict],
+                     first: int, last: int) -> AsyncIterator[bytes]:
+        """Bytes [first, last) of the object the manifest `items` describe."""
+        pacing = {"fetched": 0, "next": 0.0}
+        deadline = time.monotonic() + self.max_get_time
+        async for chunk in self._walk(request, path, items, first, last, 0, pacing, deadline):
+            yield chunk
+
+    async def _walk(self, request: web.Request, path: ApiPath, items: list[dict], first: int,
+                    last: int, depth: int, pacing: dict[str, Any],
+                    deadline: float) -> AsyncIterator[bytes]:
+        offset = 0
+        for item in items:
+            length = item_length(item)
+            start, end = max(first - offset, 0), min(last - offset, length)
+            offset += length
+            if end <= start:
+                if offset >= last:
+                    return
+                continue
+            if "data" in item:
+                yield base64.b64decode(item["data"])[start:end]
+                continue
+            base = 0
+            if item.get("range"):
+                base = int(item["range"].partition("-")[0])
+            if item.get("sub_slo"):
+                if depth + 1 >= MAX_NESTING:
+                    raise BodyCutShort("manifests nested too deep")
+                sub_items = await self._sub_manifest(request, path, item)
+                async for chunk in self._walk(request, path, sub_items, base + start,
+                                              base + end, depth + 1, pacing, deadline):
+                    yield chunk
+                continue
+            await self._pace(pacing, int(item["bytes"]))
+            async for chunk in self._segment(request, path, item, base + start, base + end,
+                                             deadline):
+                yield chunk
+
+    async def _pace(self, pacing: dict[str, Any], seg_size: int) -> None:
+        """Swift's pacing of many small segments: one client cannot hammer the cluster."""
+        if seg_size >= self.rate_limit_under_size or not self.rate_limit_segments_per_sec:
+            return
+        pacing["fetched"] += 1
+        if pacing["fetched"] <= self.rate_limit_after_segment:
+            return
+        wait = pacing["next"] - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        pacing["next"] = time.monotonic() + 1 / self.rate_limit_segments_per_sec
+
+    async def _sub_manifest(self, request: web.Request, path: ApiPath,
+                            item: dict) -> list[dict]:
+        resp = await self._send(request, "GET", _obj_path(path.version, path.account,
+                                                          item["name"]))
+        if resp.status // 100 != 2 or resp.headers.get(SLO_ETAG) != item["hash"]:
+            _close(resp)
+            raise BodyCutShort(f"sub-manifest {item['name']}: {resp.status}, or changed")
+        try:
+            items = json.loads(await _read(resp))
+        except ValueError:
+            raise BodyCutShort(f"sub-manifest {item['name']} unreadable") from None
+        return items
+
+    async def _segment(self, request: web.Request, path: ApiPath, item: dict, start: int,
+                       end: int, deadline: float) -> AsyncIterator[bytes]:
+        headers = self._sub_headers(request)
+        if start > 0 or end < int(item["bytes"]):
+            headers["Range"] = f"bytes={start}-{end - 1}"
+        resp = await self._send(request, "GET", _obj_path(path.version, path.account,
+                                                          item["name"]), headers)
+        name = item["name"]
+        if resp.status // 100 != 2 or not isinstance(resp, BodyResponse):
+            _close(resp)
+            raise BodyCutShort(f"segment {name}: {resp.status}")
+        if resp.headers.get("ETag", "").strip('"') != item["hash"]:
+            resp.close()
+            raise BodyCutShort(f"segment {name}: ETag differs from the manifest's")
+        got = 0
+        async for chunk in resp.chunks():
+            if time.monotonic() > deadline:
+                resp.close()
+                raise BodyCutShort(f"max_get_time of {self.max_get_time}s exceeded")
+            got += len(chunk)
+            if got > end - start:
+                resp.close()
+                raise BodyCutShort(f"segment {name}: longer than the manifest says")
+            yield chunk
+        if got != end - start:
+            raise BodyCutShort(f"segment {name}: {got} bytes, not {end - start}")
+
+    # ---- the manifest itself ---------------------------------------------------------------
+
+    async def get_manifest(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        raw = request.query.get("format") == "raw"
+        if raw and request.method == "HEAD":
+            resp = await self._send(request, "GET", request.rel_url.raw_path,
+                                    CIMultiDict(request.headers))
+        else:
+            resp = await self.app(request)
+        if SLO_ETAG not in resp.headers or resp.status // 100 != 2:
+            return resp
+        resp.headers["X-Static-Large-Object"] = "True"
+        if not raw:
+            resp.headers["Content-Type"] = "application/json; charset=utf-8"
+            return resp
+        try:
+            items = json.loads(await _read(resp))
+        except ValueError:
+            raise HTTPError(500, "Unreadable manifest") from None
+        body = json.dumps([self._as_put(i) for i in items], sort_keys=True).encode()
+        headers = CIMultiDict((k, v) for k, v in resp.headers.items()
+                              if k.lower() not in DROPPED)
+        headers["ETag"] = hashlib.md5(body, usedforsecurity=False).hexdigest()
+        if request.method == "HEAD":
+            return BodyResponse(200, headers, None, len(body))
+        return bytes_response(200, headers, body)
+
+    @staticmethod
+    def _as_put(item: dict) -> dict:
+        if "data" in item:
+            return {"data": item["data"]}
+        out = {"path": item["name"], "etag": item["hash"], "size_bytes": item["bytes"]}
+        if item.get("range"):
+            out["range"] = item["range"]
+        return out
+
+    # ---- PUT of a manifest -----------------------------------------------------------------
+
+    async def put_manifest(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        if not length_known(request):
+            raise HTTPError(411, "Length Required")
+        if request.content_length is not None and \
+                request.content_length > self.max_manifest_size:
+            raise HTTPError(413, f"Manifest File > {self.max_manifest_size} bytes")
+        items = await self._parse(request, path)
+        fmt = best_format(request.headers.get("Accept"))
+        if request.query.get("heartbeat") == "on":
+            report = Report("upload", {"Response Status": status_line(201),
+                                       "Response Body": ""})
+
+            async def job(_fmt: str | None) -> None:
+                try:
+                    resp = await self._store(request, path, items, report)
+                except Outcome as exc:
+                    raise Outcome(exc.status, exc.body or SWIFT_BODIES.get(exc.status, "")) \
+                        from None
+                if resp.status // 100 == 2:
+                    report.fields["Etag"] = resp.headers.get("ETag", "")
+                    report.fields["Last Modified"] = resp.headers.get("Last-Modified", "")
+                else:
+                    raise Outcome(resp.status, (await _read(resp)).decode(errors="replace"))
+            return BodyResponse(202, {"Content-Type": fmt or "text/plain"},
+                                report_stream(report, job, fmt, self.yield_frequency,
+                                              eager=True))
+        report = Report("upload", {})
+        try:
+            return await self._store(request, path, items, report)
+        except Outcome as exc:
+            if report.errors:
+                body = report.render(fmt if fmt == "application/json" else "text/plain")
+                return web.Response(status=exc.status, body=body, headers={
+                    "Content-Type": fmt if fmt == "application/json" else "text/plain"})
+            raise HTTPError(exc.status, exc.body or SWIFT_BODIES.get(exc.status, "")) \
+                from None
+
+    async def _parse(self, request: web.Request, path: ApiPath) -> list[dict]:
+        """The manifest's items, checked for form (Swift's "Index N: ..." errors: 400)."""
+        body = Body(request, self.proxy.client_timeout)
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            while True:
+                data = await body.read(65536)
+                if not data:
+                    break
+                total += len(data)
+                if total > self.max_manifest_size:
+                    raise HTTPError(413, f"Manifest File > {self.max_manifest_size} bytes")
+                chunks.append(data)
+        except Outcome as exc:
+            raise HTTPError(exc.status, status_line(exc.status)) from None
+        try:
+            items = json.loads(b"".join(chunks))
+        except ValueError:
+            raise HTTPError(400, "Manifest must be valid JSON.\n") from None
+        if not isinstance(items, list):
+            raise HTTPError(400, "Manifest must be a list.\n")
+        backed = sum(1 for i in items if isinstance(i, dict) and "data" not in i)
+        if backed > self.max_manifest_segments:
+            raise HTTPError(413, "Number of object-backed segments must be <= "
+                                 f"{self.max_manifest_segments}")
+        own = f"/{path.container}/{path.obj}"
+        problems = []
+        for index, item in enumerate(items):
+            problem = self._check_item(item, own)
+            if problem:
+                problems.append(f"Index {index}: {problem}")
+        if not backed and any(isinstance(i, dict) and "data" in i for i in items):
+            problems.append("Inline data segments require at least one object-backed "
+                            "segment.")
+        if problems:
+            raise HTTPError(400, "\n".join(problems) + "\n")
+        return items
+
+    def _check_item(self, item: Any, own: str) -> str | None:
+        if not isinstance(item, dict):
+            return "not a JSON object"
+        if "data" in item:
+            extra = sorted(set(item) - {"data"})
+            if extra:
+                return "extraneous keys " + ", ".join(f'"{k}"' for k in extra)
+            if not isinstance(item["data"], str):
+                return "data must be valid base64"
+            try:
+                data = base64.b64decode(item["data"], validate=True)
+            except (binascii.Error, ValueError):
+                return "data must be valid base64"
+            if len(data) < self.min_segment_size:
+                return TOO_SMALL.format(self.min_segment_size,
+                                        "" if self.min_segment_size == 1 else "s")
+            return None
+        extra = sorted(set(item) - SEGMENT_KEYS)
+        if extra:
+            return "extraneous keys " + ", ".join(f'"{k}"' for k in extra)
+        seg = item.get("path")
+        if seg is None:
+            return 'missing "path"'
+        if not isinstance(seg, str):
+            return '"path" must be a string'
+        cont, _, obj = seg.lstrip("/").partition("/")
+        if not cont or not obj:
+            return ("path does not refer to an object. Path must be of the form "
+                    "/container/object.")
+        if f"/{cont}/{obj}" == own:
+            return "manifest must not include itself as a segment"
+        etag = item.get("etag")
+        if etag is not None and not isinstance(etag, str):
+            return '"etag" must be a string or null (if provided)'
+        size = _size_value(item.get("size_bytes"))
+        if isinstance(size, str):
+            return size
+        rng = item.get("range")
+        if rng is not None:
+            if not isinstance(rng, str):
+                return "invalid range"
+            parsed = parse_segment_range(rng)
+            if isinstance(parsed, str):
+                return parsed
+        return None
+
+    async def _store(self, request: web.Request, path: ApiPath, items: list[dict],
+                     report: Report) -> web.StreamResponse:
+        """Checks every segment, then PUTs the manifest; Outcome when it cannot."""
+        heads: dict[str, web.StreamResponse | None] = {}
+        names = list(dict.fromkeys(i["path"] for i in items if "data" not in i))
+        todo = iter(names)
+
+        async def worker() -> None:
+            for seg in todo:
+                resp = await self._send(request, "HEAD",
+                                        _obj_path(path.version, path.account, seg))
+                _close(resp)
+                heads[seg] = resp
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(names)
+                                                               or 1))))
+        stored: list[dict] = []
+        md5 = hashlib.md5(usedforsecurity=False)
+        total = 0
+        for index, item in enumerate(items):
+            if "data" in item:
+                data = base64.b64decode(item["data"])
+                stored.append({"data": item["data"]})
+                md5.update(hashlib.md5(data, usedforsecurity=False).hexdigest().encode())
+                total += len(data)
+                continue
+            entry = self._check_segment(item, heads[item["path"]], report,
+                                        index == len(items) - 1)
+            if entry is None:
+                continue
+            stored.append(entry)
+            md5.update(entry["hash"].encode())
+            if entry.get("range"):
+                md5.update(f":{entry['range']};".encode())
+            total += item_length(entry)
+        if report.errors:
+            raise Outcome(400)
+        slo_etag = md5.hexdigest()
+        given = request.headers.get("ETag")
+        if given is not None and given.strip('"') != slo_etag:
+            raise Outcome(422)
+        body = json.dumps(stored).encode()
+        headers = CIMultiDict((k, v) for k, v in request.headers.items()
+                              if k.lower() not in NOT_STORED)
+        if request.headers.get("If-None-Match") is not None:
+            headers["If-None-Match"] = request.headers["If-None-Match"]
+        manifest_etag = hashlib.md5(body, usedforsecurity=False).hexdigest()
+        headers[SLO_ETAG] = slo_etag
+        headers[SLO_SIZE] = str(total)
+        headers[OVERRIDE_ETAG] = f'{manifest_etag}; slo_etag="{slo_etag}"'
+        headers[OVERRIDE_SIZE] = str(total)
+        headers["Content-Length"] = str(len(body))
+        resp = await self._send(request, "PUT", request.rel_url.raw_path, headers, body)
+        if resp.status == 201:
+            resp.headers["ETag"] = f'"{slo_etag}"'
+        return resp
+
+    def _check_segment(self, item: dict, head: web.StreamResponse | None, report: Report,
+                       last: bool) -> dict | None:
+        """The stored entry for one segment, or None with its failure in the report."""
+        seg = item["path"]
+        if head is None or head.status // 100 != 2:
+            report.fail(seg, head.status if head is not None else 503)
+            return None
+        sub_slo = SLO_ETAG in head.headers
+        if sub_slo:
+            etag = head.headers[SLO_ETAG]
+            size = int(head.headers.get(SLO_SIZE, "0"))
+        else:
+            etag = head.headers.get("ETag", "").strip('"')
+            size = int(head.headers.get("Content-Length", "0"))
+        if item.get("etag") is not None and item["etag"] != etag:
+            report.fail_reason(seg, "Etag Mismatch")
+        given = _size_value(item.get("size_bytes"))
+        if given is not None and given != size:
+            report.fail_reason(seg, "Size Mismatch")
+        cont, _, obj = seg.lstrip("/").partition("/")
+        entry: dict[str, Any] = {
+            "name": f"/{cont}/{obj}", "bytes": size, "hash": etag,
+            "content_type": head.headers.get("Content-Type", ""),
+            "last_modified": _last_modified(head.headers.get("Last-Modified"))}
+        length = size
+        if item.get("range") is not None:
+            first, end = parse_segment_range(item["range"])  # type: ignore[misc]
+            spans = parse_range(f"bytes={'' if first is None else first}-"
+                                f"{'' if end is None else end}", size)
+            if not spans:
+                report.fail_reason(seg, "Unsatisfiable Range")
+                return None
+            a, b = spans[0]
+            length = b - a
+            if (a, b) != (0, size):  # a range of the whole segment is no range
+                entry["range"] = f"{a}-{b - 1}"
+        if length < self.min_segment_size and not last:
+            report.fail_reason(seg, TOO_SMALL.format(
+                self.min_segment_size, "" if self.min_segment_size == 1 else "s"))
+        if sub_slo:
+            entry["sub_slo"] = True
+        return entry
+
+    # ---- DELETE of a manifest and its segments ---------------------------------------------
+
+    async def delete_manifest(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        fmt = best_format(request.headers.get("Accept"))
+        own = request.rel_url.raw_path
+        first = await self._send(request, "GET", own, query="multipart-manifest=get")
+        if first.status in (401, 403):
+            _close(first)
+            return first
+        report = Report("delete", {"Response Status": status_line(200),
+                                   "Response Body": "", "Number Deleted": 0,
+                                   "Number Not Found": 0})
+
+        async def job(_fmt: str | None) -> None:
+            targets: list[tuple[str, str]] = []  # (name for the report, quoted path)
+            if first.status // 100 == 2 and SLO_ETAG in first.headers:
+                try:
+                    items = json.loads(await _read(first))
+                except ValueError:
+                    raise Outcome(500) from None
+                await self._collect(request, path, items, targets, 0, report)
+            else:
+                _close(first)
+            # The manifest goes last, and only when all its segments could go (else it
+            # still names those left, and the delete can be retried).
+            await self._delete_all(request, targets, report)
+            if not report.errors:
+                await self._delete_all(request, [(f"/{path.container}/{path.obj}", own)],
+                                       report)
+            if report.errors:
+                report.fields["Response Status"] = status_line(report.failure_status)
+        return await after_first_chunk(200, {"Content-Type": fmt or "text/plain"},
+                                       report_stream(report, job, fmt, self.yield_frequency))
+
+    async def _collect(self, request: web.Request, path: ApiPath, items: list[dict],
+                       targets: list[tuple[str, str]], depth: int, report: Report) -> None:
+        """Every segment of `items`, nested manifests' segments before the manifests."""
+        for item in items:
+            if "data" in item:
+                continue
+            seg_path = _obj_path(path.version, path.account, item["name"])
+            if item.get("sub_slo"):
+                if depth + 1 >= MAX_NESTING:
+                    report.fail_reason(item["name"], "Max recursion depth exceeded")
+                    continue
+                resp = await self._send(request, "GET", seg_path,
+                                        query="multipart-manifest=get")
+                if resp.status // 100 == 2 and SLO_ETAG in resp.headers:
+                    try:
+                        sub = json.loads(await _read(resp))
+                    except ValueError:
+                        sub = []
+                    await self._collect(request, path, sub, targets, depth + 1, report)
+                else:
+                    _close(resp)
+            targets.append((item["name"], seg_path))
+
+    async def _delete_all(self, request: web.Request, targets: list[tuple[str, str]],
+                          report: Report) -> None:
+        """`targets`, `delete_concurrency` at a time."""
+        counts = report.fields
+        todo = iter(targets)
+
+        async def one(target: tuple[str, str]) -> None:
+            resp = await self._send(request, "DELETE", target[1])
+            _close(resp)
+            if resp.status // 100 == 2:
+                counts["Number Deleted"] += 1
+            elif resp.status == 404:
+                counts["Number Not Found"] += 1
+            else:
+                report.fail(target[0], resp.status)
+
+        async def worker() -> None:
+            for target in todo:
+                await one(target)
+        await asyncio.gather(*(worker() for _ in range(self.delete_concurrency)))
