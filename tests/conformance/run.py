@@ -3,7 +3,8 @@
 usage: run.py [--core] [--write-expected]
 
 Starts `swiftlite up --port 0` in a temp dir, runs `functests.sh` from Swift's anchors
-(FUNC_TESTS as there; default the four core files, `--core` forces them), stops the
+(FUNC_TESTS as there; default the CI set, CORE: the four core files and the large-object
+files; `--core` forces it), stops the
 cluster whatever happens, and compares the failures with expected_failures.txt. Unexpected
 failures are rerun once by id (some suite tests poll for eventual consistency) before the
 run fails. `--write-expected` rewrites the list from the last run instead of running.
@@ -28,7 +29,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 EXPECTED = HERE / "expected_failures.txt"
 LAST = HERE / "last-run"  # results of the last run (gitignored), read by --write-expected
-CORE = "tests.py test_object.py test_container.py test_account.py"
+# What CI runs: the four core files and those of features done (large objects).
+CORE = "tests.py test_object.py test_container.py test_account.py test_slo.py test_dlo.py"
 MAX_RERUN = 50  # more unexpected failures than this is a broken build, not flakiness
 
 
@@ -261,7 +263,7 @@ def write_expected() -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--core", action="store_true", help="the four core files, whatever "
+    ap.add_argument("--core", action="store_true", help="the CI set (CORE), whatever "
                     "FUNC_TESTS says")
     ap.add_argument("--write-expected", action="store_true",
                     help="rewrite expected_failures.txt from the last run (no run)")
