@@ -27,7 +27,7 @@ from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
 from swiftlite.common.server import make_app
-from swiftlite.common.sysmeta import OBJECT_SYSMETA, OVERRIDE_ETAG, OVERRIDE_SIZE
+from swiftlite.common.sysmeta import LISTING_BYTES, OBJECT_SYSMETA, OVERRIDE_ETAG
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj import digests, diskfile, durability, ranges, sync
@@ -56,9 +56,11 @@ def _utf8(name: str, value: str) -> str:
 def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str,
                    content_type: str | None = None) -> dict[str, str]:
     """The container update for an object written (or POSTed) with `metadata`."""
-    return {"X-Timestamp": ts.internal,
-            "X-Size": metadata.get(OVERRIDE_SIZE, size),
-            "X-Content-Type": content_type or metadata["Content-Type"],
+    ctype = content_type or metadata["Content-Type"]
+    shown = metadata.get(LISTING_BYTES)
+    if shown is not None:  # the listing shows this size; container stats count `size`
+        ctype = f"{ctype};swift_bytes={shown}"
+    return {"X-Timestamp": ts.internal, "X-Size": size, "X-Content-Type": ctype,
             "X-Etag": metadata.get(OVERRIDE_ETAG, etag)}
 
 
@@ -421,21 +423,35 @@ class ObjectServer:
         return web.Response(status=202)
 
     async def DELETE(self, request: web.Request) -> web.Response:
+        """A tombstone. X-If-Delete-At (the object-expirer's, as in Swift) makes it
+        conditional: 404 when there is no object at all, 409 when the stored one is not
+        older, 412 unless its current X-Delete-At is that time; nothing is written then.
+        A matching one answers 204 even though the object had expired."""
         dev_path, part, acc, cont, obj = await self.object_path(request)
         ts = self.timestamp(request)
+        if_delete_at = request.headers.get("X-If-Delete-At")
+        if if_delete_at is not None:
+            if_delete_at = if_delete_at.strip()
+            if not if_delete_at.isdigit():
+                return error(400, "Bad X-If-Delete-At header value")
         hexhash = hash_path(acc, cont, obj)
         try:
             res = await run_blocking(diskfile.write_marker, dev_path, part, hexhash,
                                      ts.internal, "ts", {"name": f"/{acc}/{cont}/{obj}"},
-                                     self.fsync)
+                                     self.fsync, False,
+                                     None if if_delete_at is None else int(if_delete_at))
         except diskfile.Conflict as exc:
             return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
+        except diskfile.NotFound:
+            return error(404, "Not Found")
+        except diskfile.DeleteAtMismatch:
+            return error(412, "X-If-Delete-At and X-Delete-At do not match")
         targets = parse_targets(request.headers)
         if targets:
             await self.updater.update(dev_path, "DELETE", acc, cont, obj,
                                       {"X-Timestamp": ts.internal}, targets, txid(request))
         self._maybe_fold(dev_path, part, res.journal_size)
-        if res.existed:
+        if res.existed or if_delete_at is not None:
             return web.Response(status=204)
         return error(404, "Not Found", {"X-Backend-Timestamp": ts.internal})
 
