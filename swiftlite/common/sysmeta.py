@@ -7,7 +7,9 @@ proxy's gatekeeper keeps it from clients both ways.
 
 OBJECT_SYSMETA = "x-object-sysmeta-"
 # What a container listing shows instead of the stored body's size and ETag: an SLO lists its
-# segments' total, and its manifest's MD5 with the SLO's own ETag as a parameter
-# ("<md5>; slo_etag=<etag>", which listings turn into a key of its own).
-OVERRIDE_SIZE = "X-Object-Sysmeta-Container-Update-Override-Size"
+# segments' total as its bytes (sent as a `swift_bytes=N` content-type parameter, so the
+# container's and account's usage still count the manifest's own size: the segments are
+# counted where they are stored, once), and its manifest's MD5 with the SLO's own ETag as a
+# parameter ("<md5>; slo_etag=<etag>", which listings turn into a key of its own).
+LISTING_BYTES = "X-Object-Sysmeta-Container-Update-Listing-Bytes"
 OVERRIDE_ETAG = "X-Object-Sysmeta-Container-Update-Override-Etag"

@@ -212,7 +212,7 @@ def container_json_row(row: tuple) -> dict[str, Any]:
     if len(row) == 1:
         return {"subdir": row[0]}
     name, created_at, size, content_type, etag = row
-    if ";" in etag:
+    if ";" in etag or "swift_bytes=" in content_type:
         return _with_params(name, created_at, size, content_type, etag)
     # Swift's key order, so a byte-for-byte comparison with Swift holds too.
     return {"bytes": size, "hash": etag, "name": name, "content_type": content_type,
@@ -222,7 +222,14 @@ def container_json_row(row: tuple) -> dict[str, Any]:
 def _with_params(name: str, created_at: str, size: int, content_type: str,
                  etag: str) -> dict[str, Any]:
     """A row whose stored ETag carries parameters (`<md5>; slo_etag=<etag>`, from an object
-    server's listing override): the hash alone, and each parameter as a key of its own."""
+    server's listing override: the hash alone, and each parameter as a key of its own) or
+    whose content type carries `swift_bytes=N` (the size the listing shows: an SLO's total;
+    the container's usage counts the stored size)."""
+    ctype, sep, ctype_params = content_type.partition(";swift_bytes=")
+    if sep:
+        bytes_, _, rest = ctype_params.partition(";")
+        if bytes_.isdigit():
+            size, content_type = int(bytes_), ctype + (";" + rest if rest else "")
     value, *params = etag.split(";")
     out: dict[str, Any] = {"bytes": size, "hash": value.strip(), "name": name,
                            "content_type": content_type, "last_modified": _iso(created_at)}

@@ -18,6 +18,7 @@ import pytest
 import swiftclient
 from swiftclient.exceptions import ClientException
 
+from tests.helpers import wait_for
 from tests.integration.test_proxy_api import raw, token_and_url
 from tests.integration.test_swift_cli import swift
 
@@ -95,6 +96,20 @@ def test_listing_shows_the_total_and_slo_etag_also_after_a_post(slo):
     head = conn.head_object(cont, "man")
     assert head["content-type"] == "image/png" and head["x-static-large-object"] == "True"
     conn.post_object(cont, "man", {"Content-Type": "image/jpeg", "X-Object-Meta-Kind": "big"})
+
+
+def test_usage_counts_the_segments_once(slo):
+    """The listing shows an SLO's total, but the usage of its container counts only the
+    manifest's own bytes: the segments are counted where they are stored."""
+    conn, cont, _, _ = slo
+    other = f"{cont}-manifests"
+    conn.put_container(other)
+    assert put_manifest(conn, other, "m", [{"path": f"/{cont}/seg_a"}])[0] == 201
+    own = int(conn.head_object(other, "m",
+                               query_string="multipart-manifest=get")["content-length"])
+    assert conn.get_container(other)[1][0]["bytes"] == len(SEGS["a"])
+    wait_for(lambda: conn.head_container(other)["x-container-bytes-used"] == str(own), 10,
+             what="container usage to count the manifest's own size")
 
 
 def test_ranges_across_segments(slo):

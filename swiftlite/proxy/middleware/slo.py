@@ -42,7 +42,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError, error
-from swiftlite.common.sysmeta import OVERRIDE_ETAG, OVERRIDE_SIZE
+from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
 from swiftlite.obj.ranges import boundary, multipart_parts, parse_range
 from swiftlite.proxy.middleware.reports import (
     Body,
@@ -606,7 +606,7 @@ class Slo(Middleware):
         headers[SLO_ETAG] = slo_etag
         headers[SLO_SIZE] = str(total)
         headers[OVERRIDE_ETAG] = f'{manifest_etag}; slo_etag="{slo_etag}"'
-        headers[OVERRIDE_SIZE] = str(total)
+        headers[LISTING_BYTES] = str(total)
         headers["Content-Length"] = str(len(body))
         resp = await self._send(request, "PUT", request.rel_url.raw_path, headers, body)
         if resp.status == 201:
