@@ -65,10 +65,10 @@ def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str
 
 
 def _meta_value(metadata: dict[str, str], names: str) -> str | None:
-    """The first of the comma-separated header `names` present in `metadata`."""
-    lower = {k.lower(): v for k, v in metadata.items()}
+    """The first of the comma-separated header `names` present in `metadata` (whose keys
+    are stored title-cased: a dict lookup, no scan, on every GET of every object)."""
     for name in names.split(","):
-        value = lower.get(name.strip().lower())
+        value = metadata.get(name.strip().title())
         if value is not None:
             return value
     return None
