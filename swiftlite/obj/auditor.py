@@ -8,6 +8,12 @@ a .ts/.meta must have a readable trailer. A bad object's hash dir moves to
 the replicator sees the difference and restores a good copy from a peer. Tombstones older than
 ``reclaim_age`` are removed on the way. As a safety net against digest drift, the digests of
 ``rehash_partitions_per_pass`` partitions per device (round-robin) are re-derived per pass.
+
+A second safety net, for the expiring queue (``expiring``): every sound object whose current
+metadata (.data, and .meta over it) carries X-Delete-At is queued again, in one journal
+append per suffix. The trailer is read anyway, so this costs nothing for other objects; a
+queue entry lost in a crash (a kill between an object's rename and its record) comes back
+within one audit cycle, and duplicates collapse in the queue.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 from swiftlite.common import daemon
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import digests, diskfile, sync
+from swiftlite.obj import digests, diskfile, expiring, sync
 
 log = logging.getLogger("swiftlite.object-auditor")
 NAME = "object-auditor"
@@ -35,31 +41,32 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def check_file(path: str) -> tuple[bool, int]:
-    """(file is sound, bytes read). Blocking; reads the whole file."""
+def check_file(path: str) -> tuple[bool, int, dict[str, str] | None]:
+    """(file is sound, bytes read, its metadata or None when unreadable or gone).
+    Blocking; reads the whole file."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return True, 0  # replaced since the listing: the newer file is checked next pass
+        return True, 0, None  # replaced since the listing: the newer file is checked next pass
     try:
         size = os.fstat(fd).st_size
         try:
             md, body_len = diskfile.read_fd_metadata(fd, size)
         except diskfile.CorruptFile:
-            return False, 0
+            return False, 0, None
         if not path.endswith(".data"):
-            return "X-Timestamp" in md, size - body_len
+            return "X-Timestamp" in md, size - body_len, md
         if any(k not in md for k in REQUIRED) or md["Content-Length"] != str(body_len):
-            return False, size - body_len
+            return False, size - body_len, md
         md5 = hashlib.md5()
         off = 0
         while off < body_len:
             chunk = os.pread(fd, min(READ, body_len - off), off)
             if not chunk:
-                return False, off
+                return False, off, md
             md5.update(chunk)
             off += len(chunk)
-        return md5.hexdigest() == md["ETag"], size
+        return md5.hexdigest() == md["ETag"], size, md
     finally:
         os.close(fd)
 
@@ -67,8 +74,9 @@ def check_file(path: str) -> tuple[bool, int]:
 def audit_suffix(device_path: str, part: str, suffix: str,
                  reclaim_age: float) -> dict[str, int]:
     """Audit every object of one suffix dir (one thread hop)."""
-    out = {"objects": 0, "quarantined": 0, "bytes": 0, "reclaimed": 0}
+    out = {"objects": 0, "quarantined": 0, "bytes": 0, "reclaimed": 0, "expiring": 0}
     sdir = os.path.join(device_path, diskfile.OBJECTS, part, suffix)
+    queued: list[expiring.Entry] = []
     for h in _listdir(sdir):
         if len(h) != 32:
             continue
@@ -81,14 +89,30 @@ def audit_suffix(device_path: str, part: str, suffix: str,
         if sync.tombstone_expired(state, reclaim_age):
             out["reclaimed"] += sync.remove_if_unchanged(device_path, part, h, state)
             continue
+        merged: dict[str, str] | None = None
         for name in state.split("|"):
-            ok, n = check_file(os.path.join(hdir, name))
+            ok, n, md = check_file(os.path.join(hdir, name))
             out["bytes"] += n
             if not ok:
                 log.error("quarantining %s/%s (bad %s)", hdir, name, name.rsplit(".", 1)[1])
                 if diskfile.quarantine(device_path, part, h):
                     out["quarantined"] += 1
+                merged = None
                 break
+            if name.endswith(".data"):
+                merged = md
+            elif name.endswith(".meta") and merged is not None and md is not None:
+                merged = diskfile.merge_metadata(merged, md)
+        if merged and "X-Delete-At" in merged:
+            entry = expiring.entry_for(part, h, merged)
+            if entry is not None:
+                queued.append(entry)
+    if queued:
+        try:
+            expiring.append(device_path, queued)
+            out["expiring"] += len(queued)
+        except OSError:
+            log.exception("could not queue %d expiring objects of %s", len(queued), sdir)
     return out
 
 
@@ -117,14 +141,14 @@ class Auditor:
         return out, removed
 
     async def run_pass(self, stats: dict[str, Any]) -> None:
-        for k in ("quarantined", "bytes", "reclaimed", "rehashed"):
+        for k in ("quarantined", "bytes", "reclaimed", "rehashed", "expiring"):
             stats[k] = 0
         work, stats["temp_removed"] = await run_blocking(self._walk)
         for dev_path, part, sufs in work:
             stats["partitions"] += 1
             for s in sufs:
                 res = await run_blocking(audit_suffix, dev_path, part, s, self.reclaim_age)
-                for k in ("objects", "quarantined", "bytes", "reclaimed"):
+                for k in ("objects", "quarantined", "bytes", "reclaimed", "expiring"):
                     stats[k] += res[k]
                 await self.pacer.pace(res["objects"], res["bytes"])
         await self._rehash_some(work, stats)

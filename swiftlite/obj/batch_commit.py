@@ -159,7 +159,8 @@ def _commit_all(live: list[tuple[Job, int]], flush_all) -> None:
         for job, i in live:
             w = job.writers[i]
             try:
-                renamed.append((job, i, stack.enter_context(w.publish(job.timestamp))))
+                r = stack.enter_context(w.publish(job.timestamp, job.metadata))
+                renamed.append((job, i, r))
             except BaseException as exc:
                 job.results[i] = exc
                 w.discard()

@@ -29,6 +29,8 @@ API used by the server and the replicator (blocking; call through the thread poo
 ``DataWriter`` (PUT a body, or ``commit_raw`` a file copied from a peer), ``write_marker``
 (.ts / .meta), ``open_object`` (GET/HEAD), ``read_chunk``, ``quarantine``,
 ``current_paths`` (the files a sync must send), ``read_file_metadata``, ``clean_tmp``.
+Every file committed with X-Delete-At joins its device's expiring queue on the way
+(``renamed``; see ``expiring``), whichever path wrote it.
 For ``batch_commit``, which flushes many writes at once: ``DataWriter.claim``,
 ``write_whole``, ``close_flushed``, ``publish`` (a ``renamed`` block), ``committed``,
 ``discard``.
@@ -48,7 +50,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from swiftlite.obj import digests, durability
+from swiftlite.obj import digests, durability, expiring
 from swiftlite.obj.fileformat import (  # noqa: F401 (re-exported: one import for users)
     EXTS,
     FOOTER,
@@ -102,6 +104,11 @@ class ETagMismatch(Exception):
 
 class Exists(Exception):
     """PUT with If-None-Match: * and the object exists: 412."""
+
+
+class DeleteAtMismatch(Exception):
+    """DELETE with X-If-Delete-At and the object's X-Delete-At differs (or it is deleted):
+    412, nothing written."""
 
 
 def is_enospc(exc: BaseException) -> bool:
@@ -222,7 +229,9 @@ class Renamed:
 
 @contextmanager
 def renamed(device_path: str, part: int | str, hexhash: str, tmp: str, filename: str,
-            check: Callable[[str, list[str]], dict[str, str] | None]) -> Iterator[Renamed]:
+            check: Callable[[str, list[str]], dict[str, str] | None],
+            metadata: dict[str, str] | None = None,
+            fsync: bool = True) -> Iterator[Renamed]:
     """Move `tmp` (already flushed) into the hash dir as `filename` and journal its digest
     delta; the block that follows flushes it, then calls `finish()`. Leaving the block
     without finish() (a failed flush) keeps the older files.
@@ -231,6 +240,11 @@ def renamed(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
     merged metadata. Locks: the partition journal (shared), then the hash dir (flock), the
     order every writer uses. The journal is released before the block, so a fold or rehash
     never waits on a disk flush; the hash dir stays locked until the block exits.
+
+    `metadata` is the new file's own: every object file committed on a device passes here,
+    so this is where one carrying X-Delete-At joins the device's expiring queue
+    (`expiring.note`, before the block's flush, which covers it in batch mode; in file mode
+    with `fsync` the record is fsynced). Without X-Delete-At that is one dict lookup.
     """
     hdir = hash_dir(device_path, part, hexhash)
     while True:
@@ -248,6 +262,9 @@ def renamed(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
             held.journal.record(hexhash[-3:], hexhash, old, new)
             journal_size = held.journal.size
             held.release_journal()
+            if metadata is not None and "X-Delete-At" in metadata:
+                expiring.note(device_path, part, hexhash, metadata, current,
+                              fsync and durability.MODE != "batch")
             existed = current is not None and not is_expired(current)
             yield Renamed(held, names, created,
                           CommitResult(old, new, journal_size, current or {}, existed))
@@ -256,10 +273,10 @@ def renamed(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
 
 def _commit(device_path: str, part: int | str, hexhash: str, tmp: str, filename: str,
             check: Callable[[str, list[str]], dict[str, str] | None],
-            fsync: bool = True) -> CommitResult:
+            fsync: bool = True, metadata: dict[str, str] | None = None) -> CommitResult:
     """Move `tmp` (already flushed) into the hash dir as `filename`, atomically and durably
     (`renamed`, then flush the hash dir; older files are removed only after that)."""
-    with renamed(device_path, part, hexhash, tmp, filename, check) as r:
+    with renamed(device_path, part, hexhash, tmp, filename, check, metadata, fsync) as r:
         if fsync:
             durability.flush_dirs(device_path, r.held.fd,
                                   [os.path.dirname(d) for d in r.created])
@@ -311,6 +328,11 @@ def _check_newer_than(ts: str, exts: tuple[str, ...] = ("data", "ts")):
             raise Conflict(stored)
         return None
     return check
+
+
+def _delete_at(metadata: dict[str, str] | None) -> int | None:
+    v = (metadata or {}).get("X-Delete-At")
+    return int(v) if v and v.isdigit() else None
 
 
 def _current_metadata(hdir: str, names: list[str]) -> dict[str, str] | None:
@@ -410,7 +432,8 @@ class DataWriter:
                 _write_all(self.fd, [pack_trailer(metadata)])
                 self._close_synced()
                 res = _commit(self.device_path, self.part, self.hexhash, self.tmp,
-                              f"{timestamp}.data", self._locked_check(timestamp), self.fsync)
+                              f"{timestamp}.data", self._locked_check(timestamp), self.fsync,
+                              metadata)
             self.tmp = None
             res.metadata = metadata
             return res
@@ -427,12 +450,15 @@ class DataWriter:
             return newer(hdir, names)
         return check
 
-    def commit_raw(self, filename: str) -> CommitResult:
-        """Commit a whole file copied from a peer (replication); refused unless newer."""
+    def commit_raw(self, filename: str,
+                   metadata: dict[str, str] | None = None) -> CommitResult:
+        """Commit a whole file copied from a peer (replication); refused unless newer.
+        `metadata` is the file's trailer when the caller parsed it; otherwise a .data or
+        .meta has it read back (for the expiring queue)."""
         with self._lock:
-            return self._commit_raw(filename)
+            return self._commit_raw(filename, metadata)
 
-    def _commit_raw(self, filename: str) -> CommitResult:
+    def _commit_raw(self, filename: str, metadata: dict[str, str] | None) -> CommitResult:
         try:
             stem, ext = _split(filename)
             if ext not in EXTS or not stem[:1].isdigit():
@@ -442,8 +468,13 @@ class DataWriter:
                 if self.fd < 0:
                     self._write([], False)
                 self._close_synced()
+                if metadata is None and ext != "ts":
+                    try:
+                        metadata = read_file_metadata(self.tmp)[0]  # type: ignore[arg-type]
+                    except CorruptFile:
+                        metadata = None
                 res = _commit(self.device_path, self.part, self.hexhash, self.tmp, filename,
-                              _check_newer_than(stem, exts), self.fsync)
+                              _check_newer_than(stem, exts), self.fsync, metadata)
             self.tmp = None
             self.done = True
             return res
@@ -472,12 +503,15 @@ class DataWriter:
         os.close(self.fd)
         self.fd = -1
 
-    def publish(self, timestamp: str) -> AbstractContextManager[Renamed]:
-        """`renamed` for this writer's flushed file as `<timestamp>.data`, with the same
-        checks as `put`; pass the finished result to `committed`."""
+    def publish(self, timestamp: str,
+                metadata: dict[str, str] | None = None) -> AbstractContextManager[Renamed]:
+        """`renamed` for this writer's flushed file (its trailer `metadata`) as
+        `<timestamp>.data`, with the same checks as `put`; pass the finished result to
+        `committed`."""
         assert self.tmp is not None
         return renamed(self.device_path, self.part, self.hexhash, self.tmp,
-                       f"{timestamp}.data", self._locked_check(timestamp))
+                       f"{timestamp}.data", self._locked_check(timestamp), metadata,
+                       self.fsync)
 
     def committed(self, result: CommitResult, metadata: dict[str, str]) -> CommitResult:
         self.tmp = None
@@ -503,10 +537,13 @@ class DataWriter:
 
 def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str, ext: str,
                  metadata: dict[str, str], fsync: bool = True,
-                 open_expired: bool = False) -> CommitResult:
+                 open_expired: bool = False, if_delete_at: int | None = None) -> CommitResult:
     """Write a .ts (DELETE) or .meta (POST) durably; one thread hop.
 
     .ts: Conflict unless newer than the newest .data/.ts; always written otherwise.
+    With `if_delete_at` (the expirer's X-If-Delete-At, as Swift's), checked under the hash
+    dir lock: NotFound when the object has no .data/.ts at all, Conflict when it is not
+    older, DeleteAtMismatch unless its current X-Delete-At (.data + .meta) is that time.
     .meta: NotFound without a live .data, Conflict unless newer than the .data and .meta.
     ``CommitResult.existed`` says whether a live object was current before.
     """
@@ -515,8 +552,13 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
         base = _check_newer_than(timestamp)
 
         def check(d: str, names: list[str]) -> dict[str, str] | None:
+            if if_delete_at is not None and current_files(names)[0] is None:
+                raise NotFound(None)
             base(d, names)
-            return _current_metadata(d, names)
+            current = _current_metadata(d, names)
+            if if_delete_at is not None and _delete_at(current) != if_delete_at:
+                raise DeleteAtMismatch()
+            return current
     else:
         def check(d: str, names: list[str]) -> dict[str, str] | None:
             main, _ = current_files(names)
@@ -549,7 +591,7 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
             os.close(fd)
             fd = -1
             return _commit(device_path, part, hexhash, tmp, f"{timestamp}.{ext}", check,
-                           fsync)
+                           fsync, metadata)
     except BaseException:
         if fd >= 0:
             os.close(fd)

@@ -16,6 +16,7 @@ object server's own routes never use it. The backend signature covers the method
   exactly like a PUT (tmp, fsync, rename, dir fsync, obsolete files removed, digest journal
   delta) by ``DataWriter.commit_raw``, which refuses a file not newer than what is stored.
   A .data whose body does not match its own ETag is refused, so corruption never spreads.
+  A file carrying X-Delete-At joins the device's expiring queue as a PUT's does.
   Answers msgpack ``{"stored": n, "stale": n, "bad": n}``.
 
 A state (see ``digests``) is ``"<ts>.data|<ts>.meta"``, ``"<ts>.ts"``...: ``files_to_send``
@@ -185,30 +186,34 @@ def frame(hexhash: str, name: str, size: int) -> bytes:
 
 # ---- receiving end ---------------------------------------------------------------------------
 
-def _check_data(name: str, data: bytes) -> bool:
-    """A whole .data file is consistent: trailer parses, body matches its ETag and length."""
+def _check_data(name: str, data: bytes) -> dict[str, str] | None:
+    """The metadata of a whole file if it is consistent (trailer parses; a .data's body
+    matches its ETag and length), else None."""
     try:
         res = diskfile.parse_tail(data, len(data))
     except diskfile.CorruptFile:
-        return False
+        return None
     if not isinstance(res, tuple):
-        return False
+        return None
     md, body_len = res
     if not name.endswith(".data"):
-        return True
+        return md
     if str(body_len) != md.get("Content-Length", str(body_len)):
-        return False
-    return hashlib.md5(memoryview(data)[:body_len]).hexdigest() == md.get("ETag")
+        return None
+    if hashlib.md5(memoryview(data)[:body_len]).hexdigest() != md.get("ETag"):
+        return None
+    return md
 
 
 def store_whole(device_path: str, part: int, hexhash: str, name: str, data: bytes,
                 fsync: bool) -> str:
-    if not _check_data(name, data):
+    md = _check_data(name, data)
+    if md is None:
         return "bad"
     w = diskfile.DataWriter(device_path, part, hexhash, fsync=fsync)
     try:
         w.write([data], hash_body=False)
-        w.commit_raw(name)
+        w.commit_raw(name, md)  # md: the expiring queue needs no second read
     except diskfile.Conflict:
         return "stale"
     return "stored"
