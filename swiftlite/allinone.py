@@ -36,6 +36,7 @@ DAEMONS = {  # daemon name -> module that must exist for it to be started
     "object-replicator": "swiftlite.obj.replicator",
     "object-updater": "swiftlite.obj.updater",
     "object-auditor": "swiftlite.obj.auditor",
+    "object-expirer": "swiftlite.obj.expirer",
     "container-replicator": "swiftlite.db.replicator",
     "account-replicator": "swiftlite.db.replicator",
 }
@@ -100,6 +101,7 @@ def build(args: Namespace) -> dict[str, Any]:
         with open(plan_path) as f:
             plan = json.load(f)
         _add_backend_secret(plan, backend_secret)
+        _add_daemon_sections(plan)
         return plan
     for d in ("etc", "logs", "run"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
@@ -179,6 +181,23 @@ def _add_backend_secret(plan: dict[str, Any], secret: str) -> None:
         if parser.defaults().get("backend_secret"):
             continue
         parser["DEFAULT"]["backend_secret"] = secret
+        with open(path + ".tmp", "w") as f:
+            parser.write(f)
+        os.replace(path + ".tmp", path)
+
+
+def _add_daemon_sections(plan: dict[str, Any]) -> None:
+    """Give the node configs of a root made before a daemon existed (the object-expirer,
+    say) that daemon's section, as a new root gets it."""
+    for path in (n["conf"] for n in plan["nodes"]):
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
+        parser.read(path)
+        missing = [d for d in DAEMONS if not parser.has_section(d)]
+        if not missing:
+            continue
+        for d in missing:
+            parser[d] = {"interval": "30"}
         with open(path + ".tmp", "w") as f:
             parser.write(f)
         os.replace(path + ".tmp", path)

@@ -21,6 +21,7 @@ DAEMONS = {
     "object-replicator": ("swiftlite.obj.replicator", "run_daemon", "object-replicator"),
     "object-updater": ("swiftlite.obj.updater", "run_daemon", "object-updater"),
     "object-auditor": ("swiftlite.obj.auditor", "run_daemon", "object-auditor"),
+    "object-expirer": ("swiftlite.obj.expirer", "run_daemon", "object-expirer"),
     "container-replicator": ("swiftlite.container.replicator", "run_daemon",
                              "container-replicator"),
     "account-replicator": ("swiftlite.account.replicator", "run_daemon", "account-replicator"),
