@@ -432,7 +432,7 @@ class ObjectServer:
         if_delete_at = request.headers.get("X-If-Delete-At")
         if if_delete_at is not None:
             if_delete_at = if_delete_at.strip()
-            if not if_delete_at.isdigit():
+            if not (if_delete_at.isascii() and if_delete_at.isdigit()):
                 return error(400, "Bad X-If-Delete-At header value")
         hexhash = hash_path(acc, cont, obj)
         try:
