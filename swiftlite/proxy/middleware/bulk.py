@@ -214,7 +214,7 @@ class Bulk(Middleware):
         self.yield_frequency = max(conf.get_float("yield_frequency", 10.0), 0.01)
         self.delete_concurrency = min(max(conf.get_int("delete_concurrency", 2), 1), 1000)
         self.delete_container_retry_count = conf.get_int("delete_container_retry_count", 0)
-        self.extract_concurrency = min(max(conf.get_int("extract_concurrency", 4), 1), 64)
+        self.extract_concurrency = min(max(conf.get_int("extract_concurrency", 8), 1), 64)
         # Each extraction reads its archive on a thread of its own: bound them, so a tenant
         # starting many cannot exhaust the process (later ones wait their turn).
         self.extractions = asyncio.Semaphore(max(conf.get_int("max_concurrent_extractions",
