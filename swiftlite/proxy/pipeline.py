@@ -41,6 +41,7 @@ DEFAULT_PIPELINE = " ".join([
     "account_quotas",
     "slo",
     "dlo",
+    "versioned_writes",
     "proxy-server",
 ])
 
@@ -56,6 +57,7 @@ REGISTRY: dict[str, str] = {
     "slo": "swiftlite.proxy.middleware.slo:Slo",
     "dlo": "swiftlite.proxy.middleware.dlo:Dlo",
     "bulk": "swiftlite.proxy.middleware.bulk:Bulk",
+    "versioned_writes": "swiftlite.proxy.middleware.versioned_writes:VersionedWrites",
 }
 
 
