@@ -27,21 +27,24 @@ META_PREFIXES = {
 }
 
 
-def check_utf8(name: str) -> str | None:
-    """Names arrive decoded with surrogateescape; a lone surrogate means bad UTF-8."""
+def check_utf8(name: str, reserved: bool = False) -> str | None:
+    """Names arrive decoded with surrogateescape; a lone surrogate means bad UTF-8.
+
+    `reserved`: a name of the reserved namespace (see common/reserved.py: it starts with
+    NUL) is fine; only the cluster's own requests ever ask for that."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
         return "invalid UTF-8"
-    if "\x00" in name:
+    if "\x00" in name and not (reserved and name[0] == "\x00"):
         return "NUL byte in name"
     return None
 
 
-def check_name(kind: str, name: str, max_len: int) -> str | None:
+def check_name(kind: str, name: str, max_len: int, reserved: bool = False) -> str | None:
     if not name:
         return f"empty {kind} name"
-    bad = check_utf8(name)
+    bad = check_utf8(name, reserved)
     if bad:
         return f"{kind} name: {bad}"
     if len(name.encode("utf-8")) > max_len:
@@ -51,21 +54,21 @@ def check_name(kind: str, name: str, max_len: int) -> str | None:
     return None
 
 
-def check_account(name: str) -> str | None:
-    return check_name("account", name, MAX_ACCOUNT_NAME_LENGTH)
+def check_account(name: str, reserved: bool = False) -> str | None:
+    return check_name("account", name, MAX_ACCOUNT_NAME_LENGTH, reserved)
 
 
-def check_container(name: str) -> str | None:
+def check_container(name: str, reserved: bool = False) -> str | None:
     # Swift takes "." and ".." (201); like the object segments below we refuse them: URL
     # normalisation in clients and caches turns /v1/a/../o into another account's path,
     # and `swift download` of such a container writes outside its directory.
     if name in (".", ".."):
         return "container name cannot be '.' or '..'"
-    return check_name("container", name, MAX_CONTAINER_NAME_LENGTH)
+    return check_name("container", name, MAX_CONTAINER_NAME_LENGTH, reserved)
 
 
-def check_object(name: str) -> str | None:
-    bad = check_name("object", name, MAX_OBJECT_NAME_LENGTH)
+def check_object(name: str, reserved: bool = False) -> str | None:
+    bad = check_name("object", name, MAX_OBJECT_NAME_LENGTH, reserved)
     if bad:
         return bad
     # Path tricks: a "." or ".." segment would be normalised away by some clients and proxies.

@@ -97,7 +97,7 @@ def _update_row(raw: Any) -> dict[str, Any]:
     name = raw.get("name")
     if not isinstance(name, str):
         raise HTTPError(400, "Invalid object name: not a string")
-    bad = check_object(name)
+    bad = check_object(name, True)
     if bad:
         raise HTTPError(400, f"Invalid object name: {bad}")
     size = raw.get("size", 0)

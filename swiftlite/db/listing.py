@@ -38,6 +38,8 @@ class ListingParams:
     # deeper names skipped rather than rolled up, the path itself left out).
     path: str | None = None
     ctype: str = ""  # the listing's media type ("" : the format's usual one)
+    # Leave out names of the reserved namespace (they start with NUL: all sort first).
+    hide_reserved: bool = False
 
 
 def next_after(prefix: str) -> str | None:
@@ -144,6 +146,8 @@ def walk(fetch: Fetch, p: ListingParams) -> list[tuple]:
         b = Bounds(lo=p.end_marker, lo_incl=False, hi=p.marker)
     else:
         b = Bounds(lo=p.marker, lo_incl=False, hi=p.end_marker)
+    if p.hide_reserved and (b.lo is None or b.lo < "\x01"):
+        b.lo, b.lo_incl = "\x01", True  # the first name past every reserved one
     results: list[tuple] = []
     prefix = p.prefix or ""
     delim = p.delimiter

@@ -30,6 +30,8 @@ from swiftlite.db.quarantine import is_corrupt, quarantine_db
 from swiftlite.db.reclaimer import reclaim_loop
 from swiftlite.db.replication_server import register_db_replication_routes
 
+ALLOW_RESERVED_HEADER = "X-Backend-Allow-Reserved-Names"
+
 Handler = Callable[[web.Request, Any, str], Awaitable[web.StreamResponse]]
 ItemHandler = Callable[[web.Request, Any, str, str], Awaitable[web.StreamResponse]]
 
@@ -105,7 +107,9 @@ class DBServer:
         assert dev and part_s and all(names)
         part = parse_partition(part_s)
         for name, check in zip(segs[2:], _NAME_CHECKS):  # noqa: B905 (account: 2 names)
-            bad = check(name) if name is not None else None
+            # Only the cluster reaches this server: reserved names (the proxy's features'
+            # hidden containers and objects) are fine here.
+            bad = check(name, True) if name is not None else None
             if bad:
                 raise HTTPError(400, bad)
         dev_path = await self.devices.check(dev)  # stat calls in the thread pool, cached
@@ -204,6 +208,8 @@ class DBServer:
     async def get(self, request: web.Request, broker: Any,
                   dev_path: str) -> web.StreamResponse:
         params = parse_params(request, self.listing_limit)
+        # Names of the reserved namespace are listed only to features that ask for them.
+        params.hide_reserved = request.headers.get(ALLOW_RESERVED_HEADER) != "true"
         try:
             info, body, ctype = await run_blocking(broker.list_items_body, params)
         except DatabaseNotFound:

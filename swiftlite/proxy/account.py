@@ -10,8 +10,8 @@ from swiftlite.common.client import node_path
 from swiftlite.common.http import HTTPError, query_str
 from swiftlite.proxy.backend import best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
-from swiftlite.proxy.container import LISTING_PARAMS
-from swiftlite.proxy.request import AUTHORIZER
+from swiftlite.proxy.container import ALLOW_RESERVED_HEADER, LISTING_PARAMS
+from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER
 
 
 async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
@@ -37,7 +37,9 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
     for p in LISTING_PARAMS:
         query_str(request, p)
     part = proxy.account_ring.get_part(target.account)
-    extra = {"Accept": request.headers["Accept"]} if "Accept" in request.headers else None
+    extra = {"Accept": request.headers["Accept"]} if "Accept" in request.headers else {}
+    if request.get(ALLOW_RESERVED):
+        extra[ALLOW_RESERVED_HEADER] = "true"
     resp = await read_any(proxy, request, proxy.account_ring, part, request.method,
                           (target.account,),
                           request.rel_url.raw_query_string, extra)

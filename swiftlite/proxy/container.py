@@ -9,7 +9,10 @@ from swiftlite.common.http import HTTPError, query_str
 from swiftlite.proxy import account
 from swiftlite.proxy.backend import best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
-from swiftlite.proxy.request import AUTHORIZER
+from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER
+
+# Asks a DB server to list reserved names too (only ever sent for a feature's sub-request).
+ALLOW_RESERVED_HEADER = "X-Backend-Allow-Reserved-Names"
 
 LISTING_PARAMS = ("format", "prefix", "delimiter", "marker", "end_marker", "limit", "reverse",
                   "path")
@@ -42,6 +45,8 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
     extra = {}
     if "Accept" in request.headers:
         extra["Accept"] = request.headers["Accept"]
+    if request.get(ALLOW_RESERVED):
+        extra[ALLOW_RESERVED_HEADER] = "true"
     resp = await read_any(proxy, request, proxy.container_ring, part, request.method,
                           (target.account, target.container),
                           request.rel_url.raw_query_string, extra)

@@ -31,7 +31,7 @@ from swiftlite.proxy.backend import (
 )
 from swiftlite.proxy.common import metadata_headers
 from swiftlite.proxy.nodes import logical_path, node_key, read_order, verdicts, write_handoffs
-from swiftlite.proxy.request import BACKEND_GET_HEADERS, BODY
+from swiftlite.proxy.request import BACKEND_GET_HEADERS, BODY, TIMESTAMP
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
 log = logging.getLogger("swiftlite.proxy")
@@ -206,7 +206,7 @@ def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str
 async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
     given = request.get(BODY)
     if given is not None:  # a sub-request's body (a copy, a manifest), not the client's
-        headers = _put_headers(proxy, request, target, proxy.next_timestamp())
+        headers = _put_headers(proxy, request, target, _write_timestamp(proxy, request))
         if isinstance(given, bytes):
             return await _store(proxy, target, headers, given)
         length = request.headers.get("Content-Length")
@@ -221,7 +221,7 @@ async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
         raise HTTPError(411, "Length Required: send Content-Length or chunked encoding")
     if length is not None and length > proxy.max_file_size:
         raise HTTPError(413, f"Object larger than the maximum of {proxy.max_file_size} bytes")
-    headers = _put_headers(proxy, request, target, proxy.next_timestamp())
+    headers = _put_headers(proxy, request, target, _write_timestamp(proxy, request))
     if length is not None and length <= proxy.put_buffer_size:
         body = await request.read()
         if len(body) != length:
@@ -229,6 +229,12 @@ async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
         return await _store(proxy, target, headers, body)
     return await _store(proxy, target, headers, request.content.iter_chunked(STREAM_CHUNK),
                         length)
+
+
+def _write_timestamp(proxy, request: web.Request) -> Timestamp:
+    """The timestamp a feature chose for this write (a version's id), else a fresh one."""
+    chosen = request.get(TIMESTAMP)
+    return chosen if chosen is not None else proxy.next_timestamp()
 
 
 async def _store(proxy, target, headers: dict[str, str], body, length: int | None = None,
@@ -417,7 +423,7 @@ async def _delete(proxy, request: web.Request, target) -> web.Response:
         if not (if_delete_at.strip().isascii() and if_delete_at.strip().isdigit()):
             raise HTTPError(400, "Bad X-If-Delete-At header value")
         extra["X-If-Delete-At"] = if_delete_at.strip()
-    ts = proxy.next_timestamp()
+    ts = _write_timestamp(proxy, request)
     ring = proxy.object_ring
     part = ring.get_part(acct, cont, name)
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)

@@ -28,6 +28,12 @@ _PATH = "swiftlite.path"
 BACKEND_GET_HEADERS = "swiftlite.backend_get_headers"
 # Set on sub-requests a middleware makes for itself (no client body, no feature re-entry).
 INTERNAL = "swiftlite.internal"
+# Set by a feature on its own sub-requests that address the reserved namespace (names
+# starting with NUL, see common/reserved.py): a request key, so no client can ever set it.
+ALLOW_RESERVED = "swiftlite.allow_reserved"
+# The X-Timestamp a feature chose for the write a sub-request makes (a version's id is its
+# timestamp), instead of a fresh one.
+TIMESTAMP = "swiftlite.timestamp"
 
 API_VERSIONS = ("v1", "v1.0")
 
@@ -56,8 +62,9 @@ def _bad_utf8() -> HTTPError:
     return HTTPError(412, "Invalid UTF8 or contains NULL")
 
 
-def decode_raw_path(raw_path: str) -> str:
-    """Percent-decoded path; invalid UTF-8 or NUL is Swift's 412."""
+def decode_raw_path(raw_path: str, reserved: bool = False) -> str:
+    """Percent-decoded path; invalid UTF-8 or NUL is Swift's 412 (a NUL is let through
+    for `reserved`: the checks of each name decide)."""
     path = raw_path.split("?", 1)[0]
     try:
         # Raw non-ASCII bytes in the request line reach us surrogate-escaped.
@@ -65,7 +72,7 @@ def decode_raw_path(raw_path: str) -> str:
         text = unquote_to_bytes(raw).decode("utf-8")
     except UnicodeError:
         raise _bad_utf8() from None
-    if "\x00" in text:
+    if "\x00" in text and not reserved:
         raise _bad_utf8()
     return text
 
@@ -80,7 +87,8 @@ def api_path(request: web.Request) -> ApiPath | None:
             return memo[1]
     except KeyError:
         pass
-    path = decode_raw_path(request.raw_path)
+    reserved = bool(request.get(ALLOW_RESERVED))
+    path = decode_raw_path(request.raw_path, reserved)
     segs = path.split("/", 4)
     if len(segs) < 2 or segs[1] not in API_VERSIONS:
         parsed = None
@@ -100,7 +108,7 @@ def api_path(request: web.Request) -> ApiPath | None:
                              (constraints.check_container, cont),
                              (constraints.check_object, name)):
             if value is not None:
-                bad = check(value)
+                bad = check(value, reserved)
                 if bad:
                     raise HTTPError(400, bad)
         parsed = ApiPath(segs[1], acct, cont, name)
