@@ -29,6 +29,9 @@ from swiftlite.proxy.response import BodyResponse
 # only when the manifest itself is copied: ?multipart-manifest=get; else its joined data).
 COPIED = ("content-type", "content-encoding", "content-disposition")
 MANIFEST_HEADERS = ("x-object-manifest", "x-static-large-object")
+# A symlink's own headers, kept by `?symlink=get` (the copy is a link; the caller's
+# X-Symlink-Target-Account wins).
+LINK_HEADERS = ("x-symlink-target", "x-symlink-target-account", "x-symlink-target-etag")
 # Request headers that describe the copy itself, not the new object.
 NOT_FORWARDED = ("x-copy-from", "x-copy-from-account", "destination", "destination-account",
                  "range", "if-match", "if-none-match", "if-modified-since",
@@ -60,6 +63,10 @@ def _account(value: str | None, default: str, header: str) -> str:
     if bad:
         raise HTTPError(412, f"{header}: {bad}")
     return acct
+
+
+def _link_copy(request: web.Request) -> bool:
+    return request.query.get("symlink") == "get"
 
 
 def _manifest_copy(request: web.Request) -> bool:
@@ -124,6 +131,8 @@ class Copy(Middleware):
             params.append("multipart-manifest=get&format=raw")
         if "part-number" in request.query:
             params.append(f"part-number={quote(request.query['part-number'], safe='')}")
+        if _link_copy(request):
+            params.append("symlink=get")  # the link itself, not its target
         sub = sub_request(request, "GET", _path(*src, version=version), headers,
                           query="&".join(params))
         resp = await self.app(sub)
@@ -139,17 +148,19 @@ class Copy(Middleware):
                      source: BodyResponse, dest: tuple[str, str, str]) -> web.StreamResponse:
         fresh = request.headers.get("X-Fresh-Metadata", "").lower() in ("true", "1", "yes")
         kept = COPIED + MANIFEST_HEADERS if _manifest_copy(request) else COPIED
+        if _link_copy(request):
+            kept += LINK_HEADERS
         headers: CIMultiDict[str] = CIMultiDict()
         for k, v in source.headers.items():
             lk = k.lower()
             if (not fresh and (lk.startswith("x-object-meta-") or lk in kept)) or \
-                    (lk in MANIFEST_HEADERS and lk in kept):
+                    (lk in MANIFEST_HEADERS + LINK_HEADERS and lk in kept):
                 headers[k] = v
         for k, v in request.headers.items():
             lk = k.lower()
             if lk in NOT_FORWARDED:
                 continue
-            if lk.startswith("x-object-meta-") or lk in COPIED:
+            if lk.startswith("x-object-meta-") or lk in COPIED or lk in LINK_HEADERS:
                 headers[k] = v  # the caller's own values win over the source's
             elif lk not in headers:
                 headers.add(k, v)

@@ -1,0 +1,255 @@
+"""Symlinks: an object PUT with `X-Symlink-Target: <container>/<object>` (and optionally
+`X-Symlink-Target-Account`) is a link; GET/HEAD of it answer with the target's object.
+
+A link is a 0-byte object whose target is kept as object sysmeta, so it costs nothing beyond
+one small object: a GET asks the object servers for the object as usual (with Range ignored
+when the symlink sysmeta is present) and, when the answer carries the link's sysmeta (even a
+304/412 judged on the link itself), sends the same request to the target as the caller, so
+the target's ACLs and conditions apply. At most `symloop_max` links are followed, then 409.
+Every answer through a link names the target in `Content-Location`.
+
+`X-Symlink-Target-Etag` makes a static link: the PUT checks (HEAD as the caller) that the
+target's ETag is that one (409 otherwise) and records its size; a GET whose target no longer
+has it answers 409. A static link to a link compares that link's own ETag (a dynamic link's
+is the empty body's, a static link's is its target's), as Swift does.
+
+`?symlink=get` reads the link itself (with `X-Symlink-Target*` headers). A POST to a link
+updates the link's metadata and answers 307 to the target; POST cannot set a target. The
+container listing shows `symlink_path` (and `symlink_etag`, `symlink_bytes` for static links)
+through the object server's listing override (an ETag with parameters).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, unquote
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from swiftlite.common import constraints
+from swiftlite.common.http import HTTPError
+from swiftlite.common.sysmeta import OVERRIDE_ETAG
+from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.request import BACKEND_GET_HEADERS, ApiPath, api_path, sub_request
+from swiftlite.proxy.response import BodyResponse
+
+TARGET = "X-Object-Sysmeta-Symlink-Target"
+TARGET_ACCOUNT = "X-Object-Sysmeta-Symlink-Target-Account"
+TARGET_ETAG = "X-Object-Sysmeta-Symlink-Target-Etag"
+TARGET_BYTES = "X-Object-Sysmeta-Symlink-Target-Bytes"
+SLO_ETAG = "X-Object-Sysmeta-Slo-Etag"
+SLO_SIZE = "X-Object-Sysmeta-Slo-Size"
+# Sysmeta -> the header a `?symlink=get` answer shows it as.
+SHOWN = ((TARGET, "X-Symlink-Target"), (TARGET_ACCOUNT, "X-Symlink-Target-Account"),
+         (TARGET_ETAG, "X-Symlink-Target-Etag"), (TARGET_BYTES, "X-Symlink-Target-Bytes"))
+CLIENT_HEADERS = ("x-symlink-target", "x-symlink-target-account", "x-symlink-target-etag",
+                  "x-symlink-target-bytes")
+EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
+BAD_FORM = "X-Symlink-Target header must be of the form <container name>/<object name>"
+POST_BODY = ("The requested POST was applied to a symlink. POST directly to the target to "
+             "apply requested metadata.")
+# Request headers a PUT's target check carries (who the caller is, referrer ACLs).
+SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
+
+
+def _text(status: int, body: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=body.encode("utf-8", "backslashreplace"),
+                        headers={"Content-Type": "text/plain", **(headers or {})})
+
+
+def _close(resp: web.StreamResponse) -> None:
+    if isinstance(resp, BodyResponse):
+        resp.close()
+
+
+def _target(value: str) -> tuple[str, str]:
+    """'container/object' (percent-encoded or not) to its parts; Swift's 412 otherwise."""
+    ref = unquote(value)
+    if ref.startswith("/"):
+        ref = ref[1:]
+    cont, _, name = ref.partition("/")
+    if not cont or not name:
+        raise HTTPError(412, BAD_FORM)
+    for check, v in ((constraints.check_container, cont), (constraints.check_object, name)):
+        if check(v):
+            raise HTTPError(412, BAD_FORM)
+    return cont, name
+
+
+def _normal_etag(value: str) -> str:
+    value = value.strip()
+    return value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
+
+
+def _effective_etag(headers: Any) -> tuple[str, int]:
+    """The ETag and size a static link to this object (as the core answers it) records: a
+    static link's target's, an SLO manifest's own ETag with the SLO's size, else its own."""
+    if TARGET_ETAG in headers:
+        return headers[TARGET_ETAG], int(headers.get(TARGET_BYTES, "0"))
+    if TARGET in headers:
+        return _normal_etag(headers.get("ETag", EMPTY_MD5)), 0
+    size = headers.get(SLO_SIZE) if SLO_ETAG in headers else None
+    if size is None:
+        size = headers.get("Content-Length", "0")
+    return _normal_etag(headers.get("ETag", "")), int(size)
+
+
+class Symlink(Middleware):
+    name = "symlink"
+
+    def __init__(self, app, proxy, conf) -> None:
+        super().__init__(app, proxy, conf)
+        self.symloop_max = max(conf.get_int("symloop_max", 2), 1)
+
+    def info(self) -> dict[str, Any]:
+        return {"symloop_max": self.symloop_max, "static_links": True}
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        path = api_path(request)
+        if path is None or path.obj is None:
+            return await self.app(request)
+        method = request.method
+        if method == "PUT" and "X-Symlink-Target" in request.headers:
+            return await self.put(request, path)
+        if method in ("GET", "HEAD"):
+            if request.query.get("symlink") == "get":
+                return self._show(await self.app(request))
+            return await self.get(request, path)
+        if method == "POST":
+            if "X-Symlink-Target" in request.headers:
+                return _text(400, "A PUT request is required to set a symlink target")
+            return await self.post(request, path)
+        return await self.app(request)
+
+    @staticmethod
+    def _show(resp: web.StreamResponse) -> web.StreamResponse:
+        for meta, header in SHOWN:
+            if meta in resp.headers:
+                resp.headers[header] = resp.headers[meta]
+        return resp
+
+    async def _call(self, sub: web.Request) -> web.StreamResponse:
+        try:
+            return await self.app(sub)
+        except HTTPError as exc:
+            return exc.response()
+
+    # ---- PUT ---------------------------------------------------------------------------------
+
+    async def put(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        h = request.headers
+        if request.content_length != 0 or "Transfer-Encoding" in h:
+            return _text(400, "Symlink requests require a zero byte body")
+        try:
+            cont, obj = _target(h["X-Symlink-Target"])
+        except HTTPError as exc:
+            return _text(exc.status, exc.reason)
+        account = path.account
+        if "X-Symlink-Target-Account" in h:
+            account = unquote(h["X-Symlink-Target-Account"])
+            if constraints.check_account(account):
+                return _text(412, "Account name cannot contain slashes")
+        if (account, cont, obj) == (path.account, path.container, path.obj):
+            return _text(400, "Symlink cannot target itself")
+        headers = CIMultiDict((k, v) for k, v in h.items() if k.lower() not in CLIENT_HEADERS)
+        quoted = quote(f"{cont}/{obj}")
+        headers[TARGET] = quoted
+        if "X-Symlink-Target-Account" in h:
+            headers[TARGET_ACCOUNT] = quote(account)
+        link_path = f"/v1/{quote(account)}/{quoted}"
+        override = f"{EMPTY_MD5}; symlink_path={link_path}"
+        if "X-Symlink-Target-Etag" in h:
+            given = _normal_etag(h["X-Symlink-Target-Etag"])
+            location = {"Content-Location": link_path}
+            head = await self._call(sub_request(
+                request, "HEAD", f"/{path.version}/{quote(account)}/{quoted}",
+                CIMultiDict((k, h[k]) for k in SUB_HEADERS if k in h), query="symlink=get"))
+            _close(head)
+            if head.status == 404:
+                return _text(409, "X-Symlink-Target does not exist", location)
+            if head.status // 100 != 2:
+                head.headers["Content-Location"] = link_path
+                return head
+            etag, size = _effective_etag(head.headers)
+            if etag != given:
+                return _text(409, f"Object Etag {etag!r} does not match "
+                                  f"X-Symlink-Target-Etag header {given!r}", location)
+            headers[TARGET_ETAG] = etag
+            headers[TARGET_BYTES] = str(size)
+            override += f"; symlink_etag={etag}; symlink_bytes={size}"
+            if SLO_ETAG in head.headers:  # Swift lists a link to an SLO with its slo_etag
+                override += f'; slo_etag="{head.headers[SLO_ETAG]}"'
+            if "Content-Type" not in h and "Content-Type" in head.headers:
+                headers["Content-Type"] = head.headers["Content-Type"]
+        elif "Content-Type" not in h:
+            headers["Content-Type"] = "application/symlink"
+        headers[OVERRIDE_ETAG] = override
+        headers["Content-Length"] = "0"
+        return await self.app(sub_request(request, "PUT", request.rel_url.raw_path, headers,
+                                          query=request.rel_url.raw_query_string))
+
+    # ---- GET / HEAD ----------------------------------------------------------------------------
+
+    async def get(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        extra = dict(request.get(BACKEND_GET_HEADERS) or {})
+        ignore = extra.get("X-Backend-Ignore-Range-If-Metadata-Present")
+        # A link's 0 bytes must not turn a Range into a 416 before the target is read.
+        extra["X-Backend-Ignore-Range-If-Metadata-Present"] = \
+            f"{ignore},{TARGET}" if ignore else TARGET
+        request[BACKEND_GET_HEADERS] = extra
+        resp = await self.app(request)
+        if TARGET not in resp.headers:
+            return resp
+        query = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}"
+                         for k, v in request.query.items() if k != "symlink")
+        hops = 0
+        while TARGET in resp.headers:
+            if hops >= self.symloop_max:
+                _close(resp)
+                body = "" if request.method == "HEAD" else \
+                    ("Too many levels of symbolic links, maximum allowed is "
+                     f"{self.symloop_max}")
+                return _text(409, body)
+            hops += 1
+            link = resp.headers
+            _close(resp)
+            account = unquote(link.get(TARGET_ACCOUNT, quote(path.account)))
+            location = f"/v1/{quote(account)}/{link[TARGET]}"
+            sub = sub_request(request, request.method,
+                              f"/{path.version}/{quote(account)}/{link[TARGET]}",
+                              request.headers, query=query)
+            resp = await self._call(sub)
+            static = link.get(TARGET_ETAG)
+            got = _effective_etag(resp.headers)[0] if "ETag" in resp.headers else static
+            if static is not None and resp.status != 404 and got != static:
+                _close(resp)
+                resp = _text(409, "" if request.method == "HEAD" else
+                             f"Object Etag {got!r} does not match X-Symlink-Target-Etag "
+                             f"header {static!r}")
+            resp.headers["Content-Location"] = location
+            if resp.status == 409:
+                break
+        return resp
+
+    # ---- POST ----------------------------------------------------------------------------------
+
+    async def post(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        resp = await self.app(request)
+        if resp.status != 202:
+            return resp
+        # Is it a link? The object servers answered the POST; its metadata says.
+        head = await self._call(sub_request(
+            request, "HEAD", request.rel_url.raw_path,
+            CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS
+                        if k in request.headers), query="symlink=get"))
+        _close(head)
+        if TARGET not in head.headers:
+            return resp
+        _close(resp)
+        account = unquote(head.headers.get(TARGET_ACCOUNT, quote(path.account)))
+        headers = {"Location": f"/{path.version}/{quote(account)}/{head.headers[TARGET]}"}
+        if TARGET_ETAG in head.headers:
+            headers["X-Symlink-Target-Etag"] = head.headers[TARGET_ETAG]
+        return web.Response(status=307, body=POST_BODY.encode(),
+                            headers={"Content-Type": "text/html; charset=UTF-8", **headers})
