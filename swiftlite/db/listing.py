@@ -240,7 +240,8 @@ def _with_params(name: str, created_at: str, size: int, content_type: str,
     for param in params:
         key, sep, v = param.strip().partition("=")
         if sep and key and key not in out:
-            out[key] = v
+            # A static symlink's target size is a number in Swift's listings.
+            out[key] = int(v) if key == "symlink_bytes" and v.isdigit() else v
     return out
 
 

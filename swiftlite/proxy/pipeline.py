@@ -36,12 +36,14 @@ DEFAULT_PIPELINE = " ".join([
     "gatekeeper",
     "bulk",
     "tempauth",
+    "staticweb",
     "copy",
     "container_quotas",
     "account_quotas",
     "slo",
     "dlo",
     "versioned_writes",
+    "symlink",
     "proxy-server",
 ])
 
@@ -57,6 +59,8 @@ REGISTRY: dict[str, str] = {
     "slo": "swiftlite.proxy.middleware.slo:Slo",
     "dlo": "swiftlite.proxy.middleware.dlo:Dlo",
     "bulk": "swiftlite.proxy.middleware.bulk:Bulk",
+    "symlink": "swiftlite.proxy.middleware.symlink:Symlink",
+    "staticweb": "swiftlite.proxy.middleware.staticweb:StaticWeb",
     "versioned_writes": "swiftlite.proxy.middleware.versioned_writes:VersionedWrites",
 }
 
