@@ -1,0 +1,814 @@
+"""Object versioning (`X-Versions-Enabled`): every write of an object keeps its history.
+
+A container PUT/POST with `X-Versions-Enabled: true` creates the hidden versions container
+`\\x00versions\\x00<container>` (the reserved namespace, common/reserved.py: no client can
+name it) and notes it in container sysmeta. From then on an object PUT stores the client's
+body there as `\\x00<name>\\x00<inverted timestamp>` (newest first in listings), and the
+user-visible name becomes a *version link*: a 0-byte object whose sysmeta names the version
+and whose listing row shows the version's size, ETag and type. So an overwrite never copies
+data, and each version keeps the timestamp it was written with: its version id.
+
+- GET/HEAD of a link answer with the version it points to (`X-Object-Version-Id`);
+  `?version-id=<id>` reads any version (`null`: the unversioned object, if any); a delete
+  marker is a 404.
+- DELETE writes a delete marker (a 0-byte version of type
+  `application/x-deleted;swift_versions_deleted=1`) and removes the link;
+  `DELETE ?version-id=<id>` removes that version only (and the link if it pointed there).
+- `PUT ?version-id=<id>` with an empty body makes that version the current one (restore).
+- POST updates the link and the version it points to (no new version).
+- `GET <container>?versions` lists every version (JSON only, as Swift), with `version_id`,
+  `is_latest` and the `version_marker` pagination parameter.
+- An object written while versioning was off is the `null` version; the next versioned
+  write copies it into the versions container first.
+
+The link is this feature's own (sysmeta read here), not a client-visible symlink, so the
+feature needs nothing from the symlink middleware; a client's symlink stored as a version is
+followed by that middleware, which sits after this one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote, unquote
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from swiftlite.common.config import TRUE_VALUES
+from swiftlite.common.http import HTTPError, query_str
+from swiftlite.common.reserved import RESERVED, reserved_name, split_reserved
+from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
+from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.db.listing import NotAcceptable, accept_type
+from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.request import (
+    ALLOW_RESERVED,
+    TIMESTAMP,
+    ApiPath,
+    api_path,
+    clone,
+    sub_request,
+)
+from swiftlite.proxy.response import BodyResponse
+
+CLIENT_ENABLED = "X-Versions-Enabled"
+SYSMETA_ENABLED = "X-Container-Sysmeta-Versions-Enabled"
+SYSMETA_CONT = "X-Container-Sysmeta-Versions-Container"
+# On a version link: the id of the version it points to (same account, same name).
+LINK = "X-Object-Sysmeta-Versions-Link"
+DELETE_MARKER = "application/x-deleted;swift_versions_deleted=1"
+EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
+NO_VERSIONS_CONT = ("The versions container does not exist. You may want to re-enable "
+                    "object versioning.")
+# Headers a version does not take from the client's PUT: expiry belongs to the link (an
+# expired link hides the object; its versions stay).
+EXPIRY = ("x-delete-at", "x-delete-after")
+# Listing parameters passed on to the versions container's listing.
+_MAX_TICKS = 10**15 - 1  # 9999999999.99999: versions are named by the inverse, newest first
+LEGACY = ("X-Versions-Location", "X-History-Location")
+AUTH_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
+
+
+def _versions_container(container: str) -> str:
+    return reserved_name("versions", container)
+
+
+def _invert(ts: Timestamp) -> str:
+    return Timestamp(_MAX_TICKS - ts.ticks).normal
+
+
+def version_object(name: str, version_id: str) -> str:
+    return reserved_name(name, _invert(Timestamp.parse(version_id)))
+
+
+def parse_version_object(vname: str) -> tuple[str, str | None]:
+    """(user name, version id) of a version object's name; (name, None) for another name."""
+    try:
+        name, inv = split_reserved(vname)
+        return name, Timestamp(_MAX_TICKS - Timestamp.parse(inv).ticks).normal
+    except (ValueError, TimestampError):
+        return vname, None
+
+
+def _path(version: str, *names: str) -> str:
+    return "/" + "/".join((version, *(quote(n, safe="") for n in names)))
+
+
+def _valid_version(version_id: str, allow_null: bool = True) -> None:
+    if version_id == "null" and allow_null:
+        return
+    try:
+        ts = Timestamp.parse(version_id)
+    except TimestampError:
+        raise HTTPError(400, "Invalid version parameter") from None
+    if ts.offset:
+        raise HTTPError(400, "Invalid version parameter")
+
+
+def _close(resp: web.StreamResponse) -> None:
+    if isinstance(resp, BodyResponse):
+        resp.close()
+
+
+async def _body(resp: web.StreamResponse) -> bytes:
+    if isinstance(resp, BodyResponse):
+        return await resp.read()
+    body = getattr(resp, "body", None)
+    return body if isinstance(body, bytes) else b""
+
+
+def _text(status: int, body: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=body.encode(),
+                        headers={"Content-Type": "text/plain", **(headers or {})})
+
+
+def _meta(meta: dict[str, str], key: str) -> str | None:
+    lk = key.lower()
+    for k, v in meta.items():
+        if k.lower() == lk:
+            return v
+    return None
+
+
+class ObjectVersioning(Middleware):
+    name = "object_versioning"
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        path = api_path(request)
+        if path is None or request.get(ALLOW_RESERVED):
+            return await self.app(request)  # not the API, or this feature's own request
+        if path.obj is not None:
+            return await self.object_request(request, path)
+        if path.container is not None:
+            return await self.container_request(request, path)
+        if request.method == "GET":
+            return await self.account_listing(request, path)
+        return await self.app(request)
+
+    # ---- sub-requests ----------------------------------------------------------------------
+
+    async def _send(self, request: web.Request, method: str, path: str,
+                    headers: Any = None, body: Any = None, query: str = "",
+                    ts: Timestamp | None = None, reserved: bool = True) -> web.StreamResponse:
+        """A sub-request down the pipeline as the caller, allowed into the reserved
+        namespace (the caller was authorized on the user-visible resource first)."""
+        if headers is None:
+            headers = CIMultiDict((k, request.headers[k]) for k in AUTH_HEADERS
+                                  if k in request.headers)
+        sub = sub_request(request, method, path, headers, body, query)
+        if reserved:
+            sub[ALLOW_RESERVED] = True
+        if ts is not None:
+            sub[TIMESTAMP] = ts
+        else:
+            sub.pop(TIMESTAMP, None)
+        try:
+            return await self.app(sub)
+        except HTTPError as exc:
+            return exc.response()
+
+    async def _container_head(self, request: web.Request, path: ApiPath,
+                              container: str) -> web.StreamResponse:
+        return await self._send(request, "HEAD", _path(path.version, path.account, container),
+                                reserved=container.startswith(RESERVED))
+
+    # ---- containers ------------------------------------------------------------------------
+
+    async def container_request(self, request: web.Request,
+                                path: ApiPath) -> web.StreamResponse:
+        method = request.method
+        if method in ("PUT", "POST") and CLIENT_ENABLED in request.headers:
+            return await self.enable(request, path)
+        if method == "DELETE":
+            return await self.delete_container(request, path)
+        if method not in ("GET", "HEAD"):
+            return await self.app(request)
+        versions_listing = method == "GET" and "versions" in request.query
+        if versions_listing:
+            # The primary listing is read as JSON whatever the client asked for.
+            fmt = (query_str(request, "format") or "").lower()
+            try:
+                ctype = accept_type(request.headers.get("Accept"))[0] if not fmt else \
+                    {"json": "application/json"}.get(fmt, "")
+            except NotAcceptable:
+                ctype = ""
+            if ctype != "application/json" and not (
+                    not fmt and "Accept" not in request.headers):
+                raise HTTPError(406, "Not Acceptable")
+            _check_versions_params(request)
+            return await self.list_versions(request, path)
+        resp = await self.app(request)
+        return await self._annotate_container(request, path, resp)
+
+    async def _annotate_container(self, request: web.Request, path: ApiPath,
+                                  resp: web.StreamResponse) -> web.StreamResponse:
+        """X-Versions-Enabled from sysmeta; bytes used include the versions'; a JSON
+        listing marks version links."""
+        enabled = resp.headers.get(SYSMETA_ENABLED)
+        if enabled is not None:
+            resp.headers[CLIENT_ENABLED] = enabled
+        vcont = resp.headers.get(SYSMETA_CONT)
+        if not vcont or resp.status // 100 != 2:
+            return resp
+        head = await self._container_head(request, path, unquote(vcont))
+        _close(head)
+        if head.status // 100 == 2 and "X-Container-Bytes-Used" in resp.headers:
+            resp.headers["X-Container-Bytes-Used"] = str(
+                int(resp.headers["X-Container-Bytes-Used"])
+                + int(head.headers.get("X-Container-Bytes-Used", "0")))
+        if request.method == "GET" and resp.content_type == "application/json" \
+                and isinstance(resp, web.Response) and isinstance(resp.body, bytes):
+            try:
+                listing = json.loads(resp.body)
+            except ValueError:
+                return resp
+            for item in listing:
+                _mark_link(item, path.account, path.container or "")
+            resp.body = json.dumps(listing).encode()
+        return resp
+
+    async def enable(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        assert path.container is not None
+        head = await self._container_head(request, path, path.container)
+        _close(head)
+        if head.status // 100 == 2:
+            if any(head.headers.get(h) for h in LEGACY) or any(
+                    request.headers.get(h) for h in LEGACY):
+                raise HTTPError(400, "Cannot enable object versioning on a container that is "
+                                "already using the legacy versioned writes feature.")
+            if head.headers.get("X-Container-Sync-To"):
+                raise HTTPError(400, "Cannot enable object versioning on a container "
+                                "configured as source of container syncing.")
+        is_enabled = request.headers[CLIENT_ENABLED].strip().lower() in TRUE_VALUES
+        headers = CIMultiDict(request.headers)
+        headers[SYSMETA_ENABLED] = "True" if is_enabled else "False"
+        vcont = _versions_container(path.container)
+        created = False
+        if is_enabled:
+            if not await self._authorized_write(request, path):
+                return await self.app(request)  # the core answers 401/403 as it should
+            made = await self._send(request, "PUT", _path(path.version, path.account, vcont))
+            _close(made)
+            if made.status // 100 != 2 and made.status != 409:
+                raise HTTPError(500, "Error enabling object versioning")
+            created = made.status == 201
+            headers[SYSMETA_CONT] = quote(vcont, safe="")
+        resp = await self.app(clone(request, headers=headers))
+        if resp.status // 100 != 2 and created:
+            gone = await self._send(request, "DELETE", _path(path.version, path.account, vcont))
+            _close(gone)
+        return resp
+
+    async def _authorized_write(self, request: web.Request, path: ApiPath) -> bool:
+        """Whether the caller may change the container itself (the owner, or an account
+        ACL that allows it); the versions container is made only for such callers."""
+        target = self.proxy.target(request, path.account, path.container, None)
+        if target.is_owner:
+            return True
+        authorizer = request.get("swiftlite.authorizer")
+        if authorizer is None:
+            return False
+        try:
+            authorizer.authorize_account(request, target.ident, path.account, path.container)
+        except HTTPError:
+            return False
+        return True
+
+    async def delete_container(self, request: web.Request,
+                               path: ApiPath) -> web.StreamResponse:
+        assert path.container is not None
+        head = await self._container_head(request, path, path.container)
+        _close(head)
+        vcont = head.headers.get(SYSMETA_CONT) if head.status // 100 == 2 else None
+        if vcont:
+            if not await self._authorized_write(request, path):
+                return await self.app(request)
+            vpath = _path(path.version, path.account, unquote(vcont))
+            vhead = await self._send(request, "HEAD", vpath)
+            _close(vhead)
+            if vhead.status // 100 == 2 and \
+                    int(vhead.headers.get("X-Container-Object-Count", "0")) > 0:
+                return _text(409, "Delete all versions before deleting container.")
+            if vhead.status // 100 != 2 and vhead.status != 404:
+                raise HTTPError(500, "Error deleting versioned container")
+            gone = await self._send(request, "DELETE", vpath)
+            _close(gone)
+            if gone.status // 100 != 2 and gone.status != 404:
+                raise HTTPError(500, "Error deleting versioned container")
+        return await self.app(request)
+
+    # ---- ?versions listings ----------------------------------------------------------------
+
+    async def list_versions(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        assert path.container is not None
+        q = request.query
+        # The primary listing: the client's parameters, as JSON.
+        params = [(k, v) for k, v in q.items()
+                  if k not in ("versions", "version_marker", "format")]
+        primary = await self._send(request, "GET", _path(path.version, path.account,
+                                                          path.container),
+                                   _auth_headers(request), reserved=False,
+                                   query=_query(params + [("format", "json")]))
+        if primary.status // 100 != 2:
+            return primary
+        body = await _body(primary)
+        headers = CIMultiDict(primary.headers)
+        enabled = headers.get(SYSMETA_ENABLED)
+        if enabled is not None:
+            headers[CLIENT_ENABLED] = enabled
+        vcont = _versions_container(path.container)
+        limit = _limit(request)
+        reverse = (query_str(request, "reverse") or "").lower() in TRUE_VALUES
+        try:
+            listing = json.loads(body) if body else []
+        except ValueError:
+            listing = []
+        null_items: list[dict] = []
+        subdirs: set[str] = set()
+        links: dict[tuple[str, str], dict] = {}
+        latest: set[str] = set()
+        for item in listing:
+            if "name" not in item:
+                subdirs.add(item["subdir"])
+                continue
+            vid = _link_version(item)
+            if vid is not None:
+                links[(item["name"], vid)] = item
+            else:
+                null_items.append(_listing_item(item, "null", True))
+                latest.add(item["name"])
+        vparams = _versions_params(request)
+        vresp = await self._send(request, "GET", _path(path.version, path.account, vcont),
+                                 _auth_headers(request),
+                                 query=_query(vparams + [("format", "json")]))
+        versions: list[dict] = []
+        if vresp.status // 100 == 2:
+            vbody = await _body(vresp)
+            for item in json.loads(vbody) if vbody else []:
+                if "name" not in item:
+                    try:
+                        subdirs.add(split_reserved(item["subdir"])[0])
+                    except ValueError:
+                        pass
+                    continue
+                name, vid = parse_version_object(item["name"])
+                if vid is None:
+                    continue
+                if links.pop((name, vid), None) is not None:
+                    is_latest = True
+                    latest.add(name)
+                elif item.get("content_type") == DELETE_MARKER and name not in latest:
+                    is_latest = True
+                    latest.add(name)
+                else:
+                    is_latest = False
+                item["name"] = name
+                versions.append(_listing_item(item, vid, is_latest))
+        else:
+            _close(vresp)
+            if vresp.status != 404:
+                return vresp
+        # Links whose version the versions listing did not show (another page, or gone).
+        broken = []
+        for (name, vid), item in links.items():
+            is_latest = name not in latest
+            latest.add(name)
+            broken.append(_listing_item(item, vid, is_latest))
+        merged = null_items + versions + [{"subdir": s} for s in subdirs] + broken
+        merged.sort(key=lambda i: i.get("subdir", i.get("name", "")), reverse=reverse)
+        out = json.dumps(merged[:limit]).encode()
+        headers.pop("Content-Length", None)
+        headers["Content-Type"] = "application/json; charset=utf-8"
+        return web.Response(status=200, body=out, headers=headers)
+
+    # ---- account listings ------------------------------------------------------------------
+
+    async def account_listing(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        """A container's versions count toward its listed bytes (as Swift shows them)."""
+        resp = await self.app(request)
+        if resp.status != 200 or resp.content_type != "application/json" or \
+                not isinstance(resp, web.Response) or not isinstance(resp.body, bytes):
+            return resp
+        try:
+            listing = json.loads(resp.body)
+        except ValueError:
+            return resp
+        names = [i["name"] for i in listing if "name" in i]
+        if not names:
+            return resp
+        query = [("format", "json"), ("prefix", reserved_name("versions", ""))]
+        vresp = await self._send(request, "GET", _path(path.version, path.account),
+                                 _auth_headers(request), query=_query(query))
+        if vresp.status != 200:
+            _close(vresp)
+            return resp
+        try:
+            hidden = {split_reserved(i["name"])[1]: i for i in json.loads(await _body(vresp))
+                      if "name" in i}
+        except (ValueError, IndexError):
+            return resp
+        if not hidden:
+            return resp
+        for item in listing:
+            extra = hidden.get(item.get("name"))
+            if extra is not None:
+                item["bytes"] += extra.get("bytes", 0)
+        resp.body = json.dumps(listing).encode()
+        return resp
+
+    # ---- objects ---------------------------------------------------------------------------
+
+    async def object_request(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        assert path.container is not None and path.obj is not None
+        version_id = request.query.get("version-id")
+        method = request.method
+        if not version_id and method not in ("PUT", "POST", "DELETE", "GET", "HEAD"):
+            return await self.app(request)
+        info = await self.proxy.container_info(request, path.account, path.container)
+        vcont_raw = _meta(info.meta, SYSMETA_CONT) if info.status // 100 == 2 else None
+        vcont = unquote(vcont_raw) if vcont_raw else None
+        enabled = (_meta(info.meta, SYSMETA_ENABLED) or "").lower() in TRUE_VALUES
+        if version_id:
+            if method == "POST":
+                raise HTTPError(400, "POST to a specific version is not allowed")
+            if not vcont and version_id != "null":
+                raise HTTPError(400, "version-aware operations require that the container "
+                                "is versioned")
+            _valid_version(version_id)
+            if method == "OPTIONS":
+                return await self.app(request)
+            await self._authorize(request, path, write=method in ("PUT", "DELETE"))
+            if method == "DELETE":
+                return await self.delete_version(request, path, vcont, version_id)
+            if method == "PUT":
+                return await self.restore(request, path, vcont, version_id)
+            if version_id == "null":
+                return await self.read_null(request, path)
+            return await self.read_version(request, path, vcont, version_id)
+        if not vcont:
+            return await self.app(request)
+        if method in ("GET", "HEAD"):
+            await self._authorize(request, path, write=False)
+            return await self.read(request, path, vcont)
+        await self._authorize(request, path, write=True)
+        if method == "POST":
+            return await self.post(request, path, vcont)
+        if not enabled:
+            return await self.app(request)
+        if method == "PUT":
+            return await self.put(request, path, vcont)
+        return await self.delete(request, path, vcont)
+
+    async def _authorize(self, request: web.Request, path: ApiPath, write: bool) -> None:
+        """The caller's right on the user-visible container; the versions container is then
+        reached on its behalf."""
+        target = self.proxy.target(request, path.account, path.container, path.obj)
+        await self.proxy.authorize_container(request, target, write=write)
+
+    def _vpath(self, path: ApiPath, vcont: str, version_id: str) -> str:
+        assert path.obj is not None
+        return _path(path.version, path.account, vcont, version_object(path.obj, version_id))
+
+    async def _current(self, request: web.Request, path: ApiPath,
+                       method: str = "HEAD") -> web.StreamResponse:
+        headers = _auth_headers(request)
+        headers["X-Newest"] = "true"
+        return await self._send(request, method, request.rel_url.raw_path, headers,
+                                reserved=False)
+
+    # -- reads
+
+    async def read(self, request: web.Request, path: ApiPath,
+                   vcont: str) -> web.StreamResponse:
+        head = await self._current(request, path)
+        _close(head)
+        vid = head.headers.get(LINK) if head.status // 100 == 2 else None
+        if vid is None:
+            resp = await self.app(request)
+            if resp.status // 100 == 2 or resp.status in (304, 412, 416):
+                resp.headers["X-Object-Version-Id"] = "null"
+            return resp
+        resp = await self._forward(request, self._vpath(path, vcont, vid))
+        resp.headers["X-Object-Version-Id"] = vid
+        resp.headers["Content-Location"] = \
+            request.rel_url.raw_path + f"?version-id={vid}"
+        return resp
+
+    async def _forward(self, request: web.Request, vpath: str) -> web.StreamResponse:
+        """The client's own request (headers, conditions, ranges) to a version object."""
+        from yarl import URL
+        query = "&".join(p for p in request.rel_url.raw_query_string.split("&")
+                         if p and not p.startswith("version-id="))
+        sub = clone(request, rel_url=URL.build(path=vpath, query_string=query, encoded=True))
+        sub[ALLOW_RESERVED] = True
+        try:
+            return await self.app(sub)
+        except HTTPError as exc:
+            return exc.response()
+
+    async def read_version(self, request: web.Request, path: ApiPath, vcont: str | None,
+                           version_id: str) -> web.StreamResponse:
+        assert vcont is not None
+        resp = await self._forward(request, self._vpath(path, vcont, version_id))
+        ctype = resp.headers.get("Content-Type", "")
+        if ctype == DELETE_MARKER:
+            _close(resp)
+            return web.Response(status=404, headers={"X-Object-Version-Id": version_id,
+                                                     "Content-Type": DELETE_MARKER})
+        if resp.status // 100 == 2:
+            resp.headers["X-Object-Version-Id"] = version_id
+        return resp
+
+    async def read_null(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        resp = await self.app(_without_version_id(request))
+        if resp.status // 100 == 2:
+            head = await self._current(request, path)
+            _close(head)
+            if head.status // 100 == 2 and LINK in head.headers:
+                _close(resp)  # the current object has a real version id, not null
+                return _text(404, "Not Found")
+            resp.headers["X-Object-Version-Id"] = "null"
+        return resp
+
+    # -- writes
+
+    async def _copy_current(self, request: web.Request, path: ApiPath, vcont: str) -> None:
+        """An object written while versioning was off (the null version) is kept as a
+        version before anything replaces it."""
+        head = await self._current(request, path)
+        _close(head)
+        if head.status == 404 or (head.status // 100 == 2 and LINK in head.headers):
+            return
+        if head.status // 100 != 2:
+            raise HTTPError(503, "Service Unavailable")
+        src = await self._current(request, path, "GET")
+        try:
+            if src.status // 100 != 2:
+                if src.status == 404:
+                    return
+                raise HTTPError(503, "Service Unavailable")
+            ts = Timestamp.parse(src.headers.get("X-Timestamp", "0"))
+            headers = CIMultiDict(_auth_headers(request))
+            for k, v in src.headers.items():
+                lk = k.lower()
+                if lk.startswith(("x-object-meta-", "x-object-sysmeta-")) or lk in (
+                        "content-type", "content-encoding", "content-disposition", "etag",
+                        "x-delete-at", "x-object-manifest"):
+                    headers[k] = v
+            length = src.content_length or 0
+            headers["Content-Length"] = str(length)
+            assert isinstance(src, BodyResponse)
+            body: Any = await src.read() if length <= self.proxy.put_buffer_size \
+                else src.chunks()
+            put = await self._send(request, "PUT", self._vpath(path, vcont, ts.normal),
+                                   headers, body, ts=ts)
+            _close(put)
+            _check(put)
+        finally:
+            _close(src)
+
+    async def put(self, request: web.Request, path: ApiPath, vcont: str) -> web.StreamResponse:
+        await self._copy_current(request, path, vcont)
+        ts = self.proxy.next_timestamp()
+        vid = ts.normal
+        headers = CIMultiDict((k, v) for k, v in request.headers.items()
+                              if k.lower() not in EXPIRY)
+        from yarl import URL
+        sub = clone(request, rel_url=URL.build(path=self._vpath(path, vcont, vid),
+                                               query_string="", encoded=True),
+                    headers=headers)
+        sub[ALLOW_RESERVED] = True
+        sub[TIMESTAMP] = ts
+        try:
+            put = await self.app(sub)
+        except HTTPError as exc:
+            put = exc.response()
+        _close(put)
+        if put.status == 404:
+            raise HTTPError(500, NO_VERSIONS_CONT)
+        if put.status // 100 != 2:
+            return put
+        etag = headers.get(OVERRIDE_ETAG) or put.headers.get("ETag", "").strip('"')
+        size = headers.get(LISTING_BYTES) or headers.get("Content-Length") or "0"
+        ctype = headers.get("Content-Type") or ""
+        if not ctype:
+            # What the core guessed from the name; the version's own HEAD says it.
+            vhead = await self._send(request, "HEAD", self._vpath(path, vcont, vid))
+            _close(vhead)
+            ctype = vhead.headers.get("Content-Type", "application/octet-stream")
+            size = vhead.headers.get("Content-Length", size) if LISTING_BYTES not in headers \
+                else size
+        if request.headers.get("Transfer-Encoding", "").lower() == "chunked" and \
+                LISTING_BYTES not in headers:
+            vhead = await self._send(request, "HEAD", self._vpath(path, vcont, vid))
+            _close(vhead)
+            size = vhead.headers.get("Content-Length", size)
+        resp = await self._put_link(request, path, vid, etag, size, ctype.split(";swift_bytes")[0])
+        if resp.status // 100 == 2:
+            resp.headers["ETag"] = put.headers.get("ETag", etag)
+            resp.headers["X-Object-Version-Id"] = vid
+        return resp
+
+    async def _put_link(self, request: web.Request, path: ApiPath, vid: str, etag: str,
+                        size: str, ctype: str) -> web.StreamResponse:
+        headers = CIMultiDict((k, v) for k, v in request.headers.items()
+                              if k.lower().startswith("x-object-meta-")
+                              or k.lower() in EXPIRY or k.lower() in (
+                                  "x-auth-token", "x-storage-token", "x-service-token",
+                                  "referer", "content-encoding", "content-disposition"))
+        headers["Content-Type"] = ctype
+        headers["Content-Length"] = "0"
+        headers[LINK] = vid
+        # The listing shows the version's ETag (with its parameters: an SLO's slo_etag)
+        # and names the version, which ?versions listings and _mark_link read back.
+        headers[OVERRIDE_ETAG] = f"{etag}; ov_version_id={vid}"
+        headers[LISTING_BYTES] = str(size)
+        return await self._send(request, "PUT", request.rel_url.raw_path, headers, b"",
+                                reserved=False)
+
+    async def delete(self, request: web.Request, path: ApiPath,
+                     vcont: str) -> web.StreamResponse:
+        await self._copy_current(request, path, vcont)
+        ts = self.proxy.next_timestamp()
+        headers = CIMultiDict(_auth_headers(request))
+        headers["Content-Type"] = DELETE_MARKER
+        headers["Content-Length"] = "0"
+        marker = await self._send(request, "PUT", self._vpath(path, vcont, ts.normal),
+                                  headers, b"", ts=ts)
+        _close(marker)
+        _check(marker)
+        resp = await self.app(request)
+        if resp.status // 100 == 2 or resp.status == 404:
+            resp.headers["X-Object-Version-Id"] = ts.normal
+        return resp
+
+    async def post(self, request: web.Request, path: ApiPath,
+                   vcont: str) -> web.StreamResponse:
+        head = await self._current(request, path)
+        _close(head)
+        vid = head.headers.get(LINK) if head.status // 100 == 2 else None
+        if vid is None:
+            return await self.app(request)
+        # The link keeps what a POST sets (expiry included: an expired link hides the
+        # object); the version gets the new metadata, without the expiry.
+        resp = await self.app(request)
+        if resp.status // 100 != 2:
+            return resp
+        _close(resp)
+        headers = CIMultiDict((k, v) for k, v in request.headers.items()
+                              if k.lower() not in EXPIRY)
+        return await self._send(request, "POST", self._vpath(path, vcont, vid), headers)
+
+    async def restore(self, request: web.Request, path: ApiPath, vcont: str | None,
+                      version_id: str) -> web.StreamResponse:
+        _valid_version(version_id, allow_null=False)
+        assert vcont is not None
+        if request.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            has_body = bool(await request.content.read(1))
+        elif request.content_length is None:
+            raise HTTPError(411, "Length Required")
+        else:
+            has_body = request.content_length != 0
+        if has_body:
+            return _text(400, "PUT version-id requests require a zero byte body")
+        vhead = await self._send(request, "HEAD", self._vpath(path, vcont, version_id))
+        _close(vhead)
+        if vhead.status == 404:
+            cinfo = await self._container_head(request, path, vcont)
+            _close(cinfo)
+            if cinfo.status // 100 == 2:
+                return _text(404, "The specified version does not exist")
+            return _text(500, NO_VERSIONS_CONT)
+        _check(vhead)
+        etag = vhead.headers.get(OVERRIDE_ETAG) or vhead.headers.get("ETag", "").strip('"')
+        size = vhead.headers.get(LISTING_BYTES) or vhead.headers.get("Content-Length", "0")
+        resp = await self._put_link(request, path, version_id, etag, size,
+                                    vhead.headers.get("Content-Type", ""))
+        if resp.status // 100 == 2:
+            resp.headers["ETag"] = vhead.headers.get("ETag", etag)
+            resp.headers["X-Object-Version-Id"] = version_id
+        return resp
+
+    async def delete_version(self, request: web.Request, path: ApiPath, vcont: str | None,
+                             version_id: str) -> web.StreamResponse:
+        if version_id == "null":
+            return await self.app(_without_version_id(request))
+        assert vcont is not None
+        head = await self._current(request, path)
+        _close(head)
+        if head.status == 404:
+            current = None
+        else:
+            _check(head)
+            current = head.headers.get(LINK)
+        if current == version_id:
+            # The current version: the link goes first, then the data.
+            link = await self.app(_without_version_id(request))
+            _close(link)
+            _check(link)
+            current_after = "null"
+        else:
+            current_after = current or "null"
+        resp = await self._send(request, "DELETE", self._vpath(path, vcont, version_id),
+                                _auth_headers(request))
+        resp.headers["X-Object-Version-Id"] = version_id
+        resp.headers["X-Object-Current-Version-Id"] = current_after
+        return resp
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def _auth_headers(request: web.Request) -> CIMultiDict[str]:
+    return CIMultiDict((k, request.headers[k]) for k in AUTH_HEADERS if k in request.headers)
+
+
+def _check(resp: web.StreamResponse) -> None:
+    """A sub-request's failure as the client's answer (Swift's mapping)."""
+    if resp.status // 100 == 2:
+        return
+    if resp.status == 404:
+        raise HTTPError(412, "Precondition Failed")
+    if resp.status // 100 == 4:
+        raise HTTPError(resp.status, getattr(resp, "text", "") or "")
+    raise HTTPError(503, "Service Unavailable")
+
+
+def _without_version_id(request: web.Request) -> web.Request:
+    from yarl import URL
+    query = "&".join(p for p in request.rel_url.raw_query_string.split("&")
+                     if p and not p.startswith("version-id="))
+    sub = clone(request, rel_url=URL.build(path=request.rel_url.raw_path, query_string=query,
+                                           encoded=True))
+    return sub
+
+
+def _query(params: list[tuple[str, str]]) -> str:
+    return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params)
+
+
+def _limit(request: web.Request) -> int:
+    raw = query_str(request, "limit")
+    if raw and raw.isdigit():
+        return min(int(raw), 10000)
+    return 10000
+
+
+def _check_versions_params(request: web.Request) -> None:
+    if "version_marker" in request.query and "marker" not in request.query:
+        raise HTTPError(400, "version_marker param requires marker")
+    delim = query_str(request, "delimiter") or ""
+    if set(delim) & set("0123456789." + RESERVED):
+        raise HTTPError(400, "invalid delimiter param")
+    vm = request.query.get("version_marker")
+    if vm is not None and vm != "null":
+        try:
+            Timestamp.parse(vm)
+        except TimestampError:
+            raise HTTPError(400, "invalid version_marker param") from None
+
+
+def _versions_params(request: web.Request) -> list[tuple[str, str]]:
+    """The versions container's listing parameters for a client's ?versions listing."""
+    out: list[tuple[str, str]] = []
+    marker = query_str(request, "marker")
+    vm = request.query.get("version_marker")
+    if marker is not None:
+        if vm is None:
+            out.append(("marker", reserved_name(marker, "") + ":"))  # past its versions
+        elif vm == "null":
+            out.append(("marker", reserved_name(marker, "")))  # before its versions
+        else:
+            out.append(("marker", version_object(marker, vm)))
+    prefix = query_str(request, "prefix")
+    if prefix:
+        out.append(("prefix", RESERVED + prefix))
+    for k in ("limit", "delimiter", "reverse"):
+        v = query_str(request, k)
+        if v is not None:
+            out.append((k, v))
+    return out
+
+
+def _link_version(item: dict) -> str | None:
+    """The version id a primary listing row links to (None: not a version link)."""
+    vid = item.get("ov_version_id")
+    return vid if isinstance(vid, str) else None
+
+
+def _mark_link(item: dict, account: str, container: str) -> None:
+    """A primary listing row of a version link, as Swift shows it."""
+    vid = item.pop("ov_version_id", None)
+    if vid is None or "name" not in item:
+        return
+    item["symlink_path"] = quote(f"/v1/{account}/{container}/{item['name']}") + \
+        f"?version-id={vid}"
+    item["version_symlink"] = True
+
+
+def _listing_item(item: dict, version_id: str, is_latest: bool) -> dict:
+    out = {k: v for k, v in item.items()
+           if k not in ("ov_version_id", "symlink_path", "version_symlink")}
+    out["is_latest"] = is_latest
+    out["version_id"] = version_id
+    return out

@@ -1,0 +1,179 @@
+"""Object versioning (X-Versions-Enabled) through a real `swiftlite up` proxy: an overwritten
+image restored from its previous version, ?versions listings, delete markers, reads and
+deletes by version id, and the hidden versions container that no client can reach."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.parse
+import uuid
+
+import pytest
+import swiftclient
+from swiftclient.exceptions import ClientException
+
+from tests.helpers import wait_for
+from tests.integration.test_proxy_api import raw, storage_path, token_and_url
+
+DELETE_MARKER = "application/x-deleted;swift_versions_deleted=1"
+
+
+def md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+@pytest.fixture
+def versioned(cluster):
+    url, token = token_and_url(cluster)
+    conn = swiftclient.Connection(preauthurl=url, preauthtoken=token, retries=0)
+    cont = f"ov-{uuid.uuid4().hex[:8]}"
+    conn.put_container(cont, headers={"X-Versions-Enabled": "true"})
+    return conn, cont, url, token
+
+
+def versions(conn, cont: str, **params) -> list[dict]:
+    query = "&".join(["versions", "format=json"] +
+                     [f"{k}={urllib.parse.quote(str(v))}" for k, v in params.items()])
+    _, body = conn.get_container(cont, query_string=query)
+    return body
+
+
+def put(conn, cont: str, name: str, data: bytes, ctype: str = "image/jpeg") -> str:
+    resp: dict = {}
+    conn.put_object(cont, name, data, content_type=ctype, response_dict=resp)
+    return resp["headers"]["x-object-version-id"]
+
+
+def test_overwritten_image_restored_from_previous_version(versioned):
+    conn, cont, _, _ = versioned
+    first, second = b"\xff\xd8 first image", b"\xff\xd8 second, overwriting image"
+    v1 = put(conn, cont, "cat.jpg", first)
+    v2 = put(conn, cont, "cat.jpg", second)
+    assert v1 != v2
+    headers, body = conn.get_object(cont, "cat.jpg")
+    assert body == second and headers["x-object-version-id"] == v2
+    # The previous version is still there, by its id.
+    headers, body = conn.get_object(cont, "cat.jpg", query_string=f"version-id={v1}")
+    assert body == first and headers["etag"] == md5(first)
+    # Restore: PUT ?version-id with an empty body makes v1 current again (no new version).
+    resp: dict = {}
+    conn.put_object(cont, "cat.jpg", b"", query_string=f"version-id={v1}",
+                    response_dict=resp)
+    assert resp["status"] == 201 and resp["headers"]["x-object-version-id"] == v1
+    headers, body = conn.get_object(cont, "cat.jpg")
+    assert body == first and headers["x-object-version-id"] == v1
+    listing = versions(conn, cont)
+    assert [(i["version_id"], i["is_latest"], i["bytes"], i["hash"]) for i in listing] == [
+        (v2, False, len(second), md5(second)), (v1, True, len(first), md5(first))]
+    # The plain listing shows one object, with the current version's size and ETag.
+    _, plain = conn.get_container(cont)
+    assert [(i["name"], i["bytes"], i["hash"]) for i in plain] == \
+        [("cat.jpg", len(first), md5(first))]
+
+
+def test_versions_listing_and_delete_markers(versioned, cluster):
+    conn, cont, url, token = versioned
+    va = put(conn, cont, "a", b"aaa", "text/a1")
+    vb1 = put(conn, cont, "b", b"b1", "text/b1")
+    vb2 = put(conn, cont, "b", b"b22", "text/b2")
+    resp: dict = {}
+    conn.delete_object(cont, "b", response_dict=resp)
+    marker = resp["headers"]["x-object-version-id"]
+    with pytest.raises(ClientException) as err:
+        conn.get_object(cont, "b")
+    assert err.value.http_status == 404
+    listing = versions(conn, cont)
+    assert [(i["name"], i["version_id"], i["is_latest"], i["content_type"])
+            for i in listing] == [
+        ("a", va, True, "text/a1"), ("b", marker, True, DELETE_MARKER),
+        ("b", vb2, False, "text/b2"), ("b", vb1, False, "text/b1")]
+    # A delete marker reads as a 404 that names it.
+    with pytest.raises(ClientException) as err:
+        conn.head_object(cont, "b", query_string=f"version-id={marker}")
+    assert err.value.http_status == 404
+    # Pagination by marker and version_marker, and reverse.
+    assert [i["version_id"] for i in versions(conn, cont, marker="b", version_marker=vb2)] \
+        == [vb1]
+    assert [i["version_id"] for i in versions(conn, cont, limit=2)] == [va, marker]
+    assert [i["version_id"] for i in versions(conn, cont, reverse="true")] == \
+        [vb1, vb2, marker, va]
+    # Only JSON is offered for version listings, as in Swift.
+    path = f"{storage_path(url)}/{cont}?versions"
+    assert raw(cluster, "GET", path + "&format=xml", {"X-Auth-Token": token})[0] == 406
+    status, headers, body = raw(cluster, "GET", path, {"X-Auth-Token": token})
+    assert status == 200 and headers["Content-Type"].startswith("application/json")
+    assert len(json.loads(body)) == 4
+
+
+def test_delete_by_version_id_and_container_delete(versioned):
+    conn, cont, _, _ = versioned
+    v1 = put(conn, cont, "o", b"one")
+    v2 = put(conn, cont, "o", b"two")
+    # Deleting an old version leaves the current one.
+    resp: dict = {}
+    conn.delete_object(cont, "o", query_string=f"version-id={v1}", response_dict=resp)
+    assert resp["headers"]["x-object-current-version-id"] == v2
+    assert conn.get_object(cont, "o")[1] == b"two"
+    # The container cannot go while versions remain.
+    with pytest.raises(ClientException) as err:
+        conn.delete_container(cont)
+    assert err.value.http_status == 409
+    # Deleting the current version removes the object itself.
+    conn.delete_object(cont, "o", query_string=f"version-id={v2}")
+    with pytest.raises(ClientException) as err:
+        conn.get_object(cont, "o")
+    assert err.value.http_status == 404
+    assert versions(conn, cont) == []
+    conn.post_container(cont, headers={"X-Versions-Enabled": "false"})
+    conn.delete_container(cont)
+    with pytest.raises(ClientException):
+        conn.head_container(cont)
+
+
+def test_unversioned_object_becomes_null_version(cluster):
+    url, token = token_and_url(cluster)
+    conn = swiftclient.Connection(preauthurl=url, preauthtoken=token, retries=0)
+    cont = f"ov-{uuid.uuid4().hex[:8]}"
+    conn.put_container(cont)
+    conn.put_object(cont, "o", b"before versioning")
+    conn.post_container(cont, headers={"X-Versions-Enabled": "true"})
+    assert conn.head_container(cont)["x-versions-enabled"] == "True"
+    assert conn.get_object(cont, "o", query_string="version-id=null")[1] == \
+        b"before versioning"
+    v = put(conn, cont, "o", b"after")
+    listing = versions(conn, cont)
+    assert [i["version_id"] == v for i in listing] == [True, False]
+    old = listing[1]["version_id"]
+    assert conn.get_object(cont, "o", query_string=f"version-id={old}")[1] == \
+        b"before versioning"
+    # Bytes used count every version.
+    wait_for(lambda: conn.head_container(cont)["x-container-bytes-used"] ==
+             str(len(b"before versioning") + len(b"after")))
+
+
+def test_reserved_names_unreachable_by_clients(versioned, cluster):
+    """The versions container exists, but no client request names or lists it."""
+    conn, cont, url, token = versioned
+    put(conn, cont, "secret", b"hidden data")
+    base = storage_path(url)
+    auth = {"X-Auth-Token": token}
+    hidden = urllib.parse.quote(f"\x00versions\x00{cont}", safe="")
+    for method in ("GET", "HEAD", "PUT", "DELETE", "POST"):
+        status, _, _ = raw(cluster, method, f"{base}/{hidden}", auth, b"")
+        assert status == 412, method
+        status, _, _ = raw(cluster, method, f"{base}/{hidden}/x", auth, b"")
+        assert status == 412, method
+    # No header a client can send opens the namespace.
+    status, _, _ = raw(cluster, "GET", f"{base}/{hidden}",
+                       {**auth, "X-Backend-Allow-Reserved-Names": "true"})
+    assert status == 412
+    # The account listing hides the versions container, whatever the marker.
+    for query in ("", "&marker=%00", "&prefix=%00", "&reverse=true", "&end_marker=%00zzz"):
+        status, _, body = raw(cluster, "GET", f"{base}?format=json{query}",
+                              {**auth, "X-Backend-Allow-Reserved-Names": "true"})
+        assert status == 200
+        assert not any("\x00" in c["name"] for c in json.loads(body)), query
+    # An object name with a NUL is refused too.
+    status, _, _ = raw(cluster, "PUT", f"{base}/{cont}/%00secret%00x", auth, b"x")
+    assert status == 412
