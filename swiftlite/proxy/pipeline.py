@@ -35,6 +35,7 @@ DEFAULT_PIPELINE = " ".join([
     "cors",
     "gatekeeper",
     "bulk",
+    "tempurl",
     "tempauth",
     "staticweb",
     "copy",
@@ -49,6 +50,7 @@ DEFAULT_PIPELINE = " ".join([
 
 # Pipeline name -> "module:class". A name not listed here is a configuration error.
 REGISTRY: dict[str, str] = {
+    "tempurl": "swiftlite.proxy.middleware.tempurl:TempUrl",
     "catch_errors": "swiftlite.proxy.middleware.catch_errors:CatchErrors",
     "gatekeeper": "swiftlite.proxy.middleware.gatekeeper:Gatekeeper",
     "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
