@@ -36,6 +36,7 @@ DEFAULT_PIPELINE = " ".join([
     "gatekeeper",
     "bulk",
     "tempurl",
+    "formpost",
     "tempauth",
     "staticweb",
     "copy",
@@ -51,6 +52,7 @@ DEFAULT_PIPELINE = " ".join([
 # Pipeline name -> "module:class". A name not listed here is a configuration error.
 REGISTRY: dict[str, str] = {
     "tempurl": "swiftlite.proxy.middleware.tempurl:TempUrl",
+    "formpost": "swiftlite.proxy.middleware.formpost:FormPost",
     "catch_errors": "swiftlite.proxy.middleware.catch_errors:CatchErrors",
     "gatekeeper": "swiftlite.proxy.middleware.gatekeeper:Gatekeeper",
     "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
