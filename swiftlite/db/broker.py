@@ -309,6 +309,13 @@ class DatabaseBroker:
                 deleted = self._is_deleted_locked(conn)
                 if deleted:
                     conn.execute("UPDATE stat SET status_changed_at = ?", (delete_timestamp,))
+                    # A deleted DB keeps no metadata (ACLs, keys, quotas, sysmeta), as in
+                    # Swift: a container created again under the name starts clean. The
+                    # clears carry the delete's time, so replication spreads them too.
+                    meta = json.loads(conn.execute("SELECT metadata FROM stat").fetchone()[0])
+                    if merge_metadata(meta, {k: ["", delete_timestamp] for k, v in meta.items()
+                                             if v[0] != ""}):
+                        conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
