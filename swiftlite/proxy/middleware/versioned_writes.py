@@ -46,7 +46,7 @@ from swiftlite.proxy.request import (
     clone,
     sub_request,
 )
-from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.response import BodyResponse, bytes_response
 
 LOCATION_SYSMETA = "X-Container-Sysmeta-Versions-Location"
 MODE_SYSMETA = "X-Container-Sysmeta-Versions-Mode"
@@ -213,8 +213,15 @@ class VersionedWrites(Middleware):
             return exc.response()
 
     async def _read_raw(self, request: web.Request, path: str) -> web.StreamResponse:
-        return await self._send(request, "GET", path, CIMultiDict({"X-Newest": "true"}),
+        resp = await self._send(request, "GET", path, CIMultiDict({"X-Newest": "true"}),
                                 query=RAW_QUERY)
+        if resp.status // 100 == 2 and isinstance(resp, web.Response):
+            # A feature below answered from memory: copy that body like any other.
+            body = resp.body or b""
+            if not isinstance(body, bytes):
+                raise HTTPError(503, "Service Unavailable")  # never archive a wrong body
+            return bytes_response(resp.status, resp.headers, body)
+        return resp
 
     async def _copy(self, request: web.Request, source: BodyResponse,
                     dest: str) -> web.StreamResponse:
