@@ -64,6 +64,11 @@ def error(status: int, reason: str, headers: dict[str, str] | None = None) -> we
                         content_type="text/html", charset="UTF-8")
 
 
+# Swift's default HTML bodies, which some clients and tests compare byte for byte.
+SWIFT_CONFLICT = ("<html><h1>Conflict</h1><p>There was a conflict when trying to complete "
+                  "your request.</p></html>")
+
+
 class HTTPError(Exception):
     """Raised from deep in a handler; the middleware turns it into `error(status, reason)`."""
 

@@ -33,7 +33,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.constraints import CONTAINER_LISTING_LIMIT
-from swiftlite.common.http import HTTPError, error
+from swiftlite.common.http import SWIFT_CONFLICT, HTTPError, error
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj.ranges import check_conditions, parse_range
 from swiftlite.proxy.pipeline import Middleware
@@ -186,7 +186,7 @@ class Dlo(Middleware):
         try:
             return await after_first_chunk(status, headers, body, length)
         except BodyCutShort:
-            return error(409, "Conflict")  # the first segment could not be read
+            return error(409, SWIFT_CONFLICT)  # the first segment could not be read
 
     def _range(self, header: str | None, total: int,
                complete: bool) -> list[tuple[int, int]] | None:

@@ -41,7 +41,7 @@ from urllib.parse import quote
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.common.http import HTTPError, error
+from swiftlite.common.http import SWIFT_CONFLICT, HTTPError, error
 from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
 from swiftlite.obj.ranges import boundary, multipart_parts, parse_range
 from swiftlite.proxy.middleware.reports import (
@@ -294,7 +294,7 @@ class Slo(Middleware):
         try:
             return await after_first_chunk(status, headers, body, length)
         except BodyCutShort:
-            return error(409, "Conflict")  # the first segment could not be read
+            return error(409, SWIFT_CONFLICT)  # the first segment could not be read
 
     async def _multipart(self, request: web.Request, path: ApiPath, items: list[dict],
                          spans: list[tuple[int, int]], heads: list[bytes],
