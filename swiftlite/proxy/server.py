@@ -117,9 +117,10 @@ class Proxy:
         ident = request.get(IDENTITY)
         authorizer = request.get(AUTHORIZER)
         owner = authorizer is not None and authorizer.is_owner(ident, acct)
-        if request.get(ALLOW_RESERVED):
+        if request.get(ALLOW_RESERVED) and cont is not None and cont.startswith("\x00"):
             # A feature's own sub-request into the reserved namespace: the feature judged
             # the caller on the user-visible resource first (no client can set this key).
+            # Only there: a request cloned from it (a symlink's target) is judged as usual.
             owner = True
         return Target(acct, cont, name, ident, owner)
 

@@ -131,6 +131,8 @@ class Copy(Middleware):
             params.append("multipart-manifest=get&format=raw")
         if "part-number" in request.query:
             params.append(f"part-number={quote(request.query['part-number'], safe='')}")
+        if "version-id" in request.query:  # object versioning: copy that version
+            params.append(f"version-id={quote(request.query['version-id'], safe='')}")
         if _link_copy(request):
             params.append("symlink=get")  # the link itself, not its target
         sub = sub_request(request, "GET", _path(*src, version=version), headers,

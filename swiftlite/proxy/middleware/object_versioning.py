@@ -318,6 +318,13 @@ class ObjectVersioning(Middleware):
         if enabled is not None:
             headers[CLIENT_ENABLED] = enabled
         vcont = _versions_container(path.container)
+        if headers.get(SYSMETA_CONT):
+            vhead = await self._container_head(request, path, vcont)
+            _close(vhead)
+            if vhead.status // 100 == 2 and "X-Container-Bytes-Used" in headers:
+                headers["X-Container-Bytes-Used"] = str(
+                    int(headers["X-Container-Bytes-Used"])
+                    + int(vhead.headers.get("X-Container-Bytes-Used", "0")))
         limit = _limit(request)
         reverse = (query_str(request, "reverse") or "").lower() in TRUE_VALUES
         try:
@@ -439,6 +446,11 @@ class ObjectVersioning(Middleware):
             if method == "OPTIONS":
                 return await self.app(request)
             await self._authorize(request, path, write=method in ("PUT", "DELETE"))
+            if version_id != "null":
+                # The versions container has no ACLs of its own: versions are the owner's.
+                target = self.proxy.target(request, path.account, path.container, path.obj)
+                if not target.is_owner:
+                    raise self.proxy.deny(target)
             if method == "DELETE":
                 return await self.delete_version(request, path, vcont, version_id)
             if method == "PUT":
