@@ -45,6 +45,7 @@ DEFAULT_PIPELINE = " ".join([
     "slo",
     "dlo",
     "versioned_writes",
+    "object_versioning",
     "symlink",
     "proxy-server",
 ])
@@ -66,6 +67,7 @@ REGISTRY: dict[str, str] = {
     "symlink": "swiftlite.proxy.middleware.symlink:Symlink",
     "staticweb": "swiftlite.proxy.middleware.staticweb:StaticWeb",
     "versioned_writes": "swiftlite.proxy.middleware.versioned_writes:VersionedWrites",
+    "object_versioning": "swiftlite.proxy.middleware.object_versioning:ObjectVersioning",
 }
 
 
