@@ -9,17 +9,9 @@ import time
 import pytest
 
 from swiftlite.common.timestamp import Timestamp
-from tests.cluster import start_cluster
 from tests.integration.test_expirer import names_in, replicas, status, wait_past
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def three_nodes(tmp_path):
-    c = start_cluster(str(tmp_path / "c"), nodes=3, devices=2, replicas=3, part_power=6)
-    yield c
-    c.stop()
 
 
 def test_node_down_at_expiry_and_restarted_before_it(three_nodes):

@@ -6,16 +6,7 @@ import hashlib
 
 import pytest
 
-from tests.cluster import start_cluster
-
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def three_nodes(tmp_path):
-    c = start_cluster(str(tmp_path / "c"), nodes=3, devices=2, replicas=3, part_power=6)
-    yield c
-    c.stop()
 
 
 def test_kill_one_node_put_and_get(three_nodes):
