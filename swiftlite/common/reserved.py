@@ -29,3 +29,16 @@ def split_reserved(name: str) -> list[str]:
 
 def is_reserved(name: str) -> bool:
     return name.startswith(RESERVED)
+
+
+def belongs_to(rcontainer: str, robj: str, container: str, obj: str) -> bool:
+    """Whether the reserved object `rcontainer/robj` is kept for the user-visible
+    `container/obj`: the reserved container's last part names the container and the reserved
+    object's first part names the object (`\\x00versions\\x00<c>` / `\\x00<o>\\x00<id>`).
+    A link into the reserved namespace is followed only from the object it belongs to."""
+    try:
+        cparts, oparts = split_reserved(rcontainer), split_reserved(robj)
+    except ValueError:
+        return False
+    return len(cparts) >= 2 and cparts[-1] == container and len(oparts) >= 2 \
+        and oparts[0] == obj

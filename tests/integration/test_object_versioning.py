@@ -177,3 +177,66 @@ def test_reserved_names_unreachable_by_clients(versioned, cluster):
     # An object name with a NUL is refused too.
     status, _, _ = raw(cluster, "PUT", f"{base}/{cont}/%00secret%00x", auth, b"x")
     assert status == 412
+
+
+def test_symlinks_to_versioned_objects_read_the_current_version(versioned, cluster):
+    """A versioned name is a link to its version: a client's symlink (dynamic or static, in
+    any container) that reaches it reads the version, a symlink kept as a version still
+    leads to its target, and the link never opens the versions to anyone else."""
+    conn, cont, url, token = versioned
+    put(conn, cont, "target", b"target data v1", "text/t1")
+    etag = conn.head_object(cont, "target")["etag"]
+    plain = f"plain-{uuid.uuid4().hex[:8]}"
+    conn.put_container(plain)
+    conn.put_object(plain, "dyn", b"", headers={"X-Symlink-Target": f"{cont}/target"})
+    conn.put_object(plain, "static", b"", headers={"X-Symlink-Target": f"{cont}/target",
+                                                   "X-Symlink-Target-Etag": etag})
+    assert conn.get_object(plain, "dyn")[1] == b"target data v1"
+    headers, body = conn.get_object(plain, "static")
+    assert body == b"target data v1" and headers["content-type"] == "text/t1"
+    # A symlink stored in the versioned container, overwritten, then restored by COPY.
+    resp: dict = {}
+    conn.put_object(cont, "link", b"", headers={"X-Symlink-Target": f"{cont}/target"},
+                    content_type="application/symlink", response_dict=resp)
+    sv = resp["headers"]["x-object-version-id"]
+    assert conn.get_object(cont, "link")[1] == b"target data v1"
+    put(conn, cont, "link", b"not a link any more")
+    status, _, _ = raw(cluster, "COPY",
+                       f"{storage_path(url)}/{cont}/link?version-id={sv}&symlink=get",
+                       {"X-Auth-Token": token, "Destination": f"{cont}/link"})
+    assert status == 201
+    assert conn.get_object(cont, "link")[1] == b"target data v1"
+    # The target moves on: the dynamic link follows, the static one no longer matches.
+    put(conn, cont, "target", b"target data v2", "text/t2")
+    assert conn.get_object(plain, "dyn")[1] == b"target data v2"
+    with pytest.raises(ClientException) as caught:
+        conn.get_object(plain, "static")
+    assert caught.value.http_status == 409
+    # A reader of the link's container only: the versioned target is judged as the caller.
+    conn.post_container(plain, {"X-Container-Read": "test:tester3"})
+    url3, token3 = token_and_url(cluster, "test:tester3", "testing3")
+    conn3 = swiftclient.Connection(preauthurl=url3, preauthtoken=token3, retries=0)
+    with pytest.raises(ClientException) as caught:
+        conn3.get_object(plain, "dyn")
+    assert caught.value.http_status == 403
+    # The visible object never shows itself as a link into the reserved namespace.
+    status, headers, _ = raw(cluster, "HEAD",
+                             f"{storage_path(url)}/{cont}/target?symlink=get",
+                             {"X-Auth-Token": token})
+    assert status == 200 and "x-symlink-target" not in {k.lower() for k in headers}
+
+
+def test_copy_of_a_versioned_link_is_no_way_into_the_versions(versioned, cluster):
+    """COPY of a versioned name with ?symlink=get copies the version, never the link: no
+    object elsewhere can point into the hidden container."""
+    conn, cont, url, token = versioned
+    put(conn, cont, "o", b"version data")
+    other = f"plain-{uuid.uuid4().hex[:8]}"
+    conn.put_container(other)
+    status, _, _ = raw(cluster, "COPY", f"{storage_path(url)}/{cont}/o?symlink=get",
+                       {"X-Auth-Token": token, "Destination": f"{other}/copy"})
+    assert status == 201
+    headers = conn.head_object(other, "copy", query_string="symlink=get")
+    assert "x-symlink-target" not in headers
+    assert conn.get_object(other, "copy")[1] == b"version data"
+

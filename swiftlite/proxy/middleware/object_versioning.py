@@ -21,9 +21,13 @@ data, and each version keeps the timestamp it was written with: its version id.
 - An object written while versioning was off is the `null` version; the next versioned
   write copies it into the versions container first.
 
-The link is this feature's own (sysmeta read here), not a client-visible symlink, so the
-feature needs nothing from the symlink middleware; a client's symlink stored as a version is
-followed by that middleware, which sits after this one.
+This feature reads its links itself (the link's sysmeta names the version), so a client
+never sees one. The link is also a symlink (symlink sysmeta naming the version, as Swift's
+are): a client's symlink that leads to a versioned name reaches the link through the symlink
+middleware (after this one), which takes it on to the version; it follows a target in the
+reserved namespace only from the visible object it belongs to (common/reserved.py
+`belongs_to`), after the read of that object was authorized as usual. A client's symlink
+stored as a version is followed by that middleware too.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ EXPIRY = ("x-delete-at", "x-delete-after")
 # Listing parameters passed on to the versions container's listing.
 _MAX_TICKS = 10**15 - 1  # 9999999999.99999: versions are named by the inverse, newest first
 LEGACY = ("X-Versions-Location", "X-History-Location")
+SYMLINK_TARGET = "X-Object-Sysmeta-Symlink-Target"
 AUTH_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
 
 
@@ -484,10 +489,12 @@ class ObjectVersioning(Middleware):
 
     async def _current(self, request: web.Request, path: ApiPath,
                        method: str = "HEAD") -> web.StreamResponse:
+        """The visible object itself: the link (not its version), or the null version as
+        stored (a client's symlink unfollowed)."""
         headers = _auth_headers(request)
         headers["X-Newest"] = "true"
         return await self._send(request, method, request.rel_url.raw_path, headers,
-                                reserved=False)
+                                query="symlink=get", reserved=False)
 
     # -- reads
 
@@ -502,6 +509,11 @@ class ObjectVersioning(Middleware):
                 resp.headers["X-Object-Version-Id"] = "null"
             return resp
         resp = await self._forward(request, self._vpath(path, vcont, vid))
+        if "Content-Location" in resp.headers:
+            # A client's symlink was followed: the answer is its target's (a versioned
+            # target's link names the version the answer is).
+            resp.headers["X-Object-Version-Id"] = resp.headers.get(LINK, vid)
+            return resp
         resp.headers["X-Object-Version-Id"] = vid
         resp.headers["Content-Location"] = \
             request.rel_url.raw_path + f"?version-id={vid}"
@@ -606,24 +618,27 @@ class ObjectVersioning(Middleware):
         ctype = headers.get("Content-Type") or ""
         if not ctype:
             # What the core guessed from the name; the version's own HEAD says it.
-            vhead = await self._send(request, "HEAD", self._vpath(path, vcont, vid))
+            vhead = await self._send(request, "HEAD", self._vpath(path, vcont, vid),
+                                         query="symlink=get")
             _close(vhead)
             ctype = vhead.headers.get("Content-Type", "application/octet-stream")
             size = vhead.headers.get("Content-Length", size) if LISTING_BYTES not in headers \
                 else size
         if request.headers.get("Transfer-Encoding", "").lower() == "chunked" and \
                 LISTING_BYTES not in headers:
-            vhead = await self._send(request, "HEAD", self._vpath(path, vcont, vid))
+            vhead = await self._send(request, "HEAD", self._vpath(path, vcont, vid),
+                                         query="symlink=get")
             _close(vhead)
             size = vhead.headers.get("Content-Length", size)
-        resp = await self._put_link(request, path, vid, etag, size, ctype.split(";swift_bytes")[0])
+        resp = await self._put_link(request, path, vcont, vid, etag, size,
+                                    ctype.split(";swift_bytes")[0])
         if resp.status // 100 == 2:
             resp.headers["ETag"] = put.headers.get("ETag", etag)
             resp.headers["X-Object-Version-Id"] = vid
         return resp
 
-    async def _put_link(self, request: web.Request, path: ApiPath, vid: str, etag: str,
-                        size: str, ctype: str) -> web.StreamResponse:
+    async def _put_link(self, request: web.Request, path: ApiPath, vcont: str, vid: str,
+                        etag: str, size: str, ctype: str) -> web.StreamResponse:
         headers = CIMultiDict((k, v) for k, v in request.headers.items()
                               if k.lower().startswith("x-object-meta-")
                               or k.lower() in EXPIRY or k.lower() in (
@@ -632,6 +647,10 @@ class ObjectVersioning(Middleware):
         headers["Content-Type"] = ctype
         headers["Content-Length"] = "0"
         headers[LINK] = vid
+        # Also a symlink to the version (as Swift's): a client's symlink that reaches this
+        # name is taken on to the version by the symlink feature (see its _reserved_target).
+        assert path.obj is not None
+        headers[SYMLINK_TARGET] = quote(f"{vcont}/{version_object(path.obj, vid)}")
         # The listing shows the version's ETag (with its parameters: an SLO's slo_etag)
         # and names the version, which ?versions listings and _mark_link read back.
         headers[OVERRIDE_ETAG] = f"{etag}; ov_version_id={vid}"
@@ -684,7 +703,8 @@ class ObjectVersioning(Middleware):
             has_body = request.content_length != 0
         if has_body:
             return _text(400, "PUT version-id requests require a zero byte body")
-        vhead = await self._send(request, "HEAD", self._vpath(path, vcont, version_id))
+        vhead = await self._send(request, "HEAD", self._vpath(path, vcont, version_id),
+                                 query="symlink=get")
         _close(vhead)
         if vhead.status == 404:
             cinfo = await self._container_head(request, path, vcont)
@@ -695,7 +715,7 @@ class ObjectVersioning(Middleware):
         _check(vhead)
         etag = vhead.headers.get(OVERRIDE_ETAG) or vhead.headers.get("ETag", "").strip('"')
         size = vhead.headers.get(LISTING_BYTES) or vhead.headers.get("Content-Length", "0")
-        resp = await self._put_link(request, path, version_id, etag, size,
+        resp = await self._put_link(request, path, vcont, version_id, etag, size,
                                     vhead.headers.get("Content-Type", ""))
         if resp.status // 100 == 2:
             resp.headers["ETag"] = vhead.headers.get("ETag", etag)

@@ -29,9 +29,16 @@ from multidict import CIMultiDict
 
 from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
+from swiftlite.common.reserved import belongs_to, is_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.pipeline import Middleware
-from swiftlite.proxy.request import BACKEND_GET_HEADERS, ApiPath, api_path, sub_request
+from swiftlite.proxy.request import (
+    ALLOW_RESERVED,
+    BACKEND_GET_HEADERS,
+    ApiPath,
+    api_path,
+    sub_request,
+)
 from swiftlite.proxy.response import BodyResponse
 
 TARGET = "X-Object-Sysmeta-Symlink-Target"
@@ -95,6 +102,38 @@ def _effective_etag(headers: Any) -> tuple[str, int]:
     return _normal_etag(headers.get("ETag", "")), int(size)
 
 
+# Where a link is: (account, container, object), unquoted.
+Place = tuple[str, str, str]
+
+
+def _link_target(headers: Any, here: Place) -> Place:
+    cont, _, name = unquote(headers[TARGET]).partition("/")
+    account = unquote(headers[TARGET_ACCOUNT]) if TARGET_ACCOUNT in headers else here[0]
+    return account, cont, name
+
+
+def _reserved_target(headers: Any, here: Place) -> Place | None:
+    """The target of a feature's link into the reserved namespace (object versioning's
+    visible object), if it may be followed from `here`: same account, and the reserved object
+    belongs to this very container and name. No client can write such a link (a PUT's
+    target is checked, sysmeta is the gatekeeper's), and the caller was authorized on `here`
+    by the read that found the link, so the hop is made as the feature (ALLOW_RESERVED)."""
+    if TARGET not in headers or TARGET_ACCOUNT in headers:
+        return None
+    target = _link_target(headers, here)
+    if not is_reserved(target[1]) or not belongs_to(target[1], target[2], here[1], here[2]):
+        return None
+    return target
+
+
+def _is_reserved_link(headers: Any) -> bool:
+    return TARGET in headers and is_reserved(unquote(headers[TARGET]))
+
+
+def _obj_path(version: str, place: Place) -> str:
+    return "/" + "/".join((version, *(quote(p, safe="") for p in place)))
+
+
 class Symlink(Middleware):
     name = "symlink"
 
@@ -124,6 +163,8 @@ class Symlink(Middleware):
 
     @staticmethod
     def _show(resp: web.StreamResponse) -> web.StreamResponse:
+        if _is_reserved_link(resp.headers):
+            return resp  # a feature's own link, not a client's symlink
         for meta, header in SHOWN:
             if meta in resp.headers:
                 resp.headers[header] = resp.headers[meta]
@@ -134,6 +175,30 @@ class Symlink(Middleware):
             return await self.app(sub)
         except HTTPError as exc:
             return exc.response()
+
+    async def _resolve(self, request: web.Request, version: str, here: Place,
+                       resp: web.StreamResponse, method: str, headers: Any,
+                       query: str) -> tuple[web.StreamResponse, Place]:
+        """One hop through a feature's link into the reserved namespace (not a client's
+        symlink: it does not count toward symloop_max); anything else is left as it is."""
+        target = _reserved_target(resp.headers, here)
+        if target is None:
+            return resp, here
+        _close(resp)
+        sub = sub_request(request, method, _obj_path(version, target), headers, query=query)
+        sub[ALLOW_RESERVED] = True
+        link = resp.headers
+        resp = await self._call(sub)
+        # The feature's own sysmeta on its link (not the symlink's) stays on the answer, so
+        # the feature above sees which of its links was taken (object versioning: the
+        # version id). The gatekeeper keeps sysmeta from clients.
+        for k, v in link.items():
+            lk = k.lower()
+            if lk.startswith("x-object-sysmeta-") and k not in resp.headers and \
+                    not lk.startswith(("x-object-sysmeta-symlink-",
+                                       "x-object-sysmeta-container-update-")):
+                resp.headers[k] = v
+        return resp, target
 
     # ---- PUT ---------------------------------------------------------------------------------
 
@@ -165,6 +230,9 @@ class Symlink(Middleware):
             head = await self._call(sub_request(
                 request, "HEAD", f"/{path.version}/{quote(account)}/{quoted}",
                 CIMultiDict((k, h[k]) for k in SUB_HEADERS if k in h), query="symlink=get"))
+            head, _ = await self._resolve(
+                request, path.version, (account, cont, obj), head, "HEAD",
+                CIMultiDict((k, h[k]) for k in SUB_HEADERS if k in h), "symlink=get")
             _close(head)
             if head.status == 404:
                 return _text(409, "X-Symlink-Target does not exist", location)
@@ -203,8 +271,11 @@ class Symlink(Middleware):
             return resp
         query = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}"
                          for k, v in request.query.items() if k != "symlink")
+        here: Place = (path.account, path.container or "", path.obj or "")
+        resp, here = await self._resolve(request, path.version, here, resp, request.method,
+                                         request.headers, query)
         hops = 0
-        while TARGET in resp.headers:
+        while TARGET in resp.headers and not _is_reserved_link(resp.headers):
             if hops >= self.symloop_max:
                 _close(resp)
                 body = "" if request.method == "HEAD" else \
@@ -214,12 +285,14 @@ class Symlink(Middleware):
             hops += 1
             link = resp.headers
             _close(resp)
-            account = unquote(link.get(TARGET_ACCOUNT, quote(path.account)))
-            location = f"/v1/{quote(account)}/{link[TARGET]}"
-            sub = sub_request(request, request.method,
-                              f"/{path.version}/{quote(account)}/{link[TARGET]}",
+            here = _link_target(link, here)
+            location = f"/v1/{quote(here[0])}/{link[TARGET]}"
+            sub = sub_request(request, request.method, _obj_path(path.version, here),
                               request.headers, query=query)
+            sub.pop(ALLOW_RESERVED, None)  # a client's link: judged as the caller
             resp = await self._call(sub)
+            resp, here = await self._resolve(request, path.version, here, resp,
+                                             request.method, request.headers, query)
             static = link.get(TARGET_ETAG)
             got = _effective_etag(resp.headers)[0] if "ETag" in resp.headers else static
             if static is not None and resp.status != 404 and got != static:
@@ -244,7 +317,7 @@ class Symlink(Middleware):
             CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS
                         if k in request.headers), query="symlink=get"))
         _close(head)
-        if TARGET not in head.headers:
+        if TARGET not in head.headers or _is_reserved_link(head.headers):
             return resp
         _close(resp)
         account = unquote(head.headers.get(TARGET_ACCOUNT, quote(path.account)))
