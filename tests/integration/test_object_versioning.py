@@ -240,3 +240,41 @@ def test_copy_of_a_versioned_link_is_no_way_into_the_versions(versioned, cluster
     assert "x-symlink-target" not in headers
     assert conn.get_object(other, "copy")[1] == b"version data"
 
+
+def test_container_bytes_quota_counts_the_versions(versioned):
+    conn, cont, _, _ = versioned
+    put(conn, cont, "o", b"aaaaa")
+    put(conn, cont, "o", b"bbbbb")
+    conn.post_container(cont, {"X-Container-Meta-Quota-Bytes": "10"})
+    with pytest.raises(ClientException) as caught:
+        put(conn, cont, "o", b"ccccc")
+    assert caught.value.http_status == 413
+    conn.post_container(cont, {"X-Container-Meta-Quota-Bytes": ""})
+    put(conn, cont, "o", b"ccccc")
+
+
+def test_slo_versions_by_id_part_number_and_manifest_delete(versioned):
+    conn, cont, _, _ = versioned
+    segs = f"segs-{uuid.uuid4().hex[:8]}"
+    conn.put_container(segs)
+    for n, data in (("a", b"A" * 10), ("b", b"B" * 20)):
+        conn.put_object(segs, n, data)
+    manifest = [{"path": f"{segs}/a"}, {"path": f"{segs}/b"}]
+    resp: dict = {}
+    conn.put_object(cont, "big", json.dumps(manifest), response_dict=resp,
+                    query_string="multipart-manifest=put")
+    v1 = resp["headers"]["x-object-version-id"]
+    conn.put_object(cont, "big", json.dumps(manifest[:1]), response_dict=resp,
+                    query_string="multipart-manifest=put")
+    v2 = resp["headers"]["x-object-version-id"]
+    # HEAD of a part of the older version: that version's manifest decides.
+    headers = conn.head_object(cont, "big", query_string=f"part-number=2&version-id={v1}")
+    assert headers["x-parts-count"] == "2"
+    assert headers["content-range"] == "bytes 10-29/30"
+    assert headers["x-object-version-id"] == v1
+    # ?multipart-manifest=delete&version-id: that version and its segments, nothing else.
+    _, body = conn.get_object(cont, "big", query_string=f"version-id={v1}")
+    assert body == b"A" * 10 + b"B" * 20
+    conn.delete_object(cont, "big", query_string=f"multipart-manifest=delete&version-id={v1}")
+    assert [i["version_id"] for i in versions(conn, cont)] == [v2]
+    assert [i["name"] for i in conn.get_container(segs)[1]] == []

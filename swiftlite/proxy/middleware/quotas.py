@@ -18,16 +18,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote, unquote
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError
 from swiftlite.proxy.pipeline import Middleware
-from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, clone
+from swiftlite.proxy.request import (
+    ALLOW_RESERVED,
+    AUTHORIZER,
+    IDENTITY,
+    api_path,
+    clone,
+    sub_request,
+)
+from swiftlite.proxy.response import BodyResponse
 
 EXCEEDED = "Upload exceeds quota."
 POLICY_EXCEEDED = "Upload exceeds policy quota."
 QUOTA_TYPES = ("Quota-Bytes", "Quota-Count")
+# Object versioning's sysmeta naming a container's versions container (quoted).
+VERSIONS_CONT = "x-container-sysmeta-versions-container"
 
 
 async def refuse(mw: Middleware, request: web.Request, account: str, container: str,
@@ -87,10 +99,35 @@ class ContainerQuotas(Middleware):
             _int(meta.get("x-container-meta-quota-count"))))
         if q_bytes < 0 and q_count < 0:
             return  # the usual case: no quota, nothing to add up
-        over = 0 <= q_bytes < info.bytes_used + _length(request)
+        used = info.bytes_used
+        if q_bytes >= 0:
+            used += await self._versions_bytes(request, account, info)
+        over = 0 <= q_bytes < used + _length(request)
         over = over or 0 <= q_count < info.object_count + 1
         if over:
             raise await refuse(self, request, account, container, EXCEEDED)
+
+
+    async def _versions_bytes(self, request: web.Request, account: str, info: Any) -> int:
+        """Object versioning keeps a container's versions in its hidden versions container
+        (named in sysmeta); they count toward the container's bytes, as its HEAD shows."""
+        vcont = next((v for k, v in info.meta.items() if k.lower() == VERSIONS_CONT), None)
+        if not vcont:
+            return 0
+        # Read fresh: the cached info of a container that only features write to is not
+        # refreshed by those writes (a HEAD only when a bytes quota is set).
+        sub = sub_request(request, "HEAD", "/" + "/".join(
+            ("v1", quote(account, safe=""), quote(unquote(vcont), safe=""))), CIMultiDict())
+        sub[ALLOW_RESERVED] = True  # the caller's write to the container is judged as usual
+        try:
+            resp = await self.app(sub)
+        except HTTPError:
+            return 0
+        if isinstance(resp, BodyResponse):
+            resp.close()
+        if resp.status // 100 != 2:
+            return 0
+        return int(resp.headers.get("X-Container-Bytes-Used", "0") or 0)
 
 
 class AccountQuotas(Middleware):

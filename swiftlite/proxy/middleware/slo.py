@@ -94,6 +94,13 @@ async def _read(resp: web.StreamResponse) -> bytes:
     return getattr(resp, "body", None) or b""
 
 
+def _version_query(request: web.Request) -> str:
+    """`version-id=<id>` when the client named a version (object versioning, below): a
+    manifest read or deleted for the client is that version's."""
+    vid = request.query.get("version-id")
+    return "" if vid is None else f"version-id={quote(vid, safe='')}"
+
+
 def _obj_path(version: str, account: str, seg_name: str) -> str:
     """'/container/object' of a manifest to the quoted /v1 path of that object."""
     cont, _, obj = seg_name.lstrip("/").partition("/")
@@ -240,7 +247,8 @@ class Slo(Middleware):
             return BodyResponse(200, headers, None, size)
         if is_head:  # a HEAD of a part needs the manifest itself
             _close(resp)
-            resp = await self._send(request, "GET", request.rel_url.raw_path)
+            resp = await self._send(request, "GET", request.rel_url.raw_path,
+                                    query=_version_query(request))
             if resp.status // 100 != 2 or SLO_ETAG not in resp.headers:
                 _close(resp)
                 return web.Response(status=resp.status if resp.status >= 400 else 503)
@@ -661,7 +669,9 @@ class Slo(Middleware):
     async def delete_manifest(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
         fmt = best_format(request.headers.get("Accept"))
         own = request.rel_url.raw_path
-        first = await self._send(request, "GET", own, query="multipart-manifest=get")
+        version = _version_query(request)  # object versioning: that version's manifest
+        first = await self._send(request, "GET", own, query="&".join(
+            q for q in ("multipart-manifest=get", version) if q))
         if first.status in (401, 403):
             _close(first)
             return first
@@ -684,7 +694,7 @@ class Slo(Middleware):
             await self._delete_all(request, targets, report)
             if not report.errors:
                 await self._delete_all(request, [(f"/{path.container}/{path.obj}", own)],
-                                       report)
+                                       report, version)
             if report.errors:
                 report.fields["Response Status"] = status_line(report.failure_status)
         return await after_first_chunk(200, {"Content-Type": fmt or "text/plain"},
@@ -714,13 +724,13 @@ class Slo(Middleware):
             targets.append((item["name"], seg_path))
 
     async def _delete_all(self, request: web.Request, targets: list[tuple[str, str]],
-                          report: Report) -> None:
+                          report: Report, query: str = "") -> None:
         """`targets`, `delete_concurrency` at a time."""
         counts = report.fields
         todo = iter(targets)
 
         async def one(target: tuple[str, str]) -> None:
-            resp = await self._send(request, "DELETE", target[1])
+            resp = await self._send(request, "DELETE", target[1], query=query)
             _close(resp)
             if resp.status // 100 == 2:
                 counts["Number Deleted"] += 1
