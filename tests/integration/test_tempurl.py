@@ -213,3 +213,53 @@ def test_info_advertises_tempurl(cluster):
     assert info["tempurl"]["allowed_digests"] == ["sha1", "sha256", "sha512"]
     assert info["tempurl"]["deprecated_digests"] == ["sha1"]
     assert info["tempurl"]["outgoing_allow_headers"] == ["x-object-meta-public-*"]
+
+
+def test_link_drops_query_parameters_it_was_not_signed_for(env):
+    """As Swift's: only the link's own parameters (and filename/inline) go on, so no
+    `version-id`, `symlink=get`, `multipart-manifest=get` or `part-number` widens it."""
+    conn, cont, acct, base = env
+    vcont = cont + "-v"
+    conn.put_container(vcont, headers={"X-Versions-Enabled": "true"})
+    resp: dict = {}
+    conn.put_object(vcont, "doc", b"first", response_dict=resp)
+    v1 = resp["headers"]["x-object-version-id"]
+    conn.put_object(vcont, "doc", b"second, current")
+    conn.put_object(vcont, "ln", b"", headers={"X-Symlink-Target": f"{vcont}/doc"})
+    exp = int(time.time()) + 60
+    for name, extra, want in (("doc", f"&version-id={v1}", b"second, current"),
+                              ("doc", "&part-number=1", b"second, current"),
+                              ("ln", "&symlink=get", b"second, current"),
+                              ("doc", "&multipart-manifest=get&format=raw",
+                               b"second, current")):
+        path = f"{acct}/{vcont}/{name}"
+        q = f"temp_url_sig={sign('GET', exp, path)}&temp_url_expires={exp}"
+        status, headers, body = curl(link(base, path, q) + extra)
+        assert (status, body) == (200, want), extra
+        assert "content-range" not in headers and "x-symlink-target" not in headers
+
+
+def test_prefix_link_to_a_whole_container_through_staticweb(env):
+    """A link signed for a container's whole prefix ('') opens its staticweb site: the
+    container's path redirects to the trailing slash, which lists; without staticweb the
+    container itself stays closed, and no other method or prefix is let in."""
+    conn, cont, acct, base = env
+    site = cont + "-web"
+    conn.put_container(site, headers={"X-Container-Meta-Web-Listings": "true"})
+    conn.put_object(site, "page.html", b"<p>hi</p>", content_type="text/html")
+    exp = int(time.time()) + 60
+    q = (f"temp_url_sig={sign('GET', exp, f'prefix:{acct}/{site}/')}"
+         f"&temp_url_expires={exp}&temp_url_prefix=")
+    status, headers, _ = curl(f"{base}{acct}/{site}?{q}")
+    assert status == 301 and headers["location"].endswith(f"{acct}/{site}/?{q}")
+    status, _, body = curl(f"{base}{acct}/{site}/?{q}")
+    assert status == 200 and b"page.html" in body
+    assert curl(f"{base}{acct}/{site}/page.html?{q}")[2] == b"<p>hi</p>"
+    assert curl(f"{base}{acct}/{site}?{q}", "-X", "DELETE")[0] == 401
+    conn.post_container(site, {"X-Remove-Container-Meta-Web-Listings": "x"})
+    assert curl(f"{base}{acct}/{site}?{q}")[0] == 401
+    assert curl(f"{base}{acct}/{site}/?{q}")[0] == 401
+    # A prefix other than '' never reaches the container's own path.
+    q2 = (f"temp_url_sig={sign('GET', exp, f'prefix:{acct}/{site}/p')}"
+          f"&temp_url_expires={exp}&temp_url_prefix=p")
+    assert curl(f"{base}{acct}/{site}/?{q2}")[0] == 401

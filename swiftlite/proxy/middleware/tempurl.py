@@ -26,10 +26,11 @@ import time
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from aiohttp import web
 from multidict import CIMultiDict
+from yarl import URL
 
 from swiftlite.common.http import HTTPError, error
 from swiftlite.proxy.info import ContainerInfo
@@ -113,6 +114,20 @@ def _header_matcher(patterns: list[str]):
         low = name.lower()
         return low in exact or (bool(prefixes) and low.startswith(prefixes))
     return match
+
+
+# The only query parameters a link's request keeps (as Swift's): the link's own and the
+# download name. Any other (`version-id`, `multipart-manifest`, `symlink`, `part-number`...)
+# would make the link reach something it was not signed for, so it is dropped, not refused.
+KEPT_PARAMS = ("temp_url_sig", "temp_url_expires", "temp_url_prefix", "temp_url_ip_range",
+               "filename", "inline")
+
+
+def _kept_query(request: web.Request) -> URL:
+    raw = request.rel_url.raw_query_string
+    kept = "&".join(p for p in raw.split("&")
+                    if p and unquote(p.partition("=")[0]) in KEPT_PARAMS)
+    return URL.build(path=request.rel_url.raw_path, query_string=kept, encoded=True)
 
 
 @dataclass(frozen=True)
@@ -202,7 +217,7 @@ class TempUrl(Middleware):
             (k, v) for k, v in request.headers.items()
             if k.lower() not in TOKEN_HEADERS
             and not (self._in_remove(k) and not self._in_allow(k)))
-        sub = clone(request, headers=headers)
+        sub = clone(request, headers=headers, rel_url=_kept_query(request))
         sub[AUTHORIZER] = grant
         sub[IDENTITY] = None
         resp = await self.app(sub)
@@ -247,15 +262,24 @@ class TempUrl(Middleware):
             path = api_path(request)
         except HTTPError:
             raise invalid() from None
-        if path is None or path.container is None or path.obj is None:
+        if path is None or path.container is None:
             raise invalid()
         prefix = request.query.get("temp_url_prefix")
+        obj = path.obj
+        if obj is None:
+            # The container's own path, for a link signed for all of it (prefix ''): only
+            # what staticweb makes of it (a redirect to the trailing slash, its listing or
+            # index, read by sub-requests the grant judges); the core refuses the link a
+            # container GET itself (the grant covers objects only).
+            if prefix != "" or method not in ("GET", "HEAD"):
+                raise invalid()
+            obj = ""
         if prefix is not None:
-            if not path.obj.startswith(prefix):
+            if not obj.startswith(prefix):
                 raise invalid()
             signed_path = f"prefix:/{path.version}/{path.account}/{path.container}/{prefix}"
         else:
-            signed_path = f"/{path.version}/{path.account}/{path.container}/{path.obj}"
+            signed_path = f"/{path.version}/{path.account}/{path.container}/{obj}"
         ip_range = request.query.get("temp_url_ip_range")
         if ip_range is not None and not self.address_in(request.remote, ip_range):
             raise invalid()
@@ -275,7 +299,7 @@ class TempUrl(Middleware):
                     methods = frozenset((signed_as, "HEAD") if signed_as in HEAD_SIGNED_AS
                                         else (signed_as,))
                     return Grant(path.account, path.container,
-                                 prefix if prefix is not None else path.obj,
+                                 prefix if prefix is not None else obj,
                                  prefix is not None, methods, container_scoped), expires
         raise invalid()
 
