@@ -17,7 +17,7 @@ data, and each version keeps the timestamp it was written with: its version id.
 - `PUT ?version-id=<id>` with an empty body makes that version the current one (restore).
 - POST updates the link and the version it points to (no new version).
 - `GET <container>?versions` lists every version (JSON only, as Swift), with `version_id`,
-  `is_latest` and the `version_marker` pagination parameter.
+  `is_latest` and the `version_marker` pagination parameter (version_listing.py).
 - An object written while versioning was off is the `null` version; the next versioned
   write copies it into the versions container first.
 
@@ -40,11 +40,10 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.config import TRUE_VALUES
-from swiftlite.common.http import HTTPError, query_str
+from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import RESERVED, reserved_name, split_reserved
 from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.db.listing import NotAcceptable, accept_type
 from swiftlite.proxy.pipeline import Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
@@ -189,20 +188,9 @@ class ObjectVersioning(Middleware):
             return await self.delete_container(request, path)
         if method not in ("GET", "HEAD"):
             return await self.app(request)
-        versions_listing = method == "GET" and "versions" in request.query
-        if versions_listing:
-            # The primary listing is read as JSON whatever the client asked for.
-            fmt = (query_str(request, "format") or "").lower()
-            try:
-                ctype = accept_type(request.headers.get("Accept"))[0] if not fmt else \
-                    {"json": "application/json"}.get(fmt, "")
-            except NotAcceptable:
-                ctype = ""
-            if ctype != "application/json" and not (
-                    not fmt and "Accept" not in request.headers):
-                raise HTTPError(406, "Not Acceptable")
-            _check_versions_params(request)
-            return await self.list_versions(request, path)
+        if method == "GET" and "versions" in request.query:
+            from swiftlite.proxy.middleware import version_listing
+            return await version_listing.list_versions(self, request, path)
         resp = await self.app(request)
         return await self._annotate_container(request, path, resp)
 
@@ -302,97 +290,6 @@ class ObjectVersioning(Middleware):
             if gone.status // 100 != 2 and gone.status != 404:
                 raise HTTPError(500, "Error deleting versioned container")
         return await self.app(request)
-
-    # ---- ?versions listings ----------------------------------------------------------------
-
-    async def list_versions(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
-        assert path.container is not None
-        q = request.query
-        # The primary listing: the client's parameters, as JSON.
-        params = [(k, v) for k, v in q.items()
-                  if k not in ("versions", "version_marker", "format")]
-        primary = await self._send(request, "GET", _path(path.version, path.account,
-                                                          path.container),
-                                   _auth_headers(request), reserved=False,
-                                   query=_query(params + [("format", "json")]))
-        if primary.status // 100 != 2:
-            return primary
-        body = await _body(primary)
-        headers = CIMultiDict(primary.headers)
-        enabled = headers.get(SYSMETA_ENABLED)
-        if enabled is not None:
-            headers[CLIENT_ENABLED] = enabled
-        vcont = _versions_container(path.container)
-        if headers.get(SYSMETA_CONT):
-            vhead = await self._container_head(request, path, vcont)
-            _close(vhead)
-            if vhead.status // 100 == 2 and "X-Container-Bytes-Used" in headers:
-                headers["X-Container-Bytes-Used"] = str(
-                    int(headers["X-Container-Bytes-Used"])
-                    + int(vhead.headers.get("X-Container-Bytes-Used", "0")))
-        limit = _limit(request)
-        reverse = (query_str(request, "reverse") or "").lower() in TRUE_VALUES
-        try:
-            listing = json.loads(body) if body else []
-        except ValueError:
-            listing = []
-        null_items: list[dict] = []
-        subdirs: set[str] = set()
-        links: dict[tuple[str, str], dict] = {}
-        latest: set[str] = set()
-        for item in listing:
-            if "name" not in item:
-                subdirs.add(item["subdir"])
-                continue
-            vid = _link_version(item)
-            if vid is not None:
-                links[(item["name"], vid)] = item
-            else:
-                null_items.append(_listing_item(item, "null", True))
-                latest.add(item["name"])
-        vparams = _versions_params(request)
-        vresp = await self._send(request, "GET", _path(path.version, path.account, vcont),
-                                 _auth_headers(request),
-                                 query=_query(vparams + [("format", "json")]))
-        versions: list[dict] = []
-        if vresp.status // 100 == 2:
-            vbody = await _body(vresp)
-            for item in json.loads(vbody) if vbody else []:
-                if "name" not in item:
-                    try:
-                        subdirs.add(split_reserved(item["subdir"])[0])
-                    except ValueError:
-                        pass
-                    continue
-                name, vid = parse_version_object(item["name"])
-                if vid is None:
-                    continue
-                if links.pop((name, vid), None) is not None:
-                    is_latest = True
-                    latest.add(name)
-                elif item.get("content_type") == DELETE_MARKER and name not in latest:
-                    is_latest = True
-                    latest.add(name)
-                else:
-                    is_latest = False
-                item["name"] = name
-                versions.append(_listing_item(item, vid, is_latest))
-        else:
-            _close(vresp)
-            if vresp.status != 404:
-                return vresp
-        # Links whose version the versions listing did not show (another page, or gone).
-        broken = []
-        for (name, vid), item in links.items():
-            is_latest = name not in latest
-            latest.add(name)
-            broken.append(_listing_item(item, vid, is_latest))
-        merged = null_items + versions + [{"subdir": s} for s in subdirs] + broken
-        merged.sort(key=lambda i: i.get("subdir", i.get("name", "")), reverse=reverse)
-        out = json.dumps(merged[:limit]).encode()
-        headers.pop("Content-Length", None)
-        headers["Content-Type"] = "application/json; charset=utf-8"
-        return web.Response(status=200, body=out, headers=headers)
 
     # ---- account listings ------------------------------------------------------------------
 
@@ -779,53 +676,16 @@ def _query(params: list[tuple[str, str]]) -> str:
     return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params)
 
 
-def _limit(request: web.Request) -> int:
-    raw = query_str(request, "limit")
-    if raw and raw.isdigit():
-        return min(int(raw), 10000)
-    return 10000
 
 
-def _check_versions_params(request: web.Request) -> None:
-    if "version_marker" in request.query and "marker" not in request.query:
-        raise HTTPError(400, "version_marker param requires marker")
-    delim = query_str(request, "delimiter") or ""
-    if set(delim) & set("0123456789." + RESERVED):
-        raise HTTPError(400, "invalid delimiter param")
-    vm = request.query.get("version_marker")
-    if vm is not None and vm != "null":
-        try:
-            Timestamp.parse(vm)
-        except TimestampError:
-            raise HTTPError(400, "invalid version_marker param") from None
 
 
-def _versions_params(request: web.Request) -> list[tuple[str, str]]:
-    """The versions container's listing parameters for a client's ?versions listing."""
-    out: list[tuple[str, str]] = []
-    marker = query_str(request, "marker")
-    vm = request.query.get("version_marker")
-    if marker is not None:
-        if vm is None:
-            out.append(("marker", reserved_name(marker, "") + ":"))  # past its versions
-        elif vm == "null":
-            out.append(("marker", reserved_name(marker, "")))  # before its versions
-        else:
-            out.append(("marker", version_object(marker, vm)))
-    prefix = query_str(request, "prefix")
-    if prefix:
-        out.append(("prefix", RESERVED + prefix))
-    for k in ("limit", "delimiter", "reverse"):
-        v = query_str(request, k)
-        if v is not None:
-            out.append((k, v))
-    return out
 
 
-def _link_version(item: dict) -> str | None:
-    """The version id a primary listing row links to (None: not a version link)."""
-    vid = item.get("ov_version_id")
-    return vid if isinstance(vid, str) else None
+
+
+
+
 
 
 def _mark_link(item: dict, account: str, container: str) -> None:
@@ -836,11 +696,3 @@ def _mark_link(item: dict, account: str, container: str) -> None:
     item["symlink_path"] = quote(f"/v1/{account}/{container}/{item['name']}") + \
         f"?version-id={vid}"
     item["version_symlink"] = True
-
-
-def _listing_item(item: dict, version_id: str, is_latest: bool) -> dict:
-    out = {k: v for k, v in item.items()
-           if k not in ("ov_version_id", "symlink_path", "version_symlink")}
-    out["is_latest"] = is_latest
-    out["version_id"] = version_id
-    return out
