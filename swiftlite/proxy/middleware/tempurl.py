@@ -213,11 +213,16 @@ class TempUrl(Middleware):
         for low, shown in DISALLOWED_INCOMING.items():
             if low in request.headers:
                 return error(400, f"The header {shown!r} is not allowed in this tempurl")
-        headers = CIMultiDict(
-            (k, v) for k, v in request.headers.items()
-            if k.lower() not in TOKEN_HEADERS
-            and not (self._in_remove(k) and not self._in_allow(k)))
-        sub = clone(request, headers=headers, rel_url=_kept_query(request))
+        dropped = [k for k in request.headers
+                   if k.lower() in TOKEN_HEADERS or (self._in_remove(k) and not self._in_allow(k))]
+        kept = _kept_query(request)
+        if dropped or kept.raw_query_string != request.rel_url.raw_query_string:
+            headers = CIMultiDict(request.headers)
+            for k in dropped:
+                headers.popall(k, None)
+            sub = clone(request, headers=headers, rel_url=kept)
+        else:
+            sub = request  # the usual link: nothing to strip, so no copy of the request
         sub[AUTHORIZER] = grant
         sub[IDENTITY] = None
         resp = await self.app(sub)
