@@ -385,11 +385,13 @@ class ObjectVersioning(Middleware):
         return _path(path.version, path.account, vcont, version_object(path.obj, version_id))
 
     async def _current(self, request: web.Request, path: ApiPath,
-                       method: str = "HEAD") -> web.StreamResponse:
+                       method: str = "HEAD", newest: bool = True) -> web.StreamResponse:
         """The visible object itself: the link (not its version), or the null version as
-        stored (a client's symlink unfollowed)."""
+        stored (a client's symlink unfollowed). Writes ask every replica (X-Newest), so a
+        stale one cannot make them lose a version; reads take one, as any object read."""
         headers = _auth_headers(request)
-        headers["X-Newest"] = "true"
+        if newest:
+            headers["X-Newest"] = "true"
         return await self._send(request, method, request.rel_url.raw_path, headers,
                                 query="symlink=get", reserved=False)
 
@@ -397,7 +399,7 @@ class ObjectVersioning(Middleware):
 
     async def read(self, request: web.Request, path: ApiPath,
                    vcont: str) -> web.StreamResponse:
-        head = await self._current(request, path)
+        head = await self._current(request, path, newest=False)
         _close(head)
         vid = head.headers.get(LINK) if head.status // 100 == 2 else None
         if vid is None:
