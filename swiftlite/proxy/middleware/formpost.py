@@ -28,12 +28,11 @@ from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError
 from swiftlite.proxy.middleware.tempurl import (
-    ACCOUNT_KEYS,
-    CONTAINER_KEYS,
     DEPRECATED_DIGESTS,
     DIGESTS,
     Grant,
     parse_signature,
+    signing_keys,
 )
 from swiftlite.proxy.pipeline import Middleware
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, sub_request, unauthorized
@@ -115,7 +114,7 @@ class FormPost(Middleware):
                         status, message = 400, "max file count exceeded"
                         break
                     if keys is None:
-                        keys = await self.keys(request, path)
+                        keys = await signing_keys(self.proxy, request, path)
                     status = await self.upload(request, path, fields, part, keys)
                     if status // 100 != 2:
                         break
@@ -151,16 +150,6 @@ class FormPost(Middleware):
                 "</p></body></html>")
         return web.Response(status=303, text=body, content_type="text/html",
                             headers={"Location": redirect})
-
-    async def keys(self, request: web.Request, path) -> list[tuple[str, bool]]:
-        account_info = await self.proxy.account_info(request, path.account)
-        container_info = await self.proxy.container_info(request, path.account,
-                                                         path.container)
-        keys = [(v, False) for k, v in account_info.meta.items()
-                if k.lower() in ACCOUNT_KEYS and v]
-        keys += [(v, True) for k, v in container_info.meta.items()
-                 if k.lower() in CONTAINER_KEYS and v]
-        return keys
 
     def check_signature(self, request: web.Request, fields: dict[str, str],
                         keys: list[tuple[str, bool]]) -> bool:

@@ -54,6 +54,19 @@ ACCOUNT_KEYS = ("x-account-meta-temp-url-key", "x-account-meta-temp-url-key-2")
 CONTAINER_KEYS = ("x-container-meta-temp-url-key", "x-container-meta-temp-url-key-2")
 
 
+async def signing_keys(proxy: Any, request: web.Request,
+                       path: ApiPath) -> list[tuple[str, bool]]:
+    """The keys that may sign for PATH's container, each with whether it is the
+    container's own (a container key grants that container only)."""
+    account_info = await proxy.account_info(request, path.account)
+    container_info = await proxy.container_info(request, path.account, path.container)
+    keys = [(v, False) for k, v in account_info.meta.items()
+            if k.lower() in ACCOUNT_KEYS and v]
+    keys += [(v, True) for k, v in container_info.meta.items()
+             if k.lower() in CONTAINER_KEYS and v]
+    return keys
+
+
 def invalid() -> HTTPError:
     return HTTPError(401, "401 Unauthorized: Temp URL invalid\n",
                      {"WWW-Authenticate": 'Swift realm="unknown"'})
@@ -289,14 +302,7 @@ class TempUrl(Middleware):
         if ip_range is not None and not self.address_in(request.remote, ip_range):
             raise invalid()
         tried = HEAD_SIGNED_AS if method == "HEAD" else (method,)
-        account_info = await self.proxy.account_info(request, path.account)
-        container_info = await self.proxy.container_info(request, path.account,
-                                                         path.container)
-        keys = [(v, False) for k, v in account_info.meta.items()
-                if k.lower() in ACCOUNT_KEYS and v]
-        keys += [(v, True) for k, v in container_info.meta.items()
-                 if k.lower() in CONTAINER_KEYS and v]
-        for key, container_scoped in keys:
+        for key, container_scoped in await signing_keys(self.proxy, request, path):
             for signed_as in tried:
                 expected = hmac_hex(key, digest, signed_as, expires, signed_path, ip_range)
                 if hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace")):
