@@ -46,17 +46,19 @@ QUEUE_DEPTH = 4
 async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
     method = request.method
     if method in ("GET", "HEAD"):
-        if not target.is_owner:
-            await proxy.authorize_container(request, target, write=False)
+        await proxy.authorize_read(request, target)
         return await _get(proxy, request, target)
     if method in ("PUT", "POST", "DELETE"):
-        info = await proxy.authorize_container(request, target, write=True)
-        del info
-        if method == "PUT":
-            return await _put(proxy, request, target)
-        if method == "POST":
-            return await _post(proxy, request, target)
-        return await _delete(proxy, request, target)
+        await proxy.authorize_container(request, target, write=True)
+        try:
+            if method == "PUT":
+                return await _put(proxy, request, target)
+            if method == "POST":
+                return await _post(proxy, request, target)
+            return await _delete(proxy, request, target)
+        finally:
+            # After the storage servers answered (or not: a timeout may still have written).
+            await proxy.object_written(target)
     raise HTTPError(405, "Method Not Allowed")
 
 

@@ -62,6 +62,13 @@ class Proxy:
         self.max_file_size = conf.get_size("max_file_size", constraints.MAX_FILE_SIZE)
         # Coherent across this host's workers, and across hosts through memcache_servers.
         self.container_cache, self.account_cache = info_caches(conf)
+        # Where each recently read link (a symlink, an object version's link) points, so
+        # a GET through it reads only its target. Dropped by every object write through any
+        # worker of this host (the stamp table); kept locally only, so a change made through
+        # another proxy host is seen after at most link_cache_ttl seconds. 0: off.
+        link_ttl = conf.get_float("link_cache_ttl", 10.0)
+        self.link_cache = InfoCache(link_ttl, "link", None, link_ttl) if link_ttl > 0 \
+            else None
         self.backend: Backend | None = None
         self._last_ts = Timestamp(0)
         self.pipeline, self.middleware = pipeline.build(self, conf, self.handle)
@@ -123,6 +130,16 @@ class Proxy:
             # Only there: a request cloned from it (a symlink's target) is judged as usual.
             owner = True
         return Target(acct, cont, name, ident, owner)
+
+    async def authorize_read(self, request: web.Request, target: Target) -> None:
+        """An object GET/HEAD: the owner may; anyone else as the container's ACLs say."""
+        if not target.is_owner:
+            await self.authorize_container(request, target, write=False)
+
+    async def object_written(self, target: Target) -> None:
+        """After any object write, whatever its outcome: no worker follows an older link."""
+        if self.link_cache is not None:
+            await self.link_cache.drop((target.account, target.container, target.obj))
 
     def deny(self, target: Target) -> HTTPError:
         return HTTPError(403, "Forbidden") if target.ident else unauthorized(target.account)

@@ -44,6 +44,7 @@ from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import RESERVED, reserved_name, split_reserved
 from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
 from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.proxy import link_cache
 from swiftlite.proxy.pipeline import Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
@@ -399,9 +400,17 @@ class ObjectVersioning(Middleware):
 
     async def read(self, request: web.Request, path: ApiPath,
                    vcont: str) -> web.StreamResponse:
-        head = await self._current(request, path, newest=False)
-        _close(head)
-        vid = head.headers.get(LINK) if head.status // 100 == 2 else None
+        # The caller is judged above, as the link's read would judge it.
+        here = (path.account, path.container or "", path.obj or "")
+        link, fill = await link_cache.lookup(self.proxy, request, here)
+        if link is None:
+            head = await self._current(request, path, newest=False)
+            _close(head)
+            if head.status // 100 == 2:
+                link = head.headers
+                if LINK in link:
+                    await link_cache.keep(self.proxy, here, link, fill)
+        vid = link.get(LINK) if link is not None else None
         if vid is None:
             resp = await self.app(request)
             if resp.status // 100 == 2 or resp.status in (304, 412, 416):

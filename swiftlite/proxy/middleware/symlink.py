@@ -31,6 +31,7 @@ from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import belongs_to, is_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
+from swiftlite.proxy import link_cache
 from swiftlite.proxy.pipeline import Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
@@ -103,7 +104,7 @@ def _effective_etag(headers: Any) -> tuple[str, int]:
 
 
 # Where a link is: (account, container, object), unquoted.
-Place = tuple[str, str, str]
+Place = link_cache.Place
 
 
 def _link_target(headers: Any, here: Place) -> Place:
@@ -259,7 +260,15 @@ class Symlink(Middleware):
 
     # ---- GET / HEAD ----------------------------------------------------------------------------
 
-    async def get(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+    async def _read_link(self, request: web.Request,
+                         here: Place) -> web.StreamResponse:
+        """The object at `here` as the core answers it; for a link the proxy's link cache
+        knows, an empty answer with the link's headers, once the caller is judged as a read
+        of the link would judge it."""
+        cached, fill = await link_cache.lookup(self.proxy, request, here)
+        if cached is not None:
+            await self.proxy.authorize_read(request, self.proxy.target(request, *here))
+            return web.Response(status=200, headers=cached)
         extra = dict(request.get(BACKEND_GET_HEADERS) or {})
         ignore = extra.get("X-Backend-Ignore-Range-If-Metadata-Present")
         # A link's 0 bytes must not turn a Range into a 416 before the target is read.
@@ -267,11 +276,21 @@ class Symlink(Middleware):
             f"{ignore},{TARGET}" if ignore else TARGET
         request[BACKEND_GET_HEADERS] = extra
         resp = await self.app(request)
+        # A feature's link is kept only if it is one this path may follow (else the answer
+        # is the link as stored, which an entry could not rebuild).
+        if resp.status == 200 and TARGET in resp.headers and \
+                (not _is_reserved_link(resp.headers) or
+                 _reserved_target(resp.headers, here) is not None):
+            await link_cache.keep(self.proxy, here, resp.headers, fill)
+        return resp
+
+    async def get(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
+        here: Place = (path.account, path.container or "", path.obj or "")
+        resp = await self._read_link(request, here)
         if TARGET not in resp.headers:
             return resp
         query = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}"
                          for k, v in request.query.items() if k != "symlink")
-        here: Place = (path.account, path.container or "", path.obj or "")
         resp, here = await self._resolve(request, path.version, here, resp, request.method,
                                          request.headers, query)
         hops = 0
