@@ -28,7 +28,8 @@ from typing import Any
 
 from swiftlite.common import signing
 from swiftlite.common.fsutil import atomic_write
-from swiftlite.common.server import LISTEN_FD_ENV, listen_socket
+from swiftlite.common.server import listen_socket
+from swiftlite.common.supervisor import spawn, terminate
 
 ROLES = ("account", "container", "object")
 ROLE_OFFSET = {"object": 0, "container": 1, "account": 2}
@@ -203,23 +204,6 @@ def _add_daemon_sections(plan: dict[str, Any]) -> None:
         os.replace(path + ".tmp", path)
 
 
-def _spawn(cmd: list[str], log_path: str,
-           listener: socket.socket | None = None) -> subprocess.Popen:
-    """Start a process; a server gets its listening socket handed down when there is one."""
-    env, fds = None, ()
-    if listener is not None:
-        env = {**os.environ, LISTEN_FD_ENV: str(listener.fileno())}
-        fds = (listener.fileno(),)
-    try:
-        with open(log_path, "ab") as log:
-            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env=env, pass_fds=fds)
-    finally:
-        if listener is not None:
-            listener.close()  # the server holds it now
-
-
 def _plan_listener(ip: str | None, port: int, workers: int | None) -> socket.socket | None:
     """The listening socket for a planned server; None (it binds itself) for plans made
     before sockets were handed down, which do not record the worker counts."""
@@ -257,7 +241,7 @@ def run_up(args: Namespace) -> int:
                                  "servers": {}, "daemons": {}}
         for role in ROLES:
             cmd = py + ["server", role, "-c", node["conf"]]
-            p = _spawn(cmd, os.path.join(logs, f"{node['name']}-{role}.log"),
+            p = spawn(cmd, os.path.join(logs, f"{node['name']}-{role}.log"),
                        _plan_listener(node.get("bind"), node["ports"][role],
                                       node.get("workers", {}).get(role)))
             procs[f"{node['name']}-{role}"] = p
@@ -268,12 +252,12 @@ def run_up(args: Namespace) -> int:
                 if find_spec(module) is None:
                     continue
                 cmd = py + ["daemon", daemon, "-c", node["conf"]]
-                p = _spawn(cmd, os.path.join(logs, f"{node['name']}-{daemon}.log"))
+                p = spawn(cmd, os.path.join(logs, f"{node['name']}-{daemon}.log"))
                 procs[f"{node['name']}-{daemon}"] = p
                 entry["daemons"][daemon] = {"pid": p.pid, "cmd": cmd}
         cluster["nodes"].append(entry)
     cmd = py + ["server", "proxy", "-c", plan["proxy_conf"]]
-    p = _spawn(cmd, os.path.join(logs, "proxy.log"),
+    p = spawn(cmd, os.path.join(logs, "proxy.log"),
                _plan_listener(plan["bind"], plan["proxy_port"], plan.get("proxy_workers")))
     procs["proxy"] = p
     url = f"http://{plan['proxy_ip']}:{plan['proxy_port']}"
@@ -297,14 +281,14 @@ def run_up(args: Namespace) -> int:
         if dead:
             print(f"swiftlite up: {', '.join(dead)} exited at start; see {logs}",
                   file=sys.stderr)
-            _terminate(procs)
+            terminate(procs)
             return 1
         if pending:
             time.sleep(0.1)
     if pending and not stopping:
         print(f"swiftlite up: servers not healthy after 60s: {pending}; see {logs}",
               file=sys.stderr)
-        _terminate(procs)
+        terminate(procs)
         return 1
     _write(os.path.join(root, "cluster.json"), json.dumps(cluster, indent=2))
     if not stopping:
@@ -319,23 +303,11 @@ def run_up(args: Namespace) -> int:
                 print(f"swiftlite up: {name} (pid {proc.pid}) exited with {proc.returncode}",
                       file=sys.stderr, flush=True)
         time.sleep(0.5)
-    _terminate(procs)
+    killed = terminate(procs)
+    if killed:
+        print(f"swiftlite up: killed {', '.join(killed)}: still running after SIGTERM",
+              file=sys.stderr, flush=True)
     return 0
-
-
-def _terminate(procs: dict[str, subprocess.Popen]) -> None:
-    for proc in procs.values():
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 10
-    for proc in procs.values():
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def run_status(args: Namespace) -> int:
