@@ -60,6 +60,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     return run_up(args)
 
 
+def cmd_node(args: argparse.Namespace) -> int:
+    from swiftlite.node import run_node
+
+    return run_node(args)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from swiftlite.allinone import run_status
 
@@ -97,6 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="proxy and object server workers (default: CPUs)")
     u.add_argument("--no-daemons", action="store_true", help="start servers only")
     u.set_defaults(func=cmd_up)
+
+    n = sub.add_parser("node", help="run every server and daemon a config file names "
+                                    "(one host of a multi-host cluster)")
+    n.add_argument("-c", "--config", required=True)
+    n.add_argument("--log-dir", default=None,
+                   help="one log file per process here (default: this command's output)")
+    n.add_argument("--no-daemons", action="store_true", help="start servers only")
+    n.set_defaults(func=cmd_node)
 
     st = sub.add_parser("status", help="node and daemon status of an all-in-one cluster")
     st.add_argument("--root", default="./data")

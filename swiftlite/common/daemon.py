@@ -145,11 +145,37 @@ def server_address(conf: Section, role: str) -> tuple[str, int]:
 PassFn = Callable[[dict[str, Any]], Awaitable[None]]
 
 
+async def _until_stopped(work: Awaitable[None], stop: asyncio.Event, grace: float) -> bool:
+    """Run `work`; once `stop` is set, give it `grace` seconds, then cancel it. True if it
+    finished; its exceptions propagate."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await asyncio.wait((task,), timeout=grace)
+        if not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            return False
+        task.result()
+        return True
+    finally:
+        stopped.cancel()
+        if not task.done():  # we were cancelled ourselves
+            task.cancel()
+
+
 async def run_loop(conf: Section, daemon: str, run_pass: PassFn, once: bool,
                    setup: Callable[[], Awaitable[None]] | None = None,
                    teardown: Callable[[], Awaitable[None]] | None = None) -> int:
     """Call `run_pass(stats)` once or every `interval` s until SIGTERM; record each pass."""
     interval = conf.get_float("interval", 30.0)
+    # After SIGTERM a pass gets this long to finish on its own, then it is cancelled.
+    stop_grace = conf.get_float("stop_grace", 1.0)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     if not once:
@@ -163,8 +189,12 @@ async def run_loop(conf: Section, daemon: str, run_pass: PassFn, once: bool,
             stats = new_stats()
             start = time.time()
             t0 = time.monotonic()
+            log.info("%s pass starting", daemon)
             try:
-                await run_pass(stats)
+                if not await _until_stopped(run_pass(stats), stop, stop_grace):
+                    # SIGTERM mid-pass: every pass is resumable, so a long one (an audit
+                    # paced to a few files a second) must not hold the stop up.
+                    stats["interrupted"] = True
             except Exception:
                 log.exception("%s pass failed", daemon)
                 stats["failures"] += 1

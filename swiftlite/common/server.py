@@ -15,7 +15,9 @@ import resource
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import uvloop
 from aiohttp import web
@@ -154,6 +156,8 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
         max_field_size=conf.get_int("max_header_size", 8192) + 64,
         max_line_size=conf.get_int("max_line_size", 16384),
         keepalive_timeout=conf.get_float("keepalive_timeout", 75.0),
+        # What is still running after the drain below is cancelled this soon.
+        shutdown_timeout=0.5,
     )
     await runner.setup()
     # Every server, storage ones too: their client is a proxy that may hang mid-request.
@@ -171,9 +175,21 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
         loop.add_signal_handler(sig, stop.set)
     log.info("%s listening on %s:%s", name, *sock.getsockname()[:2])
     await stop.wait()
+    # SIGTERM: no new connections, then requests in flight get `graceful_shutdown_timeout`
+    # seconds to finish, uploads included (aiohttp's own shutdown stops reading request
+    # bodies at once), then whatever is left is cut: a stop is bounded whatever a client does.
+    await site.stop()
+    await _drain(runner.server, conf.get_float("graceful_shutdown_timeout", 3.0))
     sweeper.cancel()
     stall.install(None)
     await runner.cleanup()
+
+
+async def _drain(server: Any, grace: float) -> None:
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(
+            getattr(conn, "_request_in_progress", False) for conn in server.connections):
+        await asyncio.sleep(0.05)
 
 
 def _worker(factory: AppFactory, conf: Section, name: str, sock: socket.socket) -> None:

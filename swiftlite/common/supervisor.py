@@ -24,15 +24,19 @@ from swiftlite.common.server import LISTEN_FD_ENV
 STOP_GRACE = 4.5
 
 
-def spawn(cmd: list[str], log_path: str,
+def spawn(cmd: list[str], log_path: str | None,
           listener: socket.socket | None = None) -> subprocess.Popen:
-    """Start a process in its own session (so its whole group can be signalled); a server
-    gets its listening socket handed down when there is one."""
+    """Start a process in its own session (so its whole group can be signalled), its output
+    appended to `log_path` (None: ours, e.g. the journal); a server gets its listening
+    socket handed down when there is one."""
     env, fds = None, ()
     if listener is not None:
         env = {**os.environ, LISTEN_FD_ENV: str(listener.fileno())}
         fds = (listener.fileno(),)
     try:
+        if log_path is None:
+            return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=env, pass_fds=fds)
         with open(log_path, "ab") as log:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
