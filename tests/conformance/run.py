@@ -23,6 +23,7 @@ import tempfile
 import time
 import urllib.request
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +40,14 @@ CORE = " ".join([
     "test_protocol.py",
 ])
 MAX_RERUN = 50  # more unexpected failures than this is a broken build, not flakiness
+# Seconds each file took in a CI run (2 cores): the files are dealt to CONFORMANCE_SHARDS
+# clusters (default 2), run side by side, longest first onto the least loaded.
+WEIGHTS = {
+    "test_object_versioning.py": 116, "tests.py": 95, "test_symlink.py": 45,
+    "test_slo.py": 31, "test_versioned_writes.py": 27, "test_object.py": 16,
+    "test_tempurl.py": 6, "test_container.py": 5, "test_account.py": 4, "test_dlo.py": 3,
+    "test_staticweb.py": 2,
+}
 
 
 def anchors() -> Path:
@@ -185,6 +194,53 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def shards(tests: str, n: int) -> list[str]:
+    """`tests` dealt to at most n runs by WEIGHTS; one run for node ids, "all" or one file."""
+    files = tests.split()
+    if n <= 1 or tests == "all" or len(files) < 2 or any("::" in f for f in files):
+        return [tests]
+    bins: list[list[str]] = [[] for _ in range(n)]
+    loads = [0.0] * n
+    for f in sorted(files, key=lambda f: -WEIGHTS.get(f, 5)):
+        i = loads.index(min(loads))
+        bins[i].append(f)
+        loads[i] += WEIGHTS.get(f, 5)
+    return [" ".join(b) for b in bins if b]
+
+
+def run_shards(clusters: list[dict], parts: list[str]) -> dict[str, str]:
+    """Each part against its own cluster, side by side; the failures of all."""
+    if len(parts) == 1:
+        host, port = clusters[0]["proxy"]["url"].split("//")[1].rsplit(":", 1)
+        return run_suite(host, int(port), parts[0], LAST / "run")
+    shutil.rmtree(LAST / "run", ignore_errors=True)
+    failed: dict[str, str] = {}
+    with ThreadPoolExecutor(len(parts)) as pool:
+        futures = []
+        for i, (info, part) in enumerate(zip(clusters, parts, strict=True)):
+            host, port = info["proxy"]["url"].split("//")[1].rsplit(":", 1)
+            results = LAST / "run" / f"shard{i}"
+            futures.append(pool.submit(run_suite, host, int(port), part, results))
+            if i == 0:
+                # The first run installs Swift's suite if this machine lacks it; the others
+                # start once it wrote its config (after that step), so none races it.
+                deadline = time.monotonic() + 900
+                while not (results / "test.conf").exists() and not futures[0].done() \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.2)
+        for f in futures:
+            failed.update(f.result())
+    passed = skipped = 0
+    for junit in (LAST / "run").glob("shard*/junit.xml"):
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            kinds = {c.tag for c in case}
+            skipped += "skipped" in kinds
+            passed += not kinds & {"skipped", "failure", "error"}
+    print(f"conformance: {len(parts)} runs side by side: {passed} passed, {len(failed)} "
+          f"failed, {skipped} skipped in all")
+    return failed
+
+
 def scoped(test_id: str, tests: str) -> bool:
     """Whether test_id's file was part of this run (a core run says nothing about the rest)."""
     return tests == "all" or test_file(test_id) in tests.split()
@@ -193,15 +249,21 @@ def scoped(test_id: str, tests: str) -> bool:
 def gate(tests: str) -> int:
     expected = read_expected()
     functests()  # before starting a cluster for nothing
-    root = tempfile.mkdtemp(prefix="swiftlite-conformance-")
-    proc = None
+    parts = shards(tests, int(os.environ.get("CONFORMANCE_SHARDS", "2")))
+    roots = [tempfile.mkdtemp(prefix="swiftlite-conformance-") for _ in parts]
+    root = " ".join(roots)
+    procs: list[tuple[subprocess.Popen, str]] = []
     try:
-        print(f"conformance: starting swiftlite up --root {root} --port 0", flush=True)
-        proc, info = start_cluster(root)
-        host, port = info["proxy"]["url"].split("//")[1].rsplit(":", 1)
-        print(f"conformance: cluster at {info['proxy']['url']}; running FUNC_TESTS={tests}",
-              flush=True)
-        failed = run_suite(host, int(port), tests, LAST / "run")
+        clusters = []
+        for r, part in zip(roots, parts, strict=True):
+            print(f"conformance: starting swiftlite up --root {r} --port 0", flush=True)
+            proc, info = start_cluster(r)
+            procs.append((proc, r))
+            clusters.append(info)
+            print(f"conformance: cluster at {info['proxy']['url']}; running FUNC_TESTS={part}",
+                  flush=True)
+        host, port = clusters[0]["proxy"]["url"].split("//")[1].rsplit(":", 1)
+        failed = run_shards(clusters, parts)
         unexpected = [t for t in failed if t not in expected]
         rerun_passed: list[str] = []
         if unexpected and len(unexpected) <= MAX_RERUN:
@@ -218,8 +280,8 @@ def gate(tests: str) -> int:
     finally:
         # A second Ctrl-C (or a SIGTERM) must not cut the stop short.
         handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        if proc is not None:
-            stop_cluster(proc, root)
+        for proc, r in procs:
+            stop_cluster(proc, r)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     final = [t for t in failed if t not in rerun_passed]
@@ -240,7 +302,8 @@ def gate(tests: str) -> int:
         print("".join(f"  {t} :: {failed[t][:160]}\n" for t in unexpected), end="")
         print(f"conformance: the cluster's logs are in {root}")
         return 1
-    shutil.rmtree(root, ignore_errors=True)
+    for r in roots:
+        shutil.rmtree(r, ignore_errors=True)
     print(f"conformance: OK: {len(failed) - len(rerun_passed)} failure(s), all expected")
     return 0
 
