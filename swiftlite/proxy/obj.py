@@ -16,6 +16,7 @@ import mimetypes
 import time
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import ConnectError, Response
@@ -32,7 +33,7 @@ from swiftlite.proxy.backend import (
 from swiftlite.proxy.common import metadata_headers
 from swiftlite.proxy.nodes import logical_path, node_key, read_order, verdicts, write_handoffs
 from swiftlite.proxy.request import BACKEND_GET_HEADERS, BODY, TIMESTAMP
-from swiftlite.proxy.response import BodyCutShort, BodyResponse
+from swiftlite.proxy.response import BodyCutShort, BodyResponse, bytes_response
 
 log = logging.getLogger("swiftlite.proxy")
 
@@ -76,6 +77,13 @@ def _ts(value: str | None) -> Timestamp | None:
 async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
     headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
     extra = request.get(BACKEND_GET_HEADERS)
+    cache = proxy.object_cache
+    since = 0
+    if cache is not None and cache.cacheable(request, extra):
+        # The caller was judged already (handle): the cache only saves the round trip.
+        entry, since = cache.lookup((target.account, target.container, target.obj))
+        if entry is not None:
+            return bytes_response(200, CIMultiDict(entry.headers), entry.body)
     if extra:  # set by a pipeline feature (never from a client's headers)
         headers.update(extra)
     _pass_open_expired(proxy, request, headers)
@@ -83,7 +91,27 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
                              target.obj, headers)
     if resp is None:
         return error(404, "Not Found")
+    if since and resp.status == 200 and request.method == "GET":
+        length = int(resp.headers.get("Content-Length", -1))
+        if 0 <= length <= cache.max_object:
+            return await _fill_cache(cache, target, resp, length, since)
     return object_response(resp)
+
+
+async def _fill_cache(cache, target, resp: Response, length: int,
+                      since: int) -> web.StreamResponse:
+    """Read a small object whole, keep it, and answer from memory."""
+    try:
+        body = await resp.read()
+    except NETWORK_ERRORS as exc:
+        raise HTTPError(503, "Service Unavailable") from exc
+    finally:
+        resp.release()
+    if len(body) != length:  # the replica stopped short (found its copy corrupt, say)
+        raise HTTPError(503, "Service Unavailable")
+    headers = client_headers(resp.headers)
+    cache.put((target.account, target.container, target.obj), headers, body, since)
+    return bytes_response(200, CIMultiDict(headers), body)
 
 
 def _pass_open_expired(proxy, request: web.Request, headers: dict[str, str]) -> None:

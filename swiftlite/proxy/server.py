@@ -22,6 +22,7 @@ from swiftlite.proxy.backend import Backend
 from swiftlite.proxy.common import read_any
 from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache, info_caches
 from swiftlite.proxy.nodes import ErrorLimiter
+from swiftlite.proxy.object_cache import ObjectCache
 from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER, IDENTITY, api_path, unauthorized
 from swiftlite.ring import Ring
 
@@ -69,6 +70,11 @@ class Proxy:
         link_ttl = conf.get_float("link_cache_ttl", 10.0)
         self.link_cache = InfoCache(link_ttl, "link", None, link_ttl) if link_ttl > 0 \
             else None
+        # Hot small objects in this worker's memory (swiftlite/proxy/object_cache.py).
+        cache_size = conf.get_size("object_cache_size", 0)
+        self.object_cache = ObjectCache(
+            cache_size, conf.get_size("object_cache_max_object", 1024 * 1024),
+            conf.get_float("object_cache_ttl", 5.0)) if cache_size > 0 else None
         self.backend: Backend | None = None
         self._last_ts = Timestamp(0)
         self.pipeline, self.middleware = pipeline.build(self, conf, self.handle)
@@ -138,8 +144,11 @@ class Proxy:
 
     async def object_written(self, target: Target) -> None:
         """After any object write, whatever its outcome: no worker follows an older link."""
+        key = (target.account, target.container or "", target.obj or "")
+        if self.object_cache is not None:
+            self.object_cache.drop(key)
         if self.link_cache is not None:
-            await self.link_cache.drop((target.account, target.container, target.obj))
+            await self.link_cache.drop(key)
 
     def deny(self, target: Target) -> HTTPError:
         return HTTPError(403, "Forbidden") if target.ident else unauthorized(target.account)

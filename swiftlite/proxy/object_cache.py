@@ -1,0 +1,112 @@
+"""Hot-image cache: small objects kept in the proxy worker's memory, so a GET of a popular
+image costs no backend round trip.
+
+Optional (`object_cache_size`, 0 = off). What it promises:
+
+- **Budget.** At most `object_cache_size` bytes of bodies per worker, objects up to
+  `object_cache_max_object` bytes each, least recently used evicted first.
+- **Coherence.** Every object write through any worker of this host (PUT, POST, DELETE,
+  COPY: `Proxy.object_written`) stamps the object's slot in the stamp table the workers
+  share (swiftlite/proxy/info.py), after the storage servers answered; an entry is served
+  only while its slot is older than the moment its fetch began, so the very next GET on any
+  worker of the host reads the new object (or its 404). A fetch that raced a write is never
+  kept. A write made through another proxy host is seen after at most `object_cache_ttl`
+  seconds; an object past its X-Delete-At is never served.
+- **Access.** The cache holds bodies, never verdicts: the caller is judged (owner, ACLs, a
+  tempurl grant) exactly as for any GET before the cache is asked.
+- Only plain reads are served or filled: GET/HEAD without Range, conditions, X-Newest or
+  X-Open-Expired, and no feature asking the object servers for something special (an SLO's
+  ETag location, say); everything else goes to the object servers as before.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from multidict import CIMultiDict
+
+from swiftlite.proxy.info import StampTable, shared_table
+
+# Request headers that make a read something the cache cannot answer.
+UNCACHED_WHEN = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
+                 "If-Unmodified-Since", "X-Newest", "X-Open-Expired")
+# Backend headers features add to every GET (symlink, slo) that only bear on a Range or a
+# condition, which a cacheable read has none of.
+HARMLESS_EXTRA = frozenset({"X-Backend-Ignore-Range-If-Metadata-Present",
+                            "X-Backend-Etag-Is-At"})
+
+Key = tuple[str, str, str]
+
+
+@dataclass(slots=True)
+class Entry:
+    headers: CIMultiDict
+    body: bytes
+    since: int  # monotonic ns when the fetch began
+    expiry: int  # monotonic ns
+    delete_at: int | None
+
+
+class ObjectCache:
+    def __init__(self, budget: int, max_object: int, ttl: float,
+                 table: StampTable | None = None) -> None:
+        self.budget = budget
+        self.max_object = min(max_object, budget)
+        self.ttl_ns = int(ttl * 1e9)
+        self.table = table or shared_table()
+        self.used = 0
+        self.hits = 0
+        self.misses = 0
+        self._lru: OrderedDict[Key, Entry] = OrderedDict()
+
+    @staticmethod
+    def cacheable(request: Any, extra: dict[str, str] | None) -> bool:
+        if request.method not in ("GET", "HEAD"):
+            return False
+        headers = request.headers
+        if any(h in headers for h in UNCACHED_WHEN):
+            return False
+        return not extra or extra.keys() <= HARMLESS_EXTRA
+
+    def _slot(self, key: Key) -> int:
+        return hash(("object", key)) & self.table.mask
+
+    def lookup(self, key: Key) -> tuple[Entry | None, int]:
+        """(entry, 0) on a hit; (None, since) on a miss: fetch, then `put(..., since)`."""
+        now = time.monotonic_ns()
+        entry = self._lru.get(key)
+        if entry is not None:
+            if now < entry.expiry and self.table.slots[self._slot(key)] < entry.since and \
+                    (entry.delete_at is None or time.time() < entry.delete_at):
+                self._lru.move_to_end(key)
+                self.hits += 1
+                return entry, 0
+            self._remove(key)
+        self.misses += 1
+        return None, now
+
+    def put(self, key: Key, headers: CIMultiDict, body: bytes, since: int) -> None:
+        if len(body) > self.max_object or self.table.slots[self._slot(key)] >= since:
+            return  # too big, or a write landed since the fetch began
+        try:
+            delete_at = int(headers["X-Delete-At"]) if "X-Delete-At" in headers else None
+        except ValueError:
+            return
+        self._remove(key)
+        self._lru[key] = Entry(headers, body, since, since + self.ttl_ns, delete_at)
+        self.used += len(body)
+        while self.used > self.budget and self._lru:
+            self._remove(next(iter(self._lru)))
+
+    def drop(self, key: Key) -> None:
+        """After a write of the object (any outcome), for every worker of the host."""
+        self._remove(key)
+        self.table.stamp(hash(("object", key)))
+
+    def _remove(self, key: Key) -> None:
+        entry = self._lru.pop(key, None)
+        if entry is not None:
+            self.used -= len(entry.body)
