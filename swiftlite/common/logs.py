@@ -11,6 +11,7 @@ import time as _time
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest, StreamResponse
 
+from swiftlite.common import metrics
 from swiftlite.common.http import txid
 
 FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s"
@@ -99,6 +100,8 @@ class RequestLogger(AbstractAccessLogger):
     """The per-request line: method, path, status, bytes sent, duration, request id."""
 
     def log(self, request: BaseRequest, response: StreamResponse, time: float) -> None:
+        metrics.observe_request(request.method, request.path, response.status, time,
+                                request.content.total_bytes, response.body_length)
         _SINK.add(self.logger, f"{request.remote or '-'} {request.method} {request.raw_path} "
                                f"{response.status} {response.body_length} {time:.4f} "
                                f"{txid(request)}")

@@ -22,7 +22,7 @@ from typing import Any
 import uvloop
 from aiohttp import web
 
-from swiftlite.common import signing, stall, threadpool
+from swiftlite.common import metrics, signing, stall, threadpool
 from swiftlite.common.config import Section
 from swiftlite.common.http import TXID, HTTPError, error, request_txid
 from swiftlite.common.logs import RequestLogger, setup_logging
@@ -49,6 +49,12 @@ async def base_middleware(request: web.Request, handler):
     request[TXID] = request_txid(request.headers)
     if request.path == "/healthcheck":
         return web.Response(text="OK")
+    if request.path == "/metrics" and metrics.enabled():
+        if not metrics.allowed(request.remote):
+            return error(403, "Forbidden")
+        return web.Response(body=await threadpool.run_blocking(metrics.exposition),
+                            content_type="text/plain", charset="utf-8",
+                            headers={"Cache-Control": "no-store"})
     guard = stall.current()
     if guard is not None:
         guard.track(request)
@@ -194,6 +200,7 @@ async def _drain(server: Any, grace: float) -> None:
 
 def _worker(factory: AppFactory, conf: Section, name: str, sock: socket.socket) -> None:
     threadpool.configure(conf.get_int("io_threads", 8))
+    metrics.init()
     uvloop.run(_run(factory, conf, name, sock))
 
 
@@ -234,6 +241,14 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
     signing.configure(conf)
     raise_fd_limit(conf.get_int("max_open_files", 65536))
     workers = worker_count(conf, default_workers)
+    metrics.prepare(conf, name)
+    try:
+        _serve(factory, conf, name, workers)
+    finally:
+        metrics.cleanup()
+
+
+def _serve(factory: AppFactory, conf: Section, name: str, workers: int) -> None:
     for hook in _before_fork:
         hook(conf)
     ip = conf.get_str("bind_ip", "127.0.0.1")
@@ -288,6 +303,7 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
         except ChildProcessError:
             break
         slot = children.pop(pid, None)
+        metrics.worker_exit(pid)
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EX_CONFIG:
             status_code = EX_CONFIG  # every worker would fail the same way: stop them all
             stop(signal.SIGTERM, None)

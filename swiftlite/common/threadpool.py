@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from swiftlite.common import metrics
+
 T = TypeVar("T")
 
 _size = 8
@@ -46,6 +48,7 @@ class _Pool:
                 self.started += 1
                 threading.Thread(target=self._run, name=f"swiftlite-io-{self.started}",
                                  daemon=True).start()
+            metrics.pool_state(self.queued, self.started)
         self.jobs.put(job)
 
     def _run(self) -> None:
@@ -58,6 +61,7 @@ class _Pool:
                 self.idle -= 1
                 if job is not None:
                     self.queued -= 1
+                    metrics.pool_state(self.queued, self.started)
             if job is None:
                 return
             fn, args, loop, fut = job

@@ -28,8 +28,10 @@ import functools
 import hashlib
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
+from swiftlite.common import metrics
 from swiftlite.common.threadpool import deliver
 from swiftlite.obj import durability
 from swiftlite.obj.diskfile import CommitResult, DataWriter, ETagMismatch, Renamed, pack_trailer
@@ -254,7 +256,9 @@ class BatchCommitter:
                 while not (batch := self._take(queue)):
                     self._cv.wait()
             try:
+                t0 = time.monotonic()
                 put_batch(batch)
+                metrics.batch_committed(len(batch), time.monotonic() - t0)
             except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
                 for job in batch:
                     if job.error is None:

@@ -1,0 +1,237 @@
+"""Prometheus metrics for every server (prometheus_client), summed over a server's workers.
+
+Each server answers `GET /metrics` in the Prometheus text format, to clients in
+`metrics_allowed_networks` only (default: loopback; 403 for anyone else: request counts and
+disk usage are not for tenants). Workers forked by `serve` keep their values in memory-mapped
+files in one directory per server (`metrics_dir`, default a fresh temporary directory,
+emptied at start), and a scrape on any worker sums them all, so counters are right however
+SO_REUSEPORT spreads the requests.
+
+What is measured:
+- every server: requests by server, method, status, request type (account, container,
+  object, other) and policy; their latency (histogram); bytes received and sent; the I/O
+  thread pool's queued jobs and threads;
+- object servers: batch-commit batch sizes and flush latency; and for their node (one
+  series per node, not per server role): each daemon's last pass (start, duration and its
+  counters: partitions, objects, synced, failures, quarantined...), async_pending updates
+  waiting, and disk usage per device. Daemons have no port of their own: their passes reach
+  Prometheus through these status files (`<status_dir>/<daemon>.json`).
+
+prometheus_client reads PROMETHEUS_MULTIPROC_DIR when it is first imported, so this module
+imports it only in `init`, after `prepare` set the directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import ipaddress
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from swiftlite.common.config import Section
+
+log = logging.getLogger("swiftlite.metrics")
+
+POLICY = "Policy-0"  # the only storage policy so far
+_TYPES = {1: "account", 2: "container", 3: "object"}  # names in the path -> request type
+
+_state: dict[str, Any] = {}
+_m: dict[str, Any] = {}  # the metric objects, once init() ran
+
+
+def prepare(conf: Section, name: str) -> None:
+    """In the parent, before workers fork: the shared values directory, emptied."""
+    path = conf.get("metrics_dir")
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path, exist_ok=True)
+        own = False
+    else:
+        path = tempfile.mkdtemp(prefix=f"swiftlite-metrics-{name}-")
+        own = True
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    nets = []
+    for item in conf.get_str("metrics_allowed_networks", "127.0.0.0/8, ::1").split(","):
+        if item.strip():
+            nets.append(ipaddress.ip_network(item.strip(), strict=False))
+    _state.update(dir=path, own_dir=own, name=name, networks=nets, conf=conf)
+
+
+def cleanup() -> None:
+    """At the server's exit: a directory we made goes with us."""
+    if _state.get("own_dir"):
+        shutil.rmtree(_state["dir"], ignore_errors=True)
+
+
+def init() -> None:
+    """In each worker: the metric objects (values in this worker's files)."""
+    if "dir" not in _state or _m:
+        return
+    from prometheus_client import Counter, Gauge, Histogram
+
+    _m["requests"] = Counter("swiftlite_requests", "Requests answered",
+                             ["server", "method", "status", "type", "policy"])
+    _m["latency"] = Histogram(
+        "swiftlite_request_duration_seconds", "Time to answer a request, body included",
+        ["server", "method", "type"],
+        buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+    _m["bytes_in"] = Counter("swiftlite_request_bytes", "Request body bytes received",
+                             ["server", "method", "type"])
+    _m["bytes_out"] = Counter("swiftlite_response_bytes", "Response body bytes sent",
+                              ["server", "method", "type"])
+    _m["pool_queued"] = Gauge("swiftlite_threadpool_queued_jobs",
+                              "Disk and database jobs waiting for an I/O thread",
+                              ["server"], multiprocess_mode="livesum")
+    _m["pool_threads"] = Gauge("swiftlite_threadpool_threads", "I/O threads started",
+                               ["server"], multiprocess_mode="livesum")
+    _m["batch_size"] = Histogram("swiftlite_batch_commit_objects",
+                                 "Objects committed per batch (one pair of flushes each)",
+                                 buckets=(1, 2, 4, 8, 16, 32, 64))
+    _m["flush"] = Histogram("swiftlite_batch_commit_seconds",
+                            "Time to write, flush and rename one batch",
+                            buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5))
+
+
+def enabled() -> bool:
+    return bool(_m)
+
+
+def request_type(server: str, path: str) -> str:
+    """account, container, object or other, from the path's names."""
+    if server == "proxy-server":  # /v1/account[/container[/object]]
+        parts = path.split("/", 4)
+        if len(parts) < 3 or parts[1] not in ("v1", "v1.0"):
+            return "other"
+        names = parts[2:]
+    else:  # /device/partition/account[/container[/object]]
+        names = path.split("/", 5)[3:]
+    return _TYPES.get(len([n for n in names if n]), "other")
+
+
+def observe_request(method: str, path: str, status: int, seconds: float, bytes_in: int,
+                    bytes_out: int) -> None:
+    if not _m or path in ("/metrics", "/healthcheck"):
+        return
+    server = _state["name"]
+    kind = request_type(server, path)
+    _m["requests"].labels(server, method, str(status), kind, POLICY).inc()
+    _m["latency"].labels(server, method, kind).observe(seconds)
+    if bytes_in:
+        _m["bytes_in"].labels(server, method, kind).inc(bytes_in)
+    if bytes_out:
+        _m["bytes_out"].labels(server, method, kind).inc(bytes_out)
+
+
+def pool_state(queued: int, threads: int) -> None:
+    if _m:
+        server = _state["name"]
+        _m["pool_queued"].labels(server).set(queued)
+        _m["pool_threads"].labels(server).set(threads)
+
+
+def batch_committed(objects: int, seconds: float) -> None:
+    if _m:
+        _m["batch_size"].observe(objects)
+        _m["flush"].observe(seconds)
+
+
+def allowed(remote: str | None) -> bool:
+    try:
+        addr = ipaddress.ip_address(remote or "")
+    except ValueError:
+        return False
+    return any(addr in net for net in _state.get("networks", ()))
+
+
+def exposition() -> bytes:
+    """Every worker's values summed, plus the node's (object servers): blocking file reads,
+    for the thread pool."""
+    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, _state["dir"])
+    if _state["name"] == "object-server":
+        registry.register(_NodeCollector(_state["conf"]))
+    return generate_latest(registry)
+
+
+def worker_exit(pid: int) -> None:
+    """A worker is gone: its live gauges stop counting."""
+    if _state.get("dir"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid, _state["dir"])
+
+
+class _NodeCollector:
+    """The node's daemons (their status files), async_pendings and devices, read at scrape."""
+
+    def __init__(self, conf: Section) -> None:
+        from swiftlite.common.daemon import status_dir
+
+        self.devices = conf.get_str("devices", "/srv/node")
+        self.status_dir = status_dir(conf)
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        start = GaugeMetricFamily("swiftlite_daemon_last_pass_start_timestamp_seconds",
+                                  "When each daemon's last pass began", labels=["daemon"])
+        took = GaugeMetricFamily("swiftlite_daemon_last_pass_duration_seconds",
+                                 "How long each daemon's last pass took", labels=["daemon"])
+        age = GaugeMetricFamily("swiftlite_daemon_last_pass_age_seconds",
+                                "Seconds since each daemon's last pass ended",
+                                labels=["daemon"])
+        counts = GaugeMetricFamily("swiftlite_daemon_last_pass_items",
+                                   "Counters of each daemon's last pass",
+                                   labels=["daemon", "counter"])
+        now = time.time()
+        for path in sorted(glob.glob(os.path.join(self.status_dir, "*.json"))):
+            try:
+                with open(path) as f:
+                    status = json.load(f)
+            except (OSError, ValueError):
+                continue
+            daemon = status.get("daemon") or os.path.basename(path)[:-5]
+            if not isinstance(status.get("start"), (int, float)):
+                continue
+            start.add_metric([daemon], status["start"])
+            duration = float(status.get("duration", 0))
+            took.add_metric([daemon], duration)
+            age.add_metric([daemon], max(0.0, now - status["start"] - duration))
+            for k, v in status.items():
+                if k not in ("start", "duration") and isinstance(v, (int, float)) \
+                        and not isinstance(v, bool):
+                    counts.add_metric([daemon, k], v)
+        yield from (start, took, age, counts)
+        disk = GaugeMetricFamily("swiftlite_device_bytes", "Filesystem size of each device",
+                                 labels=["device", "kind"])
+        pending = GaugeMetricFamily("swiftlite_async_pending_updates",
+                                    "Container updates waiting for the object updater",
+                                    labels=["device"])
+        try:
+            devices = sorted(os.listdir(self.devices))
+        except OSError:
+            devices = []
+        for dev in devices:
+            root = os.path.join(self.devices, dev)
+            try:
+                st = os.statvfs(root)
+            except OSError:
+                continue
+            total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            disk.add_metric([dev, "total"], total)
+            disk.add_metric([dev, "free"], free)
+            disk.add_metric([dev, "used"], total - st.f_bfree * st.f_frsize)
+            n = 0
+            for d in glob.glob(os.path.join(root, "async_pending*")):
+                for _, _, files in os.walk(d):
+                    n += len(files)
+            pending.add_metric([dev], n)
+        yield disk
+        yield pending

@@ -1,0 +1,129 @@
+"""Prometheus metrics: every server answers /metrics in the text format, a scrape on any
+worker sums every worker's counters, the object server reports its node's daemons and
+devices, and nobody outside metrics_allowed_networks can read them.
+"""
+
+from __future__ import annotations
+
+import http.client
+import urllib.parse
+import uuid
+
+import pytest
+import swiftclient
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.cluster import Cluster, start_cluster
+from tests.helpers import start_proxy_variant, wait_for
+
+WORKERS = 3
+
+
+def get(port: int, path: str, method: str = "GET", headers: dict | None = None,
+        body: bytes | None = None) -> tuple[int, bytes]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def samples(port: int, name: str, **labels: str) -> list[tuple[dict, float]]:
+    status, body = get(port, "/metrics")
+    assert status == 200
+    out = []
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                out.append((s.labels, s.value))
+    return out
+
+
+def total(port: int, name: str, **labels: str) -> float:
+    return sum(v for _, v in samples(port, name, **labels))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Cluster:
+    c = start_cluster(str(tmp_path_factory.mktemp("metrics")), nodes=1, devices=3,
+                      replicas=3, part_power=4)
+    yield c
+    c.stop()
+
+
+@pytest.mark.slow
+def test_put_counters_sum_over_every_worker(cluster):
+    proxy = start_proxy_variant(cluster, "metrics", {"workers": str(WORKERS)})
+    try:
+        url, token = swiftclient.get_auth(cluster.auth_url, "test:tester", "testing")
+        acct = urllib.parse.urlsplit(url).path
+        cont = f"{acct}/m-{uuid.uuid4().hex[:6]}"
+        auth = {"X-Auth-Token": token}
+        assert get(proxy.port, cont, "PUT", auth)[0] == 201
+        for i in range(100):  # a fresh connection each: the kernel spreads them
+            c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+            c.request("PUT", f"{cont}/o{i}", body=b"x" * 1000, headers=auth)
+            r = c.getresponse()
+            r.read()
+            assert r.status == 201
+            c.close()
+        # Any worker's scrape sums them all, however many times we ask.
+        for _ in range(6):
+            assert total(proxy.port, "swiftlite_requests_total", server="proxy-server",
+                         method="PUT", type="object", status="201") == 100
+        assert total(proxy.port, "swiftlite_request_bytes_total", server="proxy-server",
+                     method="PUT", type="object") == 100 * 1000
+        assert total(proxy.port, "swiftlite_request_duration_seconds_count",
+                     server="proxy-server", method="PUT", type="object") == 100
+        # The object server counts them too (one grouped PUT per object for its 3 replicas).
+        obj_port = cluster.nodes[0]["servers"]["object"]["port"]
+        assert total(obj_port, "swiftlite_requests_total", server="object-server",
+                     method="PUT", type="object") >= 100
+    finally:
+        proxy.stop()
+
+
+@pytest.mark.slow
+def test_object_server_reports_its_node(cluster):
+    conn = cluster.connection()
+    conn.put_container("node-metrics")
+    conn.put_object("node-metrics", "o", b"data")
+    cluster.run_daemon(0, "object-replicator")
+    obj_port = cluster.nodes[0]["servers"]["object"]["port"]
+    passes = samples(obj_port, "swiftlite_daemon_last_pass_duration_seconds",
+                     daemon="object-replicator")
+    assert len(passes) == 1
+    assert samples(obj_port, "swiftlite_daemon_last_pass_items", daemon="object-replicator",
+                   counter="partitions")
+    devices = {labels["device"] for labels, _ in samples(obj_port, "swiftlite_device_bytes",
+                                                         kind="total")}
+    assert devices == {"d1", "d2", "d3"}
+    assert total(obj_port, "swiftlite_batch_commit_objects_count") + \
+        total(obj_port, "swiftlite_requests_total", method="PUT") > 0
+    assert total(obj_port, "swiftlite_threadpool_threads") >= 1
+
+
+def test_request_types():
+    from swiftlite.common.metrics import request_type
+
+    assert request_type("proxy-server", "/v1/AUTH_a") == "account"
+    assert request_type("proxy-server", "/v1/AUTH_a/c/") == "container"
+    assert request_type("proxy-server", "/v1/AUTH_a/c/o/with/slashes") == "object"
+    assert request_type("proxy-server", "/auth/v1.0") == "other"
+    assert request_type("object-server", "/d1/12/AUTH_a/c/o/x") == "object"
+    assert request_type("container-server", "/d1/12/AUTH_a/c") == "container"
+    assert request_type("account-server", "/d1/12/AUTH_a") == "account"
+
+
+@pytest.mark.slow
+def test_scrapes_only_from_allowed_networks(cluster):
+    proxy = start_proxy_variant(cluster, "private-metrics",
+                                {"metrics_allowed_networks": "10.0.0.0/8"})
+    try:
+        wait_for(lambda: get(proxy.port, "/healthcheck")[0] == 200, 10)
+        status, body = get(proxy.port, "/metrics")
+        assert status == 403 and b"swiftlite_requests" not in body
+    finally:
+        proxy.stop()
