@@ -127,3 +127,29 @@ def test_scrapes_only_from_allowed_networks(cluster):
         assert status == 403 and b"swiftlite_requests" not in body
     finally:
         proxy.stop()
+
+
+@pytest.mark.slow
+def test_grafana_dashboard_asks_only_for_exported_series(cluster):
+    import json
+    import os
+    import re
+
+    conn = cluster.connection()
+    conn.put_container("dash")
+    conn.put_object("dash", "o", b"x")
+    conn.get_object("dash", "o")
+    cluster.run_daemon(0, "object-auditor")
+    names: set[str] = set()
+    for port in (cluster.info["proxy"]["port"], cluster.nodes[0]["servers"]["object"]["port"]):
+        status, body = get(port, "/metrics")
+        assert status == 200
+        for family in text_string_to_metric_families(body.decode()):
+            names.update(s.name for s in family.samples)
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "etc", "grafana-dashboard.json")
+    with open(path) as f:
+        dashboard = json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    wanted = {m for e in exprs for m in re.findall(r"swiftlite_[a-z_]+", e)}
+    assert len(wanted) >= 10
+    assert wanted <= names, wanted - names
