@@ -21,11 +21,9 @@ import asyncio
 import bisect
 import configparser
 import itertools
-import json
 import os
 import random
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -33,6 +31,7 @@ import sys
 import time
 
 import aiohttp
+from up import start_cluster, stop_cluster
 
 from swiftlite.common.config import Section
 
@@ -114,19 +113,9 @@ def main() -> None:
     shutil.rmtree(args.root, ignore_errors=True)
     os.makedirs(args.root)
     py = [sys.executable, "-m", "swiftlite.cli"]
-    up = subprocess.Popen(py + ["up", "--root", args.root, "--port", "0", "--no-daemons",
-                                "--workers", str(args.workers)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                          start_new_session=True)
+    up, info = start_cluster(args.root, ["--workers", str(args.workers)])
     cached = None
     try:
-        path = os.path.join(args.root, "cluster.json")
-        while not os.path.exists(path):
-            if up.poll() is not None:
-                raise SystemExit("swiftlite up exited at start")
-            time.sleep(0.2)
-        with open(path) as f:
-            info = json.load(f)
         parser = configparser.ConfigParser(interpolation=None)
         parser.read(os.path.join(info["etc_dir"], "proxy.conf"))
         parser["proxy-server"]["object_cache_size"] = str(cache_bytes)
@@ -173,13 +162,9 @@ def main() -> None:
                   f"[{', '.join(f'{x:.0f}' for x in v)}] (first: warm-up)")
         print(f"ratio on/off: {med['on'] / med['off']:.2f}")
     finally:
-        for p in (cached, up):
-            if p is not None and p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
+        if cached is not None:
+            stop_cluster(cached)
+        stop_cluster(up)
         shutil.rmtree(args.root, ignore_errors=True)
 
 

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 
 import aiohttp
+from up import start_cluster, stop_cluster
 
 
 async def run(auth_url: str, objects: int, reads: int, conc: int) -> None:
@@ -54,19 +50,9 @@ def main() -> None:
     args = ap.parse_args()
     shutil.rmtree(args.root, ignore_errors=True)
     os.makedirs(args.root)
-    up = subprocess.Popen([sys.executable, "-m", "swiftlite.cli", "up", "--root", args.root,
-                           "--port", "0", "--no-daemons", "--nodes", str(args.nodes),
-                           "--devices", "1", "--replicas", "3"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                          start_new_session=True)
+    up, info = start_cluster(args.root, ["--nodes", str(args.nodes), "--devices", "1",
+                                         "--replicas", "3"])
     try:
-        path = os.path.join(args.root, "cluster.json")
-        while not os.path.exists(path):
-            if up.poll() is not None:
-                raise SystemExit("swiftlite up exited at start")
-            time.sleep(0.2)
-        with open(path) as f:
-            info = json.load(f)
         asyncio.run(run(info["proxy"]["auth_url"], args.objects, args.reads, args.conc))
         counts = {}
         for node in info["nodes"]:
@@ -82,9 +68,7 @@ def main() -> None:
             print(f"{name}: {n} GETs, {share:.3f} of all, {share * args.nodes - 1:+.1%} "
                   "from an even share")
     finally:
-        if up.poll() is None:
-            os.killpg(up.pid, signal.SIGTERM)
-            up.wait(timeout=30)
+        stop_cluster(up)
         shutil.rmtree(args.root, ignore_errors=True)
 
 

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import aiohttp
+from up import start_cluster, stop_cluster
 
 SIZE = 64 * 1024
 
@@ -58,17 +56,8 @@ def main() -> None:
     shutil.rmtree(args.root, ignore_errors=True)
     os.makedirs(args.root)
     started = time.monotonic()
-    up = subprocess.Popen([sys.executable, "-m", "swiftlite.cli", "up", "--root", args.root,
-                           "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                          start_new_session=True)
+    up, info = start_cluster(args.root, [], daemons=True)
     try:
-        path = os.path.join(args.root, "cluster.json")
-        while not os.path.exists(path):
-            if up.poll() is not None:
-                raise SystemExit("swiftlite up exited at start")
-            time.sleep(0.2)
-        with open(path) as f:
-            info = json.load(f)
         n = asyncio.run(load(info["proxy"]["auth_url"], args.seconds, args.conc))
         # The auditor's second pass starts 30 s after its first: be well inside it.
         time.sleep(max(0.0, 37 - (time.monotonic() - started)))
@@ -89,8 +78,7 @@ def main() -> None:
         if left:
             print(f"still running after up exited: {', '.join(left)}")
     finally:
-        if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
+        stop_cluster(up)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
+
+from up import start_cluster  # noqa: F401 - also cpu_per_op's
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = {
@@ -30,22 +31,6 @@ SHAPES = {
     "workers 1": ["--workers", "1"],
     "Swift's shape": ["--nodes", "4", "--devices", "1", "--workers", "1"],
 }
-
-
-def start_cluster(root: str, up_args: list[str]) -> tuple[subprocess.Popen, dict]:
-    """A fresh `swiftlite up` on free ports without daemons; (process, cluster.json)."""
-    cmd = [sys.executable, "-m", "swiftlite.cli", "up", "--root", root, "--port", "0",
-           "--no-daemons", *up_args]
-    log = open(root + ".log", "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    path = os.path.join(root, "cluster.json")
-    deadline = time.monotonic() + 90
-    while not os.path.exists(path):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"swiftlite up failed: see {root}.log")
-        time.sleep(0.2)
-    with open(path) as f:
-        return proc, json.load(f)
 
 
 def bench(a_url: str, b_url: str, size: str, count: int, conc: int, out: str) -> dict:
