@@ -72,6 +72,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     return run_status(args)
 
 
+def cmd_dispersion(args: argparse.Namespace) -> int:
+    from swiftlite.ops.dispersion import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="swiftlite", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -115,6 +121,25 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="node and daemon status of an all-in-one cluster")
     st.add_argument("--root", default="./data")
     st.set_defaults(func=cmd_status)
+
+    ds = sub.add_parser("dispersion", help="canary containers and objects, and a report "
+                                           "of how many of their replicas are in place")
+    ds.add_argument("action", choices=("populate", "report"))
+    where = ds.add_mutually_exclusive_group()
+    where.add_argument("-c", "--config", help="the proxy's config (rings, hash, secret)")
+    where.add_argument("--root", help="an all-in-one root (`swiftlite up --root`)")
+    ds.add_argument("--auth-url", default=None, help="default: from the config")
+    ds.add_argument("--user", "-U", default=None,
+                    help="account admin (default with --root: from its config)")
+    ds.add_argument("--key", "-K", default=None)
+    ds.add_argument("--coverage", type=float, default=1.0,
+                    help="populate: percent of partitions to cover (at least 10 each); "
+                         "report: how many canaries to expect if the account cannot say")
+    ds.add_argument("--concurrency", type=int, default=32)
+    ds.add_argument("--timeout", type=float, default=2.0,
+                    help="report: seconds to connect to and hear from a storage server")
+    ds.add_argument("--json", action="store_true", help="report: JSON instead of text")
+    ds.set_defaults(func=cmd_dispersion)
     return p
 
 

@@ -1,0 +1,1 @@
+"""Operator tools: cluster-wide checks run by an operator, not by the servers."""
