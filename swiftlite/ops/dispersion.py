@@ -43,7 +43,7 @@ META = {"container": "X-Account-Meta-Dispersion-Containers",
         "object": "X-Account-Meta-Dispersion-Objects"}
 KINDS = ("container", "object")
 MIN_CANARIES = 10  # a 1% sample of a small ring is two or three partitions: too few to judge
-DEAD_AFTER = 3  # failures of one server before its other copies are not asked
+DEAD_AFTER = 3  # failures in a row of one server before its other copies are not asked
 
 
 class SetupError(Exception):
@@ -295,8 +295,8 @@ class KindReport:
 
 class Prober:
     """Signed HEADs to storage servers, bounded in number; a server that failed to connect or
-    answer DEAD_AFTER times is not asked again, so a dead or hung node costs a few timeouts,
-    not one per canary."""
+    answer DEAD_AFTER times in a row is not asked again, so a dead or hung node costs a few
+    timeouts, not one per canary."""
 
     def __init__(self, conf: Section, timeout: float, concurrency: int) -> None:
         from swiftlite.common import signing
@@ -325,6 +325,7 @@ class Prober:
                 if n >= DEAD_AFTER:
                     self.dead[server] = why
                 return None, why
+            self.failures[server] = 0  # it answers: slow, not dead
             resp.release()
             return resp.status, ""
 
