@@ -172,7 +172,7 @@ async def _put(session: aiohttp.ClientSession, url: Any, token: str, body: bytes
     why = ""
     for attempt in range(attempts):
         if attempt:
-            await asyncio.sleep(0.2 * attempt)  # backoff between retries, not a sync point
+            await asyncio.sleep(0.2 * attempt)  # back off before trying again
         try:
             async with session.put(url, data=body, headers={"X-Auth-Token": token}) as resp:
                 await resp.read()
@@ -196,7 +196,8 @@ async def populate(setup: Setup, coverage: float, concurrency: int, out: TextIO)
         try:
             auth = await authenticate(session, setup.auth_url, setup.user, setup.key)
             await ensure_container(session, auth, OBJECTS_CONTAINER)
-            have = await recorded_counts(session, auth) or dict.fromkeys(KINDS, 0)
+            recorded = await recorded_counts(session, auth)
+            have = dict(recorded or dict.fromkeys(KINDS, 0))
         except (SwiftError, aiohttp.ClientError, OSError) as exc:
             raise SetupError(str(exc)) from None
         todo: dict[str, list[tuple[str, int]]] = {}
@@ -237,11 +238,13 @@ async def populate(setup: Setup, coverage: float, concurrency: int, out: TextIO)
             have[kind] += made
         if progress.total_files:
             progress.finish()
-        async with session.post(auth.storage_url, headers={
-                "X-Auth-Token": auth.token, **{META[k]: str(have[k]) for k in KINDS}}) as resp:
-            await resp.read()
-            if resp.status // 100 != 2:
-                failed.append(f"POST {auth.account}: {resp.status} {resp.reason}")
+        if have != recorded:
+            async with session.post(auth.storage_url, headers={
+                    "X-Auth-Token": auth.token, **{META[k]: str(have[k]) for k in KINDS}}) \
+                    as resp:
+                await resp.read()
+                if resp.status // 100 != 2:
+                    failed.append(f"POST {auth.account}: {resp.status} {resp.reason}")
     for line in failed:
         print(f"FAILED {line}", file=out)
     el = time.monotonic() - t0
@@ -458,6 +461,6 @@ def run(args: argparse.Namespace) -> int:
             return 0 if all(r.copies_found == r.copies_expected for r in reps.values()) else 1
 
         return _run_async(do_report)
-    except (SetupError, SecretError) as exc:
+    except (SetupError, SecretError, aiohttp.ClientError, OSError) as exc:
         print(f"swiftlite dispersion: {exc}", file=sys.stderr)
         return 2
