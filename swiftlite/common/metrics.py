@@ -3,9 +3,9 @@
 Each server answers `GET /metrics` in the Prometheus text format, to clients in
 `metrics_allowed_networks` only (default: loopback; 403 for anyone else: request counts and
 disk usage are not for tenants). Workers forked by `serve` keep their values in memory-mapped
-files in one directory per server (`metrics_dir`, default a fresh temporary directory,
-emptied at start), and a scrape on any worker sums them all, so counters are right however
-SO_REUSEPORT spreads the requests.
+files in one directory per server (`metrics_dir`; default `<tmp>/swiftlite-metrics/<server>-<pid>`,
+removed at exit, or by the next server to start if this one was killed), and a scrape on
+any worker sums them all, so counters are right however SO_REUSEPORT spreads the requests.
 
 What is measured:
 - every server: requests by server, method, status, request type (account, container,
@@ -52,7 +52,11 @@ def prepare(conf: Section, name: str) -> None:
         os.makedirs(path, exist_ok=True)
         own = False
     else:
-        path = tempfile.mkdtemp(prefix=f"swiftlite-metrics-{name}-")
+        base = os.path.join(tempfile.gettempdir(), "swiftlite-metrics")
+        _remove_orphans(base)
+        path = os.path.join(base, f"{name}-{os.getpid()}")
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path, mode=0o700)
         own = True
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
     nets = []
@@ -60,6 +64,25 @@ def prepare(conf: Section, name: str) -> None:
         if item.strip():
             nets.append(ipaddress.ip_network(item.strip(), strict=False))
     _state.update(dir=path, own_dir=own, name=name, networks=nets, conf=conf)
+
+
+def _remove_orphans(base: str) -> None:
+    """Directories of servers that died without cleaning up (SIGKILL): `<name>-<pid>` whose
+    pid is gone."""
+    try:
+        entries = os.listdir(base)
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        pid = entry.rsplit("-", 1)[-1]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
+        except PermissionError:
+            pass  # someone else's live server
 
 
 def cleanup() -> None:
