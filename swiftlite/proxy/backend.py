@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from multidict import CIMultiDict
 
@@ -17,7 +17,12 @@ from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")
 
+T = TypeVar("T")
+
 NETWORK_ERRORS = (ClientError, asyncio.TimeoutError, OSError)
+# Replica writes a worker lets finish after answering the client (bodies up to
+# put_buffer_size each): enough for the error limiter to notice a hung node.
+MAX_DETACHED = 64
 
 # Headers never copied from a backend response to the client.
 HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "date",
@@ -46,10 +51,116 @@ def client_headers(resp_headers) -> CIMultiDict:
     return out
 
 
+async def settle(tasks: list[asyncio.Future], n: int, grace: float | None,
+                 known: Sequence[BackendResponse] = (),
+                 leave: Callable[[set[asyncio.Future]], None] | None = None,
+                 ) -> list[BackendResponse | None]:
+    """Await replica tasks (each yielding a BackendResponse or None). Once a quorum of `n`
+    (counting the `known` answers) agrees (same status class, below 500), the rest get
+    `grace` seconds and are then left to `leave` (default: cancelled) and answered as None:
+    a hung replica must not hold an answer the quorum already decided. `grace` None: await
+    them all."""
+    quorum = quorum_size(n)
+    classes: dict[int, int] = {}
+    for r in known:
+        if r.status < 500:
+            classes[r.status // 100] = classes.get(r.status // 100, 0) + 1
+    pending = set(tasks)
+    try:
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                r = task.result()
+                if r is not None and r.status < 500:
+                    classes[r.status // 100] = classes.get(r.status // 100, 0) + 1
+            if grace is not None and pending and max(classes.values(), default=0) >= quorum:
+                _, pending = await asyncio.wait(pending, timeout=grace)
+                if pending and leave is not None:
+                    leave(pending)
+                    pending = set()
+                break
+    finally:
+        abandon(pending)
+    return [t.result() if t.done() and not t.cancelled() else None for t in tasks]
+
+
+async def hedged(proxy, nodes: Iterable[dict[str, Any]],
+                 send: Callable[[dict[str, Any]], Awaitable[T | None]],
+                 discard: Callable[[T], None] = lambda r: None,
+                 ) -> AsyncIterator[tuple[dict[str, Any], T | None]]:
+    """Ask `nodes` one at a time, yielding (node, answer) as answers come (None: the node
+    could not answer); the next node is asked when the caller takes the next answer (it
+    did not want the last one) or when the one asked has not answered after
+    concurrency_timeout: a hung node (it accepts connections, never answers) then costs a
+    read that long, not node_timeout, and it is still heard if it answers first. Error
+    limited nodes are skipped. Use under contextlib.aclosing: requests still out when the
+    caller stops are cancelled and answers not yet taken are `discard`ed."""
+    hedge = proxy.concurrency_timeout if proxy.concurrent_gets else None
+    todo = iter(nodes)
+    asked: dict[asyncio.Future, dict[str, Any]] = {}
+    verdicts(proxy.limiter)  # before the tasks, so they share it
+
+    def ask() -> None:
+        for node in todo:
+            if not proxy.limiter.limited(node):
+                asked[asyncio.ensure_future(send(node))] = node
+                return
+
+    ask()
+    try:
+        while asked:
+            done, _ = await asyncio.wait(asked, timeout=hedge,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                ask()
+                continue
+            for task in done:
+                yield asked.pop(task), task.result()
+                ask()
+    finally:
+        for task in asked:
+            if task.done() and not task.cancelled() and task.result() is not None:
+                discard(task.result())
+        abandon([t for t in asked if not t.done()])
+
+
+def abandon(tasks) -> None:
+    """Cancel replica requests no longer wanted (their connections are closed, not reused);
+    whatever they end with is not an error worth logging."""
+    for task in tasks:
+        task.cancel()
+        task.add_done_callback(_swallow)
+
+
+def _swallow(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class Backend:
-    def __init__(self, pool: Pool, limiter: ErrorLimiter) -> None:
+    def __init__(self, pool: Pool, limiter: ErrorLimiter,
+                 post_quorum_timeout: float | None = None) -> None:
         self.pool = pool
         self.limiter = limiter
+        self.post_quorum_timeout = post_quorum_timeout
+        # Replica writes the client no longer waits for (see `detach`).
+        self.detached: set[asyncio.Future] = set()
+
+    def detach(self, tasks: set[asyncio.Future]) -> None:
+        """Let replica writes a quorum no longer needs finish in the background: one that
+        times out then counts against its node (a hung node gets error limited, so later
+        writes go straight to handoffs) and moves on to a handoff, as it would have with
+        the client waiting. Bounded (each holds its body): past MAX_DETACHED, cancelled."""
+        for task in tasks:
+            if len(self.detached) < MAX_DETACHED:
+                self.detached.add(task)
+                task.add_done_callback(self._detached_done)
+            else:
+                abandon([task])
+
+    def _detached_done(self, task: asyncio.Future) -> None:
+        self.detached.discard(task)
+        _swallow(task)
 
     async def open(self, node: dict[str, Any], method: str, path: str, headers: dict[str, str],
                    data: Any = None, query: str = "") -> Response | None:
@@ -139,8 +250,11 @@ class Backend:
         if grouped and isinstance(data, bytes):
             await self._grouped(primaries, method, path_for, headers_for, data, results, failed)
         pending = [i for i, r in enumerate(results) if r is None]
-        more = await asyncio.gather(*(on_handoff(i) if i in failed and use_handoffs
-                                      else one(i, primaries[i]) for i in pending))
+        tasks = [asyncio.ensure_future(on_handoff(i) if i in failed and use_handoffs
+                                       else one(i, primaries[i])) for i in pending]
+        # What the grouped requests stored counts toward the quorum too.
+        more = await settle(tasks, len(primaries), self.post_quorum_timeout,
+                            [r for r in results if r is not None], self.detach)
         for i, r in zip(pending, more, strict=True):
             results[i] = r
         return [r for r in results if r is not None] + \

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 from aiohttp import web
 
 from swiftlite.common import constraints
 from swiftlite.common.client import node_path
 from swiftlite.common.http import HTTPError
-from swiftlite.proxy.backend import BackendResponse, client_headers
+from swiftlite.proxy.backend import BackendResponse, client_headers, hedged
 from swiftlite.proxy.nodes import read_order
 from swiftlite.ring import Ring
 
@@ -60,17 +62,19 @@ async def read_any(proxy, request: web.Request, ring: Ring, part: int, method: s
     if extra:
         headers.update(extra)
     seen_404: BackendResponse | None = None
-    for node in read_order(ring, part):
-        if proxy.limiter.limited(node):
-            continue
-        resp = await proxy.backend.request(node, method, node_path(node, part, *names), headers,
-                                           query=query)
-        if resp is None or resp.status >= 500:
-            continue
-        if resp.status == 404:
-            seen_404 = seen_404 or resp
-            continue
-        return resp
+
+    def send(node: dict):
+        return proxy.backend.request(node, method, node_path(node, part, *names), headers,
+                                     query=query)
+
+    async with aclosing(hedged(proxy, read_order(ring, part), send)) as answers:
+        async for _, resp in answers:
+            if resp is None or resp.status >= 500:
+                continue
+            if resp.status == 404:
+                seen_404 = seen_404 or resp
+                continue
+            return resp
     if seen_404 is not None:
         return seen_404
     return BackendResponse(503, body=b"Service Unavailable: no replica answered\n")

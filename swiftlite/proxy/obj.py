@@ -14,6 +14,7 @@ import asyncio
 import logging
 import mimetypes
 import time
+from contextlib import aclosing
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -28,7 +29,9 @@ from swiftlite.proxy.backend import (
     BackendResponse,
     best_response,
     client_headers,
+    hedged,
     quorum_size,
+    settle,
 )
 from swiftlite.proxy.common import metadata_headers
 from swiftlite.proxy.nodes import logical_path, node_key, read_order, verdicts, write_handoffs
@@ -140,29 +143,36 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     newest_tombstone: Timestamp | None = None
     not_found = 0
     primaries: set[str] | None = None
-    for node in nodes:
-        if proxy.limiter.limited(node):
-            continue
-        resp = await proxy.backend.open(node, method, node_path(node, part, acct, cont, name),
-                                        headers)
-        if resp is None:
-            continue
-        if resp.status == 404 or resp.status >= 500:
-            if resp.status == 404:
-                tomb = _ts(resp.headers.get("X-Backend-Timestamp"))
-                if tomb and (newest_tombstone is None or tomb > newest_tombstone):
-                    newest_tombstone = tomb
-                if primaries is None:
-                    primaries = {node_key(n) for n in ring.get_part_nodes(part)}
-                if tomb or node_key(node) in primaries:
-                    not_found += 1
-            resp.release()
-            continue
-        data_ts = _ts(resp.headers.get("X-Timestamp"))
-        if newest_tombstone and data_ts and data_ts < newest_tombstone and resp.status < 300:
-            resp.release()  # a stale replica: a newer delete exists elsewhere
-            continue
-        return resp
+    winner: Response | None = None
+
+    def send(node: dict):
+        return proxy.backend.open(node, method, node_path(node, part, acct, cont, name),
+                                  headers)
+
+    async with aclosing(hedged(proxy, nodes, send, Response.release)) as answers:
+        async for node, resp in answers:
+            if resp is None:
+                continue
+            if resp.status == 404 or resp.status >= 500:
+                if resp.status == 404:
+                    tomb = _ts(resp.headers.get("X-Backend-Timestamp"))
+                    if tomb and (newest_tombstone is None or tomb > newest_tombstone):
+                        newest_tombstone = tomb
+                    if primaries is None:
+                        primaries = {node_key(n) for n in ring.get_part_nodes(part)}
+                    if tomb or node_key(node) in primaries:
+                        not_found += 1
+                resp.release()
+                continue
+            data_ts = _ts(resp.headers.get("X-Timestamp"))
+            if newest_tombstone and data_ts and data_ts < newest_tombstone \
+                    and resp.status < 300:
+                resp.release()  # a stale replica: a newer delete exists elsewhere
+                continue
+            winner = resp
+            break
+    if winner is not None:
+        return winner
     if not_found >= quorum_size(ring.replica_count):
         return None
     raise HTTPError(503, "Service Unavailable")
@@ -411,7 +421,7 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
         for feed in feeds:
             if not feed.dead:
                 await feed.queue.put(None)
-        results = await asyncio.gather(*tasks)
+        results = await settle(tasks, len(primaries), proxy.post_quorum_timeout)
     except BaseException:
         for t in tasks:
             t.cancel()  # the object servers drop their temp files on a cut connection

@@ -54,6 +54,11 @@ class Proxy:
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 10.0)
         self.client_timeout = conf.get_float("client_timeout", 60.0)
+        # Reads: ask the next replica as well when one has not answered in this long.
+        self.concurrent_gets = conf.get_bool("concurrent_gets", True)
+        self.concurrency_timeout = conf.get_float("concurrency_timeout", 0.5)
+        # Writes: once a quorum of replicas stored one, wait at most this for the rest.
+        self.post_quorum_timeout = conf.get_float("post_quorum_timeout", 0.5)
         self.put_buffer_size = conf.get_size("put_buffer_size", 1024 * 1024)
         self.grouped_writes = conf.get_bool("grouped_writes", True)
         self.account_autocreate = conf.get_bool("account_autocreate", True)
@@ -82,7 +87,7 @@ class Proxy:
     async def startup(self, app: web.Application) -> None:
         pool = Pool(self.conn_timeout, self.node_timeout,
                     self.conf.get_int("backend_connections_per_host", 256))
-        self.backend = Backend(pool, self.limiter)
+        self.backend = Backend(pool, self.limiter, self.post_quorum_timeout)
 
     async def cleanup(self, app: web.Application) -> None:
         if self.backend:
