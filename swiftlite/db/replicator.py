@@ -65,11 +65,16 @@ def _listdir(path: str) -> list[str]:
 
 def remove_db(path: str) -> None:
     """Drop a handoff DB (its hash dir: the .db and any -wal/-shm)."""
-    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-    try:
-        os.rmdir(os.path.dirname(os.path.dirname(path)))  # the suffix dir, once empty
-    except OSError:
-        pass
+    hash_dir = os.path.dirname(path)
+    shutil.rmtree(hash_dir, ignore_errors=True)
+    # Then the suffix and partition dirs, once empty: a partition a rebalance moved away
+    # leaves nothing behind for operators' tools (or the next pass) to mistake for data.
+    suffix_dir = os.path.dirname(hash_dir)
+    for d in (suffix_dir, os.path.dirname(suffix_dir)):
+        try:
+            os.rmdir(d)
+        except OSError:
+            break
 
 
 class DBReplicator(daemon.PeerSession):
