@@ -119,6 +119,8 @@ class MultiHost:
     hosts: dict[int, Host] = field(default_factory=dict)
     proxy: subprocess.Popen | None = None
     ports: dict[str, int] = field(default_factory=dict)
+    # section -> options added to every storage host's config (a benchmark's settings)
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.builders = os.path.join(self.root, "builders")
@@ -189,6 +191,8 @@ class MultiHost:
             "object-replicator": interval, "container-replicator": interval,
             "account-replicator": interval, "object-updater": interval,
         }
+        for name, options in self.extra.items():
+            sections[name] = {**sections.get(name, {}), **options}
         with open(host.conf, "w") as f:
             f.write(_ini(sections))
         self.hosts[n] = host
