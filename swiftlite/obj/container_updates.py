@@ -75,6 +75,11 @@ class ContainerUpdater:
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 3.0)
         self.wait_timeout = conf.get_float("container_update_timeout", 1.0)
+        # A container server that failed an update is not waited for during this many
+        # seconds (its updates still go, in the background, or to async_pending): a hung
+        # container host must not add container_update_timeout to every object write.
+        self.failed_hold = conf.get_float("container_update_failed_hold", 10.0)
+        self.failing: dict[tuple[str, int], float] = {}  # (ip, port) -> held until
         self.pool: fastclient.Pool | None = None
         self.tasks: set[asyncio.Task] = set()
         self.batch = conf.get_bool("container_update_batching", True)
@@ -119,6 +124,10 @@ class ContainerUpdater:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self._reap)
+        now = asyncio.get_running_loop().time()
+        if all(self.failing.get((t["ip"], t["port"]), 0) > now
+               for _, targets in per_device for t in targets):
+            return  # every target failed lately: don't wait, the task carries on
         try:
             await asyncio.wait_for(asyncio.shield(task), self.wait_timeout)
         except TimeoutError:
@@ -150,6 +159,12 @@ class ContainerUpdater:
             log.exception("container update %s /%s/%s/%s to %s failed; saving it for the "
                           "updater", method, account, container, obj, targets)
             results = [False] * len(targets)
+        now = asyncio.get_running_loop().time()
+        for t, ok in zip(targets, results, strict=True):
+            if ok:
+                self.failing.pop((t["ip"], t["port"]), None)
+            else:
+                self.failing[(t["ip"], t["port"])] = now + self.failed_hold
         failed = [t for t, ok in zip(targets, results, strict=True) if not ok]
         if failed:
             record = {"method": method, "path": quote_path(account, container, obj),
