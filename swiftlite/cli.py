@@ -67,6 +67,10 @@ def cmd_node(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.cluster or args.config:
+        from swiftlite.ops.recon import run
+
+        return run(args)
     from swiftlite.allinone import run_status
 
     return run_status(args)
@@ -118,8 +122,21 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--no-daemons", action="store_true", help="start servers only")
     n.set_defaults(func=cmd_node)
 
-    st = sub.add_parser("status", help="node and daemon status of an all-in-one cluster")
+    st = sub.add_parser("status", help="node and daemon status of an all-in-one cluster, or "
+                                       "(--cluster) of every server in the rings")
     st.add_argument("--root", default="./data")
+    st.add_argument("--cluster", action="store_true",
+                    help="ask every storage server in the rings (GET /recon) and flag "
+                         "problems; exit 1 when there are any")
+    st.add_argument("-c", "--config", default=None,
+                    help="--cluster: a config with swift_dir and backend_secret (e.g. the "
+                         "proxy's); default: the --root's proxy config")
+    st.add_argument("--timeout", type=float, default=3.0, help="--cluster: per server (s)")
+    st.add_argument("--json", action="store_true", help="--cluster: JSON output")
+    st.add_argument("--full-percent", type=float, default=90.0,
+                    help="--cluster: a device fuller than this is a problem")
+    st.add_argument("--pending-limit", type=int, default=1000,
+                    help="--cluster: more async_pendings on a device than this is a problem")
     st.set_defaults(func=cmd_status)
 
     ds = sub.add_parser("dispersion", help="canary containers and objects, and a report "

@@ -190,6 +190,15 @@ async def run_loop(conf: Section, daemon: str, run_pass: PassFn, once: bool,
             start = time.time()
             t0 = time.monotonic()
             log.info("%s pass starting", daemon)
+            # The last pass's status, marked running: a long pass (a paced audit) is not
+            # mistaken for a dead daemon by `swiftlite status --cluster`.
+            last = read_status(conf, daemon) or {}
+            last.pop("daemon", None)
+            try:
+                write_status(conf, daemon, {**last, "pid": os.getpid(),
+                                            "running_since": round(start, 3)})
+            except OSError:
+                log.exception("%s: cannot write status", daemon)
             try:
                 if not await _until_stopped(run_pass(stats), stop, stop_grace):
                     # SIGTERM mid-pass: every pass is resumable, so a long one (an audit
@@ -201,7 +210,8 @@ async def run_loop(conf: Section, daemon: str, run_pass: PassFn, once: bool,
                 stats["error"] = "pass aborted"
                 failed_passes += 1
             duration = time.monotonic() - t0
-            status = {"start": round(start, 3), "duration": round(duration, 3), **stats}
+            status = {"start": round(start, 3), "duration": round(duration, 3),
+                      "pid": os.getpid(), **stats}
             try:
                 write_status(conf, daemon, status)
             except OSError:

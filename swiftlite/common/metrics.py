@@ -23,9 +23,7 @@ imports it only in `init`, after `prepare` set the directory.
 
 from __future__ import annotations
 
-import glob
 import ipaddress
-import json
 import logging
 import os
 import shutil
@@ -203,6 +201,8 @@ class _NodeCollector:
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
+        from swiftlite.common.recon import daemon_statuses, device_usage
+
         start = GaugeMetricFamily("swiftlite_daemon_last_pass_start_timestamp_seconds",
                                   "When each daemon's last pass began", labels=["daemon"])
         took = GaugeMetricFamily("swiftlite_daemon_last_pass_duration_seconds",
@@ -214,13 +214,7 @@ class _NodeCollector:
                                    "Counters of each daemon's last pass",
                                    labels=["daemon", "counter"])
         now = time.time()
-        for path in sorted(glob.glob(os.path.join(self.status_dir, "*.json"))):
-            try:
-                with open(path) as f:
-                    status = json.load(f)
-            except (OSError, ValueError):
-                continue
-            daemon = status.get("daemon") or os.path.basename(path)[:-5]
+        for daemon, status in daemon_statuses(self.status_dir).items():
             if not isinstance(status.get("start"), (int, float)):
                 continue
             start.add_metric([daemon], status["start"])
@@ -228,7 +222,8 @@ class _NodeCollector:
             took.add_metric([daemon], duration)
             age.add_metric([daemon], max(0.0, now - status["start"] - duration))
             for k, v in status.items():
-                if k not in ("start", "duration") and isinstance(v, (int, float)) \
+                if k not in ("start", "duration", "pid", "running_since") \
+                        and isinstance(v, (int, float)) \
                         and not isinstance(v, bool):
                     counts.add_metric([daemon, k], v)
         yield from (start, took, age, counts)
@@ -237,24 +232,10 @@ class _NodeCollector:
         pending = GaugeMetricFamily("swiftlite_async_pending_updates",
                                     "Container updates waiting for the object updater",
                                     labels=["device"])
-        try:
-            devices = sorted(os.listdir(self.devices))
-        except OSError:
-            devices = []
-        for dev in devices:
-            root = os.path.join(self.devices, dev)
-            try:
-                st = os.statvfs(root)
-            except OSError:
-                continue
-            total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-            disk.add_metric([dev, "total"], total)
-            disk.add_metric([dev, "free"], free)
-            disk.add_metric([dev, "used"], total - st.f_bfree * st.f_frsize)
-            n = 0
-            for d in glob.glob(os.path.join(root, "async_pending*")):
-                for _, _, files in os.walk(d):
-                    n += len(files)
-            pending.add_metric([dev], n)
+        for dev, usage in device_usage(self.devices).items():
+            if "total" in usage:
+                for kind in ("total", "free", "used"):
+                    disk.add_metric([dev, kind], usage[kind])
+            pending.add_metric([dev], usage["async_pending"])
         yield disk
         yield pending

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
+from swiftlite.common import recon
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import check_account, check_container, check_object
 from swiftlite.common.devices import DeviceChecker
@@ -225,6 +226,7 @@ def make_db_app(server: DBServer, key: web.AppKey, conf: Section) -> web.Applica
     app[key] = server
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
+    recon.register(app, conf, server.broker_class.KIND)  # before the catch-all route
     app.router.add_route("*", "/{tail:.*}", server.handle)
     register_db_replication_routes(app, server.broker_class, conf)
     return app

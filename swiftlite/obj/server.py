@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common import constraints
+from swiftlite.common import constraints, recon
 from swiftlite.common.config import Section, config_true
 from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.hashing import hash_path
@@ -609,6 +609,7 @@ async def create_app(conf: Section) -> web.Application:
     server = ObjectServer(conf)
     app = make_app(backend=True)  # answers only signed requests from the cluster
     app[OBJECT_SERVER] = server
+    recon.register(app, conf, "object")  # before the catch-all route
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
     sync.register_sync_routes(app, conf)  # the replicator's MERGE digests/states/sync
     app.on_startup.append(server.on_startup)
