@@ -1,0 +1,119 @@
+"""The multi-host deployment files: example node configs, the README's ring commands,
+deploy/make-cluster.sh, the compose file and the systemd units."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from swiftlite.common import signing
+from swiftlite.common.config import load_sections
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+STORAGE_IPS = ["172.28.0.11", "172.28.0.12", "172.28.0.13"]
+PORTS = {"object": 6200, "container": 6201, "account": 6202}
+
+
+def ring_devices(path: str) -> set[tuple[str, int, str]]:
+    from swiftlite.ring import Ring
+
+    return {(d["ip"], d["port"], d["device"])
+            for d in Ring.load(path, reload_interval=1e9).devs if d is not None}
+
+
+@pytest.mark.parametrize("name", ["storage-node.conf", "proxy-node.conf"])
+def test_example_node_conf_refuses_its_placeholders(name):
+    path = os.path.join(REPO, "etc", name)
+    sections = load_sections(path)
+    if name.startswith("storage"):
+        assert {"object-server", "container-server", "account-server",
+                "object-replicator"} <= set(sections)
+    else:
+        assert "proxy-server" in sections
+    res = subprocess.run([sys.executable, "-m", "swiftlite.cli", "node", "-c", path],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, signing.ENV: ""})
+    assert res.returncode == 1, res.stderr
+    assert "refusing to start" in res.stderr and "backend_secret" in res.stderr
+
+
+def test_readme_ring_commands_build_three_rings(tmp_path):
+    with open(os.path.join(REPO, "README.md")) as f:
+        readme = f.read()
+    block = next(b for b in re.findall(r"```\n(.*?)```", readme, re.S)
+                 if "swiftlite-ring-builder $kind.builder create" in b)
+    script = "\n".join(line for line in block.splitlines() if "python3 -c" not in line)
+    res = subprocess.run(["sh", "-ec", script], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
+    assert res.returncode == 0, res.stderr
+    for kind, port in PORTS.items():
+        assert ring_devices(str(tmp_path / f"{kind}.ring.gz")) == {
+            (f"10.0.0.1{n}", port, "d1") for n in (1, 2, 3)}
+
+
+def test_make_cluster_writes_matching_configs_and_rings(tmp_path):
+    out = tmp_path / "cluster"
+    env = {**os.environ, "SWIFTLITE_BIN": BIN}
+    script = os.path.join(REPO, "deploy", "make-cluster.sh")
+    res = subprocess.run([script, str(out)], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert res.returncode == 0, res.stderr
+    for kind, port in PORTS.items():
+        assert ring_devices(str(out / f"{kind}.ring.gz")) == {
+            (ip, port, "d1") for ip in STORAGE_IPS}
+    confs = [load_sections(str(out / f"storage{n}.conf")) for n in (1, 2, 3)]
+    proxy = load_sections(str(out / "proxy.conf"))["proxy-server"]
+    secrets = {c["object-server"]["backend_secret"] for c in confs} | \
+        {proxy["backend_secret"]}
+    assert len(secrets) == 1
+    signing.check_secret(secrets.pop())
+    signing.check_secret(proxy["auth_secret"], "auth_secret")
+    assert [c["object-server"]["bind_ip"] for c in confs] == STORAGE_IPS
+    assert proxy["memcache_servers"] == "172.28.0.5:11211"
+    assert proxy["user_images_uploader"].endswith(".admin")
+    # One cluster's salts are never silently replaced.
+    again = subprocess.run([script, str(out)], capture_output=True, text=True, timeout=60,
+                           env=env)
+    assert again.returncode == 2 and "already holds" in again.stderr
+
+
+def test_compose_file_names_the_cluster_it_needs():
+    yaml = pytest.importorskip("yaml")
+    path = os.path.join(REPO, "deploy", "docker-compose.yml")
+    with open(path) as f:
+        compose = yaml.safe_load(f)
+    services = compose["services"]
+    assert set(services) == {"proxy", "storage1", "storage2", "storage3", "memcached"}
+    for n, ip in enumerate(STORAGE_IPS, 1):
+        svc = services[f"storage{n}"]
+        assert svc["command"][:3] == ["swiftlite", "node", "-c"]
+        assert svc["command"][3] == f"/etc/swiftlite/storage{n}.conf"
+        assert svc["networks"]["backend"]["ipv4_address"] == ip
+        assert f"storage{n}-d1:/srv/node/d1" in svc["volumes"]
+        assert ip in " ".join(svc["healthcheck"]["test"])
+    assert services["proxy"]["ports"] == ["8080:8080"]
+    assert services["memcached"]["networks"]["backend"]["ipv4_address"] == "172.28.0.5"
+    build = services["proxy"]["build"]
+    assert os.path.exists(os.path.join(REPO, "deploy", build["context"], build["dockerfile"]))
+    if shutil.which("docker") and subprocess.run(
+            ["docker", "compose", "version"], capture_output=True).returncode == 0:
+        res = subprocess.run(["docker", "compose", "-f", path, "config", "-q"],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("unit,conf", [("swiftlite-storage.service", "storage-node.conf"),
+                                       ("swiftlite-proxy.service", "proxy-node.conf")])
+def test_systemd_units_run_swiftlite_node(unit, conf):
+    with open(os.path.join(REPO, "deploy", "systemd", unit)) as f:
+        text = f.read()
+    exec_start = re.search(r"^ExecStart=(.*)$", text, re.M).group(1)
+    assert f"swiftlite node -c /etc/swiftlite/{conf}" in exec_start
+    assert re.search(r"^KillSignal=SIGTERM$", text, re.M)
+    assert re.search(r"^TimeoutStopSec=\d+$", text, re.M)
