@@ -178,11 +178,11 @@ class Backend:
             if isinstance(exc, ConnectError):
                 # Nothing was sent, so the request cannot be the cause.
                 if exc.refused:
-                    self.limiter.fatal(node, f"{method} {path}: {exc}")
+                    self.limiter.fatal(node, f"{method} {path}: {exc}", server=True)
                 else:
-                    self.limiter.error(node, f"{method} {path}: {exc!r}")
+                    self.limiter.error(node, f"{method} {path}: {exc!r}", server=True)
             else:
-                judge.suspect(node, method, logical, f"{method} {path}: {exc!r}")
+                judge.suspect(node, method, logical, f"{method} {path}: {exc!r}", server=True)
             return None
         status = resp.status
         if status < 400:
@@ -204,7 +204,7 @@ class Backend:
             body = await resp.read()
         except NETWORK_ERRORS as exc:
             verdicts(self.limiter).suspect(node, method, logical_path(path),
-                                           f"{method} {path}: reading: {exc!r}")
+                                           f"{method} {path}: reading: {exc!r}", server=True)
             return None
         return BackendResponse(resp.status, resp.headers, body, node)
 

@@ -41,27 +41,42 @@ def node_key(node: dict[str, Any]) -> str:
     return f"{node['ip']}:{node['port']}/{node['device']}"
 
 
+def server_key(node: dict[str, Any]) -> str:
+    return f"{node['ip']}:{node['port']}"
+
+
 class ErrorLimiter:
+    """Faults are counted against a device (a 5xx, a 507: its disk) or, for network faults
+    (refused, timed out, cut), against the whole server: a hung host is skipped for all of
+    its devices once, not after `limit` faults on each of its 12 disks."""
+
     def __init__(self, limit: int = 10, interval: float = 60.0) -> None:
         self.limit = limit
         self.interval = interval
-        # node -> (count, last error time, fingerprints counted in this window)
+        # device or server key -> (count, last error time, fingerprints counted in window)
         self._errors: dict[str, tuple[int, float, set[Any]]] = {}
 
-    def limited(self, node: dict[str, Any]) -> bool:
-        entry = self._errors.get(node_key(node))
+    def _limited(self, key: str) -> bool:
+        entry = self._errors.get(key)
         if entry is None:
             return False
         count, last, _ = entry
         if time.monotonic() - last > self.interval:
-            del self._errors[node_key(node)]
+            del self._errors[key]
             return False
         return count >= self.limit
 
-    def error(self, node: dict[str, Any], why: str, fingerprint: Any = None) -> None:
-        """Count one fault of `node`; a `fingerprint` already counted in this window is not
-        counted again (one request repeated is one fault, not many)."""
-        key = node_key(node)
+    def limited(self, node: dict[str, Any]) -> bool:
+        if not self._errors:
+            return False
+        return self._limited(server_key(node)) or self._limited(node_key(node))
+
+    def error(self, node: dict[str, Any], why: str, fingerprint: Any = None,
+              server: bool = False) -> None:
+        """Count one fault of `node` (of its whole server when `server`); a `fingerprint`
+        already counted in this window is not counted again (one request repeated is one
+        fault, not many)."""
+        key = server_key(node) if server else node_key(node)
         count, last, seen = self._errors.get(key, (0, 0.0, set()))
         now = time.monotonic()
         if now - last > self.interval:
@@ -78,10 +93,12 @@ class ErrorLimiter:
         else:
             log.warning("node %s error: %s", key, why)
 
-    def fatal(self, node: dict[str, Any], why: str) -> None:
-        """A node that cannot serve at all (refused connection, 507): limit at once."""
-        self._errors[node_key(node)] = (self.limit, time.monotonic(), set())
-        log.error("node %s error limited: %s", node_key(node), why)
+    def fatal(self, node: dict[str, Any], why: str, server: bool = False) -> None:
+        """A node that cannot serve at all (refused connection: its server; 507: its
+        device): limit at once."""
+        key = server_key(node) if server else node_key(node)
+        self._errors[key] = (self.limit, time.monotonic(), set())
+        log.error("node %s error limited: %s", key, why)
 
 
 class Verdicts:
@@ -93,15 +110,18 @@ class Verdicts:
     def __init__(self, limiter: ErrorLimiter) -> None:
         self.limiter = limiter
         # (method, path) -> None once a replica answered it well, else the suspects so far
-        self._state: dict[tuple[str, str], list[tuple[dict[str, Any], str]] | None] = {}
+        self._state: dict[tuple[str, str],
+                          list[tuple[dict[str, Any], str, bool]] | None] = {}
 
-    def suspect(self, node: dict[str, Any], method: str, path: str, why: str) -> None:
+    def suspect(self, node: dict[str, Any], method: str, path: str, why: str,
+                server: bool = False) -> None:
+        """`server`: a network fault (held against the node's whole server)."""
         key = (method, path)
         pending = self._state.get(key, [])
         if pending is None:
-            self.limiter.error(node, why, key)
+            self.limiter.error(node, why, key, server)
             return
-        pending.append((node, why))
+        pending.append((node, why, server))
         self._state[key] = pending
         log.info("node %s: %s (held against it only if another replica serves it)",
                  node_key(node), why)
@@ -111,8 +131,8 @@ class Verdicts:
         pending = self._state.get(key, [])
         self._state[key] = None
         if pending:
-            for node, why in pending:
-                self.limiter.error(node, why, key)
+            for node, why, server in pending:
+                self.limiter.error(node, why, key, server)
 
 
 _VERDICTS: contextvars.ContextVar[Verdicts | None] = contextvars.ContextVar(

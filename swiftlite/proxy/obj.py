@@ -394,9 +394,9 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
                 return resp
             except NETWORK_ERRORS as exc:
                 if isinstance(exc, ConnectError):  # nothing sent: the node's fault
-                    proxy.limiter.error(node, f"PUT {path}: {exc!r}")
+                    proxy.limiter.error(node, f"PUT {path}: {exc!r}", server=True)
                 else:  # e.g. the server refused the body early: maybe the request's fault
-                    judge.suspect(node, "PUT", logical, f"PUT {path}: {exc!r}")
+                    judge.suspect(node, "PUT", logical, f"PUT {path}: {exc!r}", server=True)
                 if feed.started:
                     break
                 node = next(handoffs, None)

@@ -102,3 +102,29 @@ def test_verdicts_are_per_task_and_shared_by_children():
 def test_logical_path():
     assert logical_path("/d1/12/AUTH_a/c/o/x") == "/AUTH_a/c/o/x"
     assert logical_path("/d1/12/AUTH_a") == "/AUTH_a"
+
+
+def test_network_faults_limit_every_device_of_the_server():
+    lim = ErrorLimiter(limit=2, interval=60)
+    a2 = {**A, "device": "d2"}
+    other_port = {**A, "port": 6201}
+    lim.error(A, "timeout", ("PUT", "/a/c/o1"), server=True)
+    lim.error(a2, "timeout", ("PUT", "/a/c/o2"), server=True)
+    # Two faults on two disks of one hung server: the server is out, all its devices.
+    assert lim.limited(A) and lim.limited(a2) and lim.limited({**A, "device": "d9"})
+    assert not lim.limited(other_port) and not lim.limited(B)
+
+
+def test_device_faults_stay_on_the_device():
+    lim = ErrorLimiter(limit=1, interval=60)
+    lim.fatal(A, "507 Insufficient Storage")
+    assert lim.limited(A) and not lim.limited({**A, "device": "d2"})
+
+
+def test_a_network_suspicion_counts_against_the_server_once_served():
+    lim = ErrorLimiter(limit=1, interval=60)
+    v = Verdicts(lim)
+    v.suspect(A, "GET", "/a/c/o", "read timeout", server=True)
+    assert not lim.limited(A)
+    v.served("GET", "/a/c/o")
+    assert lim.limited({**A, "device": "d2"})
