@@ -1,0 +1,115 @@
+"""What hedged reads cost when every node is healthy: GET/s of 64 KiB objects through two
+proxies of one cluster, one with `concurrent_gets = true` (the default) and one with it off,
+rounds interleaved (A B A B ...) so machine drift hits both alike.
+
+A fresh `swiftlite up --workers 1` (one node, four devices, three replicas) is started;
+the second proxy runs the same config with concurrent_gets = false on another port.
+
+    .venv/bin/python loadtests/bench_hedge.py [--rounds 6] [--seconds 3] [--conc 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import configparser
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import aiohttp  # noqa: E402
+
+from loadtests.up import start_cluster, stop_cluster  # noqa: E402
+from tests.helpers import free_port, healthy, wait_for  # noqa: E402
+
+SIZE = 64 * 1024
+NAMES = 64
+
+
+async def measure(s: aiohttp.ClientSession, urls: list[str], h: dict[str, str],
+                  seconds: float, conc: int) -> float:
+    done = 0
+    end = time.monotonic() + seconds
+
+    async def worker(w: int) -> None:
+        nonlocal done
+        i = w
+        while time.monotonic() < end:
+            async with s.get(urls[i % len(urls)], headers=h) as r:
+                if r.status != 200 or len(await r.read()) != SIZE:
+                    raise RuntimeError(f"GET {urls[i % len(urls)]}: {r.status}")
+            done += 1
+            i += conc
+
+    start = time.monotonic()
+    await asyncio.gather(*(worker(w) for w in range(conc)))
+    return done / (time.monotonic() - start)
+
+
+async def bench(proxies: dict[str, str], args: argparse.Namespace) -> dict[str, list[float]]:
+    async with aiohttp.ClientSession() as s:
+        base = proxies["hedged"]
+        async with s.get(f"{base}/auth/v1.0", headers={"X-Auth-User": "test:tester",
+                                                       "X-Auth-Key": "testing"}) as r:
+            storage, token = r.headers["X-Storage-Url"], r.headers["X-Auth-Token"]
+        h = {"X-Auth-Token": token}
+        path = storage.split("/v1/", 1)[1]
+        await (await s.put(f"{storage}/hedge", headers=h)).release()
+        for i in range(NAMES):
+            await (await s.put(f"{storage}/hedge/o{i}", data=os.urandom(SIZE),
+                               headers=h)).release()
+        rates: dict[str, list[float]] = {k: [] for k in proxies}
+        for _ in range(args.rounds):
+            for kind, url in proxies.items():
+                urls = [f"{url}/v1/{path}/hedge/o{i}" for i in range(NAMES)]
+                rates[kind].append(await measure(s, urls, h, args.seconds, args.conc))
+        return rates
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--conc", type=int, default=32)
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="bench-hedge-")
+    proc, cluster = start_cluster(root, ["--workers", "1", "--nodes", "1", "--devices", "4"])
+    other = None
+    try:
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
+        parser.read(os.path.join(root, "etc", "proxy.conf"))
+        port = free_port()
+        parser["proxy-server"]["bind_port"] = str(port)
+        parser["proxy-server"]["concurrent_gets"] = "false"
+        conf = os.path.join(root, "etc", "proxy-unhedged.conf")
+        with open(conf, "w") as f:
+            parser.write(f)
+        with open(os.path.join(root, "logs", "proxy-unhedged.log"), "wb") as log:
+            other = subprocess.Popen([sys.executable, "-m", "swiftlite.cli", "server", "proxy",
+                                      "-c", conf], stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: healthy(port), 30, what="the second proxy")
+        proxies = {"hedged": cluster["proxy"]["url"], "unhedged": f"http://127.0.0.1:{port}"}
+        rates = asyncio.run(bench(proxies, args))
+    finally:
+        if other is not None:
+            other.terminate()
+            other.wait(10)
+        stop_cluster(proc)
+    print(f"config: swiftlite up --workers 1 --nodes 1 --devices 4 (3 replicas), "
+          f"{SIZE // 1024} KiB GETs, {NAMES} names, concurrency {args.conc}, "
+          f"{args.rounds} x {args.seconds}s rounds per proxy, interleaved, cpus={os.cpu_count()}")
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    for kind, got in rates.items():
+        print(f"{kind:10} {med[kind]:8.1f} GET/s  rounds {[round(x) for x in got]}")
+    print(f"hedged / unhedged: {med['hedged'] / med['unhedged']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
