@@ -319,13 +319,21 @@ def run_status(args: Namespace) -> int:
         print(f"no cluster under {root} (run `swiftlite up --root {args.root}`)",
               file=sys.stderr)
         return 1
+    from swiftlite.ops.headline import headline
+
     proxy = cluster["proxy"]
-    up = _healthy(proxy["url"].split("//")[1].rsplit(":", 1)[0], proxy["port"])
+    proxy_ip = proxy["url"].split("//")[1].rsplit(":", 1)[0]
+    up = _healthy(proxy_ip, proxy["port"])
     print(f"proxy  {proxy['url']}  {'up' if up else 'DOWN'}")
+    for line in headline(proxy_ip, proxy["port"]) if up else []:
+        print(f"  {line}")
     for node in cluster["nodes"]:
         states = [f"{role}:{'up' if _healthy(node['ip'], s['port']) else 'DOWN'}"
                   for role, s in node["servers"].items()]
         print(f"{node['name']}  " + "  ".join(states))
+        obj = node["servers"].get("object")
+        for line in headline(node["ip"], obj["port"]) if obj else []:
+            print(f"  object server: {line}")
         status_dir = os.path.join(root, "run", node["name"])
         for name in sorted(os.listdir(status_dir)) if os.path.isdir(status_dir) else []:
             if not name.endswith(".json"):

@@ -55,6 +55,7 @@ def test_recon_reports_devices_rings_daemons(cluster):
     assert sorted(doc["devices"]) == ["d1", "d2"]
     d1 = doc["devices"]["d1"]
     assert d1["total"] > 0 and 0 <= d1["used"] <= d1["total"] and d1["mounted"]
+    assert d1["journal_bytes"] >= 0 and d1["journal_partitions"] >= 0
     for kind in ("object", "container", "account"):
         with open(os.path.join(cluster.etc_dir, f"{kind}.ring.gz"), "rb") as f:
             assert doc["rings"][kind] == hashlib.md5(f.read()).hexdigest()
@@ -100,3 +101,21 @@ def test_status_cluster_healthy_then_flags_problems(cluster, tmp_path):
     res = status(cluster)
     assert res.returncode == 1
     assert f"127.0.0.1:{port}: unreachable" in res.stdout, res.stdout
+
+
+def test_status_shows_headline_numbers(cluster):
+    conn = cluster.connection()
+    conn.put_container("headline")
+    for i in range(5):
+        conn.put_object("headline", f"o{i}", b"x" * 1000)
+        conn.get_object("headline", f"o{i}")
+    res = subprocess.run([sys.executable, "-m", "swiftlite.cli", "status", "--root",
+                          cluster.root], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    # The proxy's own counters (since it started), method by method.
+    lines = res.stdout.splitlines()
+    proxy_lines = lines[1:lines.index(next(x for x in lines if x.startswith("node1")))]
+    get = next(x for x in proxy_lines if x.strip().startswith("GET "))
+    assert int(get.split()[1]) >= 5 and " 0 5xx" in get and "p99 " in get, proxy_lines
+    assert any(x.strip().startswith("bytes in") for x in proxy_lines)
+    assert any("object server: PUT" in x for x in lines), lines
