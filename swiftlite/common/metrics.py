@@ -232,10 +232,17 @@ class _NodeCollector:
         pending = GaugeMetricFamily("swiftlite_async_pending_updates",
                                     "Container updates waiting for the object updater",
                                     labels=["device"])
+        journal = GaugeMetricFamily("swiftlite_digest_journal_bytes",
+                                    "Digest journal bytes not yet folded into the digests",
+                                    labels=["device"])
+        journals = GaugeMetricFamily("swiftlite_digest_journal_partitions",
+                                     "Partitions with a digest journal not yet folded",
+                                     labels=["device"])
         for dev, usage in device_usage(self.devices).items():
             if "total" in usage:
                 for kind in ("total", "free", "used"):
                     disk.add_metric([dev, kind], usage[kind])
             pending.add_metric([dev], usage["async_pending"])
-        yield disk
-        yield pending
+            journal.add_metric([dev], usage["journal_bytes"])
+            journals.add_metric([dev], usage["journal_partitions"])
+        yield from (disk, pending, journal, journals)

@@ -39,8 +39,28 @@ def _count_files(top: str) -> int:
     return n
 
 
+def _journals(device_root: str) -> tuple[int, int]:
+    """(bytes, partitions) of digest journals not yet folded on one device: the incremental
+    digests' backlog (obj/digests.py; a journal is folded past journal_fold_bytes)."""
+    total = parts = 0
+    top = os.path.join(device_root, "objects")
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return 0, 0
+    for part in names:
+        try:
+            size = os.stat(os.path.join(top, part, "hashes.journal")).st_size
+        except OSError:
+            continue
+        total += size
+        parts += 1
+    return total, parts
+
+
 def device_usage(devices: str, mount_check: bool = False) -> dict[str, dict[str, Any]]:
-    """device -> size, use, mounted, async_pendings and quarantined counts (blocking)."""
+    """device -> size, use, mounted, async_pendings, unfolded digest journals and
+    quarantined counts (blocking)."""
     out: dict[str, dict[str, Any]] = {}
     try:
         names = sorted(os.listdir(devices))
@@ -60,6 +80,7 @@ def device_usage(devices: str, mount_check: bool = False) -> dict[str, dict[str,
             entry.update(mounted=False, error=exc.strerror)
         entry["async_pending"] = sum(_count_files(d) for d in
                                      glob.glob(os.path.join(root, "async_pending*")))
+        entry["journal_bytes"], entry["journal_partitions"] = _journals(root)
         qroot = os.path.join(root, "quarantined")
         entry["quarantined"] = {k: len(os.listdir(os.path.join(qroot, k)))
                                 for k in QUARANTINE_KINDS
