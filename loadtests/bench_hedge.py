@@ -18,37 +18,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aiohttp  # noqa: E402
 
+from loadtests.bench_get_paths import SIZE, measure  # noqa: E402
 from loadtests.up import start_cluster, stop_cluster  # noqa: E402
 from tests.helpers import free_port, healthy, wait_for  # noqa: E402
 
-SIZE = 64 * 1024
 NAMES = 64
-
-
-async def measure(s: aiohttp.ClientSession, urls: list[str], h: dict[str, str],
-                  seconds: float, conc: int) -> float:
-    done = 0
-    end = time.monotonic() + seconds
-
-    async def worker(w: int) -> None:
-        nonlocal done
-        i = w
-        while time.monotonic() < end:
-            async with s.get(urls[i % len(urls)], headers=h) as r:
-                if r.status != 200 or len(await r.read()) != SIZE:
-                    raise RuntimeError(f"GET {urls[i % len(urls)]}: {r.status}")
-            done += 1
-            i += conc
-
-    start = time.monotonic()
-    await asyncio.gather(*(worker(w) for w in range(conc)))
-    return done / (time.monotonic() - start)
 
 
 async def bench(proxies: dict[str, str], args: argparse.Namespace) -> dict[str, list[float]]:
