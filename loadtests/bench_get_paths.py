@@ -76,6 +76,34 @@ async def measure(s: aiohttp.ClientSession, urls: list[str], headers: dict[str, 
     return done / (time.monotonic() - start)
 
 
+def bench_args(doc: str) -> argparse.Namespace:
+    """--rounds, --seconds, --conc: the options every interleaved GET benchmark takes."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--conc", type=int, default=32)
+    return ap.parse_args()
+
+
+async def interleaved(s: aiohttp.ClientSession,
+                      targets: dict[str, tuple[list[str], dict[str, str]]],
+                      args: argparse.Namespace) -> dict[str, list[float]]:
+    """GET/s of each target (its URLs, its headers), rounds interleaved A B A B ..."""
+    rates: dict[str, list[float]] = {k: [] for k in targets}
+    for _ in range(args.rounds):
+        for kind, (urls, h) in targets.items():
+            rates[kind].append(await measure(s, urls, h, args.seconds, args.conc))
+    return rates
+
+
+def print_medians(rates: dict[str, list[float]], label: str = "") -> dict[str, float]:
+    """Each kind's median GET/s and its rounds, printed; the medians returned."""
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    for kind, got in rates.items():
+        print(f"{label}{kind:10} {med[kind]:8.1f} GET/s  rounds {[round(x) for x in got]}")
+    return med
+
+
 async def run(args: argparse.Namespace) -> None:
     async with aiohttp.ClientSession() as s:
         async with s.get(args.auth, headers={"X-Auth-User": args.user,

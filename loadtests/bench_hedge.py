@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import configparser
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aiohttp  # noqa: E402
 
-from loadtests.bench_get_paths import SIZE, measure  # noqa: E402
+from loadtests.bench_get_paths import SIZE, bench_args, interleaved, print_medians  # noqa: E402
 from loadtests.up import start_cluster, stop_cluster  # noqa: E402
 from tests.helpers import free_port, healthy, wait_for  # noqa: E402
 
@@ -42,20 +41,13 @@ async def bench(proxies: dict[str, str], args: argparse.Namespace) -> dict[str, 
         for i in range(NAMES):
             await (await s.put(f"{storage}/hedge/o{i}", data=os.urandom(SIZE),
                                headers=h)).release()
-        rates: dict[str, list[float]] = {k: [] for k in proxies}
-        for _ in range(args.rounds):
-            for kind, url in proxies.items():
-                urls = [f"{url}/v1/{path}/hedge/o{i}" for i in range(NAMES)]
-                rates[kind].append(await measure(s, urls, h, args.seconds, args.conc))
-        return rates
+        targets = {kind: ([f"{url}/v1/{path}/hedge/o{i}" for i in range(NAMES)], h)
+                   for kind, url in proxies.items()}
+        return await interleaved(s, targets, args)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--conc", type=int, default=32)
-    args = ap.parse_args()
+    args = bench_args(__doc__)
     root = tempfile.mkdtemp(prefix="bench-hedge-")
     proc, cluster = start_cluster(root, ["--workers", "1", "--nodes", "1", "--devices", "4"])
     other = None
@@ -83,9 +75,7 @@ def main() -> int:
     print(f"config: swiftlite up --workers 1 --nodes 1 --devices 4 (3 replicas), "
           f"{SIZE // 1024} KiB GETs, {NAMES} names, concurrency {args.conc}, "
           f"{args.rounds} x {args.seconds}s rounds per proxy, interleaved, cpus={os.cpu_count()}")
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    for kind, got in rates.items():
-        print(f"{kind:10} {med[kind]:8.1f} GET/s  rounds {[round(x) for x in got]}")
+    med = print_medians(rates)
     print(f"hedged / unhedged: {med['hedged'] / med['unhedged']:.3f}")
     return 0
 

@@ -15,7 +15,6 @@ import asyncio
 import configparser
 import json
 import os
-import statistics
 import sys
 import tempfile
 
@@ -23,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aiohttp  # noqa: E402
 
-from loadtests.bench_get_paths import SIZE, measure  # noqa: E402
+from loadtests.bench_get_paths import SIZE, bench_args, interleaved, print_medians  # noqa: E402
 from loadtests.up import start_cluster, stop_cluster  # noqa: E402
 
 NAMES = 64
@@ -62,19 +61,11 @@ async def prepare(s: aiohttp.ClientSession, proxy: str) -> tuple[list[str], dict
 async def bench(proxies: dict[str, str], args: argparse.Namespace) -> dict[str, list[float]]:
     async with aiohttp.ClientSession() as s:
         targets = {k: await prepare(s, url) for k, url in proxies.items()}
-        rates: dict[str, list[float]] = {k: [] for k in proxies}
-        for _ in range(args.rounds):
-            for kind, (urls, h) in targets.items():
-                rates[kind].append(await measure(s, urls, h, args.seconds, args.conc))
-        return rates
+        return await interleaved(s, targets, args)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--conc", type=int, default=32)
-    args = ap.parse_args()
+    args = bench_args(__doc__)
     roots = {k: tempfile.mkdtemp(prefix=f"bench-objw-{k}-") for k in ("1 worker", "2 workers")}
     procs = []
     try:
@@ -94,9 +85,7 @@ def main() -> int:
           f"object server 1 or 2 workers; {SIZE // 1024} KiB GETs, {NAMES} names, "
           f"concurrency {args.conc}, {args.rounds} x {args.seconds}s rounds per cluster, "
           f"interleaved, cpus={os.cpu_count()}")
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    for kind, got in rates.items():
-        print(f"object server {kind:10} {med[kind]:8.1f} GET/s  rounds {[round(x) for x in got]}")
+    med = print_medians(rates, 'object server ')
     print(f"2 workers / 1 worker: {med['2 workers'] / med['1 worker']:.3f}")
     return 0
 

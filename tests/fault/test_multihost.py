@@ -164,6 +164,16 @@ def settled(mh: MultiHost, names: list[str]) -> bool:
         and not fully_replicated(mh, names)
 
 
+def check_after(mh: MultiHost, load: Load) -> None:
+    """After a scenario: no acknowledged object was ever unreadable, and every object, old
+    and new, is on all its primaries and reads back; the next scenario expects them all."""
+    assert not load.unreadable, load.unreadable[:5]
+    names = mh.seeded + load.acked  # type: ignore[attr-defined]
+    assert not fully_replicated(mh, names)
+    all_readable(mh, names)
+    mh.seeded = names  # type: ignore[attr-defined]
+
+
 def test_hung_host_bounded_latency_then_handoffs_revert(cluster):
     mh = cluster
     load = Load(mh).start()
@@ -189,14 +199,12 @@ def test_hung_host_bounded_latency_then_handoffs_revert(cluster):
     with open(os.path.join(mh.proxy_root, "logs", "proxy-server.log")) as f:
         limited = [line for line in f if "error limited" in line]
     assert any(f"node {host_ip(2)}:" in line for line in limited), limited
-    assert not load.unreadable, load.unreadable[:5]
     assert not load.write_failures, load.write_failures[:5]
     assert handoffs and 2 not in handoffs, handoffs
     # Once host2 answers again, its replicas come home and the handoff copies go.
-    names = mh.seeded + load.acked  # type: ignore[attr-defined]
-    wait_for(lambda: settled(mh, names), 120, interval=0.5, what="handoffs to revert")
-    all_readable(mh, names)
-    mh.seeded = names  # type: ignore[attr-defined]
+    wait_for(lambda: settled(mh, mh.seeded + load.acked), 120,  # type: ignore[attr-defined]
+             interval=0.5, what="handoffs to revert")
+    check_after(mh, load)
 
 
 def test_add_fifth_host_under_load(cluster):
@@ -219,14 +227,10 @@ def test_add_fifth_host_under_load(cluster):
         wait_for(lambda: load.since(mark, 10, 10), 60, what="load after the move")
     finally:
         load.stop()
-    assert not load.unreadable, load.unreadable[:5]
-    names = mh.seeded + load.acked  # type: ignore[attr-defined]
-    assert not fully_replicated(mh, names)
+    check_after(mh, load)
     # The moved partitions left their old hosts: nothing misplaced anywhere.
     assert not mh.misplaced("object")
     assert any(mh.parts_on(5).values()), "host5 received no partitions"
-    all_readable(mh, names)
-    mh.seeded = names  # type: ignore[attr-defined]
 
 
 def test_remove_host_under_load(cluster):
@@ -257,11 +261,7 @@ def test_remove_host_under_load(cluster):
         wait_for(lambda: settled(mh, names), 180, interval=0.5, what="replicas in place")
     finally:
         load.stop()
-    assert not load.unreadable, load.unreadable[:5]
-    names = mh.seeded + load.acked  # type: ignore[attr-defined]
-    assert not fully_replicated(mh, names)
-    all_readable(mh, names)
-    mh.seeded = names  # type: ignore[attr-defined]
+    check_after(mh, load)
 
 
 def test_replaced_disk_refills_from_peers(cluster):
