@@ -86,7 +86,7 @@ async def settle(tasks: list[asyncio.Future], n: int, grace: float | None,
 
 async def hedged(proxy, nodes: Iterable[dict[str, Any]],
                  send: Callable[[dict[str, Any]], Awaitable[T | None]],
-                 discard: Callable[[T], None] = lambda r: None,
+                 discard: Callable[[T], None] = lambda r: None, in_order: bool = False,
                  ) -> AsyncIterator[tuple[dict[str, Any], T | None]]:
     """Ask `nodes` one at a time, yielding (node, answer) as answers come (None: the node
     could not answer); the next node is asked when the caller takes the next answer (it
@@ -94,8 +94,9 @@ async def hedged(proxy, nodes: Iterable[dict[str, Any]],
     concurrency_timeout: a hung node (it accepts connections, never answers) then costs a
     read that long, not node_timeout, and it is still heard if it answers first. Error
     limited nodes are skipped. Use under contextlib.aclosing: requests still out when the
-    caller stops are cancelled and answers not yet taken are `discard`ed."""
-    hedge = proxy.concurrency_timeout if proxy.concurrent_gets else None
+    caller stops are cancelled and answers not yet taken are `discard`ed. `in_order`: no
+    hedging, each node in turn (the order itself matters, as for X-Newest)."""
+    hedge = proxy.concurrency_timeout if proxy.concurrent_gets and not in_order else None
     todo = iter(nodes)
     asked: dict[asyncio.Future, dict[str, Any]] = {}
     verdicts(proxy.limiter)  # before the tasks, so they share it

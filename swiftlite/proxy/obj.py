@@ -138,7 +138,8 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     if extra:
         headers.update(extra)
     nodes = read_order(ring, part)
-    if request.headers.get("X-Newest", "").lower() in ("true", "1", "yes"):
+    newest = request.headers.get("X-Newest", "").lower() in ("true", "1", "yes")
+    if newest:
         nodes = await _newest_first(proxy, request, part, nodes, (acct, cont, name))
     newest_tombstone: Timestamp | None = None
     not_found = 0
@@ -149,7 +150,8 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
         return proxy.backend.open(node, method, node_path(node, part, acct, cont, name),
                                   headers)
 
-    async with aclosing(hedged(proxy, nodes, send, Response.release)) as answers:
+    async with aclosing(hedged(proxy, nodes, send, Response.release,
+                               in_order=newest)) as answers:
         async for node, resp in answers:
             if resp is None:
                 continue
