@@ -137,7 +137,8 @@ def host_report(conf: Section, role: str) -> dict[str, Any]:
             sections = load_sections(str(conf["__file__"]))
         except OSError:
             sections = {}
-    statuses = daemon_statuses(status_dir(conf))
+    sdir = status_dir(conf)
+    statuses = daemon_statuses(sdir)
     daemons = {}
     # The daemons this host's config runs, and any other that left a status file.
     for name in sorted({*(d for d in DAEMON_SECTIONS if d in sections), *statuses}):
@@ -147,20 +148,44 @@ def host_report(conf: Section, role: str) -> dict[str, Any]:
         if st is not None:
             running = st.get("running_since")
             end = float(st.get("start", 0)) + float(st.get("duration", 0))
+            try:
+                status_age: float | None = now - os.stat(
+                    os.path.join(sdir, f"{name}.json")).st_mtime
+            except OSError:
+                status_age = None
+            pid_ok = pid_alive(st.get("pid"))
+            # A daemon writes its status at the start and end of every pass, so a file
+            # touched within two intervals means it is alive even when its pid is not
+            # visible from here (another pid namespace sharing the status dir).
+            recent = status_age is not None and status_age <= 2 * interval
             entry.update(
-                last_pass=st, alive=pid_alive(st.get("pid")),
+                last_pass=st, alive=pid_ok or recent, pid_alive=pid_ok,
+                status_age=round(status_age, 3) if status_age is not None else None,
                 last_pass_age=round(now - end, 3) if st.get("start") else None,
                 running_for=round(now - running, 3) if running else None)
         daemons[name] = entry
+    devices = device_usage(conf.get_str("devices", "/srv/node"),
+                           conf.get_bool("mount_check", False))
+    quarantined: dict[str, int] = {}
+    for d in devices.values():
+        for kind, n in d.get("quarantined", {}).items():
+            quarantined[kind] = quarantined.get(kind, 0) + n
     return {"role": role, "time": now,
             "ip": conf.get_str("bind_ip", ""), "port": conf.get_int("bind_port", 0),
             # The servers of one host share these: the cluster view shows a host once.
             "devices_root": os.path.abspath(conf.get_str("devices", "/srv/node")),
-            "status_dir": os.path.abspath(status_dir(conf)),
-            "devices": device_usage(conf.get_str("devices", "/srv/node"),
-                                    conf.get_bool("mount_check", False)),
+            "status_dir": os.path.abspath(sdir),
+            "devices": devices,
+            "totals": {"async_pending": sum(d.get("async_pending", 0)
+                                            for d in devices.values()),
+                       "quarantined": quarantined},
             "rings": ring_md5s(conf.get_str("swift_dir", "/etc/swiftlite")),
-            "daemons": daemons}
+            "daemons": daemons,
+            # now - end of each replicator's last completed pass (None: none completed
+            # yet): how stale this host's replicas may be at worst.
+            "replication_lag": {name: st.get("last_pass_age")
+                                for name, st in daemons.items()
+                                if name.endswith("-replicator")}}
 
 
 def register(app: web.Application, conf: Section, role: str) -> None:

@@ -7,8 +7,9 @@ checked against these rules; any PROBLEM makes the exit status 1:
 - a server that does not answer (down, hung, or refusing our signature);
 - a ring file whose md5 differs from the one here (the host missed a ring push);
 - a device unmounted or unreadable, or fuller than --full-percent (default 90);
-- a daemon configured on the host that never started a pass, whose process is gone, or
-  whose last pass ended more than 3 intervals plus a minute ago with no pass running (for a
+- a daemon configured on the host that never started a pass, that is dead (the pid in its
+  status file is gone and the file was not updated within 2 intervals), or whose last pass
+  ended more than 3 intervals plus a minute ago with no pass running (for a
   replicator: replication lag), or whose last pass had failures;
 - quarantined items (objects, DBs, updates found corrupt: worth a look, replicas were
   restored from peers) and async_pendings above --pending-limit (default 1000; container
@@ -37,7 +38,14 @@ def _conf(args: argparse.Namespace) -> Section:
     if args.config:
         path = args.config
     else:
-        path = os.path.join(os.path.abspath(args.root), "etc", "proxy.conf")
+        # The all-in-one's plan names its proxy config; a root without one uses the default.
+        root = os.path.abspath(args.root)
+        path = os.path.join(root, "etc", "proxy.conf")
+        try:
+            with open(os.path.join(root, "etc", "plan.json")) as f:
+                path = json.load(f).get("proxy_conf") or path
+        except (OSError, ValueError):
+            pass
     try:
         return load_config(path, "DEFAULT")
     except OSError as exc:
@@ -105,7 +113,8 @@ def problems_of(where: str, doc: dict[str, Any], local_md5: dict[str, str | None
             out.append(f"{where}: {name} has never started a pass (not running?)")
             continue
         if not st.get("alive"):
-            out.append(f"{where}: {name} is not running (pid {last.get('pid')} gone)")
+            out.append(f"{where}: {name} is not running (pid {last.get('pid')} gone, "
+                       f"status not updated for {st.get('status_age') or 0:.0f}s)")
         elif st.get("running_for") is None and (st.get("last_pass_age") or 0) > late_after:
             age = st["last_pass_age"]
             out.append(f"{where}: {name} last pass ended {age:.0f}s ago "
@@ -149,6 +158,12 @@ def render(results: dict[tuple[str, int], Any], kinds: dict[tuple[str, int], set
             continue
         lines.append(f"{label} [{roles}]  up  rings "
                      + " ".join(f"{k}={(v or 'missing')[:8]}" for k, v in doc["rings"].items()))
+        lag = doc.get("replication_lag") or {}
+        if lag:
+            lines.append("    replication lag: " + " ".join(
+                f"{name.removesuffix('-replicator')}="
+                + ("no pass yet" if v is None else f"{v:.0f}s")
+                for name, v in sorted(lag.items())))
         for dev, d in doc["devices"].items():
             use = (f"{_gib(d['used'])}/{_gib(d['total'])}"
                    f" ({100.0 * d['used'] / d['total']:.0f}%)") if d.get("total") else "?"

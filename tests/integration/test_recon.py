@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -60,8 +61,32 @@ def test_recon_reports_devices_rings_daemons(cluster):
         with open(os.path.join(cluster.etc_dir, f"{kind}.ring.gz"), "rb") as f:
             assert doc["rings"][kind] == hashlib.md5(f.read()).hexdigest()
     assert "object-replicator" in doc["daemons"]
+    assert set(doc["replication_lag"]) >= {"object-replicator", "container-replicator",
+                                           "account-replicator"}
+    assert doc["totals"]["async_pending"] == sum(d["async_pending"]
+                                                 for d in doc["devices"].values())
+    assert abs(doc["time"] - time.time()) < 60
     # Every server of the host tells the same host facts.
     assert recon(cluster, 0, "container")["devices_root"] == doc["devices_root"]
+
+
+def test_recon_liveness_by_pid_or_fresh_status_file(cluster):
+    p = subprocess.Popen(["true"])
+    p.wait()  # a pid that no longer runs
+    path = os.path.join(recon(cluster, 0)["status_dir"], "test-daemon.json")
+    with open(path, "w") as f:
+        json.dump({"daemon": "test-daemon", "pid": p.pid, "start": time.time() - 5,
+                   "duration": 1}, f)
+    try:
+        # Written just now: alive though its pid is not (its interval defaults to 30 s).
+        st = recon(cluster, 0)["daemons"]["test-daemon"]
+        assert st["alive"] and not st["pid_alive"] and not st["configured"], st
+        old = time.time() - 61  # older than two intervals
+        os.utime(path, (old, old))
+        st = recon(cluster, 0)["daemons"]["test-daemon"]
+        assert not st["alive"] and st["status_age"] > 60, st
+    finally:
+        os.unlink(path)
 
 
 def test_status_cluster_healthy_then_flags_problems(cluster, tmp_path):
@@ -101,6 +126,7 @@ def test_status_cluster_healthy_then_flags_problems(cluster, tmp_path):
     res = status(cluster)
     assert res.returncode == 1
     assert f"127.0.0.1:{port}: unreachable" in res.stdout, res.stdout
+    cluster.start_node(1, roles=["object"])
 
 
 def test_status_shows_headline_numbers(cluster):
@@ -119,3 +145,28 @@ def test_status_shows_headline_numbers(cluster):
     assert int(get.split()[1]) >= 5 and " 0 5xx" in get and "p99 " in get, proxy_lines
     assert any(x.strip().startswith("bytes in") for x in proxy_lines)
     assert any("object server: PUT" in x for x in lines), lines
+
+
+def test_async_pending_counted_while_a_container_server_is_down(cluster):
+    conn = cluster.connection()
+    conn.put_container("pending")
+
+    def total() -> int:
+        return sum(recon(cluster, n)["totals"]["async_pending"] for n in (0, 1))
+
+    assert total() == 0
+    cluster.kill_node(1, roles=["container"])
+    try:
+        # The object server whose container replica is node2's cannot tell it: it saves
+        # the update for the updater.
+        conn.put_object("pending", "o", b"x")
+        wait_for(lambda: total() >= 1, 10, what="an async_pending")
+        res = status(cluster, "--root", cluster.root, "--pending-limit", "0", "--json")
+        assert res.returncode == 1
+        problems = json.loads(res.stdout)["problems"]
+        assert any("async_pendings" in p for p in problems), problems
+    finally:
+        cluster.start_node(1, roles=["container"])
+    for n in (0, 1):
+        cluster.run_daemon(n, "object-updater")
+    assert total() == 0
