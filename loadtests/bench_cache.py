@@ -2,7 +2,7 @@
 against the same mix through a proxy with it off, on one cluster, rounds interleaved.
 
 usage: python loadtests/bench_cache.py [--objects 100000] [--size 16384] [--zipf 1.1]
-           [--cache-size 64M] [--rounds 3] [--seconds 5] [--conc 32] [--workers 1]
+           [--cache-size 64M] [--cache-ttl 5] [--rounds 3] [--seconds 5] [--conc 32] [--workers 1]
            [--warmup 30] [--root /tmp/bench-cache]
 
 Starts `swiftlite up --no-daemons` under --root (deleted first), fills one container with
@@ -101,6 +101,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=16 * 1024)
     ap.add_argument("--zipf", type=float, default=1.1)
     ap.add_argument("--cache-size", default="64M")
+    ap.add_argument("--cache-ttl", type=float, default=5.0,
+                    help="object_cache_ttl: how long a write through another proxy host "
+                         "may go unseen, and so how long an entry may be served")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--conc", type=int, default=32)
@@ -119,6 +122,7 @@ def main() -> None:
         parser = configparser.ConfigParser(interpolation=None)
         parser.read(os.path.join(info["etc_dir"], "proxy.conf"))
         parser["proxy-server"]["object_cache_size"] = str(cache_bytes)
+        parser["proxy-server"]["object_cache_ttl"] = str(args.cache_ttl)
         conf = os.path.join(info["etc_dir"], "proxy-cached.conf")
         with open(conf, "w") as f:
             parser.write(f)
@@ -154,7 +158,8 @@ def main() -> None:
               f"{args.conc} clients, {args.rounds} x {args.seconds:.0f} s rounds per proxy "
               f"(+1 warm-up round, after {args.warmup:.0f} s of warm-up each), "
               f"interleaved; proxy workers {args.workers}; cache "
-              f"{args.cache_size} ({cache_bytes} B), max object 1 MiB; fill took "
+              f"{args.cache_size} ({cache_bytes} B), ttl {args.cache_ttl:g} s, max object "
+              f"1 MiB; fill took "
               f"{fill_s:.0f} s ({args.objects / fill_s:.0f} PUT/s)")
         med = {k: statistics.median(v[1:]) for k, v in rates.items()}
         for k, v in rates.items():
