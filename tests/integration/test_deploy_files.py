@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from swiftlite.cli import DAEMONS
 from swiftlite.common import hashing, signing
 from swiftlite.common.config import load_sections
 
@@ -41,8 +42,10 @@ def test_example_node_conf_refuses_its_placeholders(name):
     path = os.path.join(REPO, "etc", name)
     sections = load_sections(path)
     if name.startswith("storage"):
-        assert {"object-server", "container-server", "account-server",
-                "object-replicator"} <= set(sections)
+        # Every daemon `swiftlite node` can start, so the example runs a complete host.
+        assert {"object-server", "container-server", "account-server"} <= set(sections)
+        assert {section for _, _, section in DAEMONS.values()} <= set(sections)
+        assert [sections[f"{r}-server"]["bind_port"] for r in PORTS] == ["6200", "6201", "6202"]
     else:
         assert "proxy-server" in sections
     res = subprocess.run([sys.executable, "-m", "swiftlite.cli", "node", "-c", path],
@@ -52,18 +55,97 @@ def test_example_node_conf_refuses_its_placeholders(name):
     assert "refusing to start" in res.stderr and "backend_secret" in res.stderr
 
 
-def test_readme_ring_commands_build_three_rings(tmp_path):
-    with open(os.path.join(REPO, "README.md")) as f:
-        readme = f.read()
-    block = next(b for b in re.findall(r"```\n(.*?)```", readme, re.S)
+def readme_ring_block() -> str:
+    """The README walkthrough's ring commands, without its secret generators."""
+    block = next(b for b in re.findall(r"```\n(.*?)```", readme(), re.S)
                  if "swiftlite-ring-builder $kind.builder create" in b)
-    script = "\n".join(line for line in block.splitlines() if "python3 -c" not in line)
-    res = subprocess.run(["sh", "-ec", script], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
+    return "\n".join(line for line in block.splitlines() if "python3 -c" not in line)
+
+
+def readme() -> str:
+    with open(os.path.join(REPO, "README.md")) as f:
+        return f.read()
+
+
+def builder(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([os.path.join(BIN, "swiftlite-ring-builder"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+def partitions_per_dev(path: str) -> dict[tuple[str, str], int]:
+    """Partition-replicas each (ip, device) holds; asserts no partition has two replicas on
+    one host."""
+    from swiftlite.ring import Ring
+
+    ring = Ring.load(path, reload_interval=1e9)
+    held: dict[tuple[str, str], int] = {}
+    for part in range(ring.partition_count):
+        nodes = ring.get_part_nodes(part)
+        ips = [d["ip"] for d in nodes]
+        assert len(set(ips)) == len(ips) == 3, (part, ips)
+        for d in nodes:
+            held[d["ip"], d["device"]] = held.get((d["ip"], d["device"]), 0) + 1
+    return held
+
+
+def test_readme_ring_commands_build_three_rings(tmp_path):
+    res = subprocess.run(["sh", "-ec", readme_ring_block()], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120,
+                         env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
     assert res.returncode == 0, res.stderr
     for kind, port in PORTS.items():
         assert ring_devices(str(tmp_path / f"{kind}.ring.gz")) == {
             (f"10.0.0.1{n}", port, "d1") for n in (1, 2, 3)}
+
+
+def test_readme_grow_and_shrink_commands(tmp_path):
+    """The README's "Growing, shrinking" steps on the object ring of its walkthrough. Between
+    two moves an operator waits `min_part_hours` (1); pretend_min_part_hours_passed stands
+    in for that hour."""
+    text = readme()
+    add_host = "add r1z5-10.0.0.15:6200/d1 100 r1z5-10.0.0.15:6200/d2 100"
+    add_disk = "add r1z1-10.0.0.11:6200/d2 100"
+    for step in (add_host, add_disk, "set_weight 10.0.0.12 0", "remove 10.0.0.12"):
+        assert f"`{step}" in text or f"object.builder {step}`" in text, step
+    res = subprocess.run(["sh", "-ec", readme_ring_block()], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120,
+                         env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"})
+    assert res.returncode == 0, res.stderr
+    ring = str(tmp_path / "object.ring.gz")
+
+    # Grow: a two-disk host and a second disk on an existing host. Three new disks at once
+    # need a second move to balance: rebalance says so (exit 1) and, after min_part_hours,
+    # finishes.
+    assert builder(tmp_path, "object.builder", "pretend_min_part_hours_passed").returncode == 0
+    for step in (add_host, add_disk):
+        res = builder(tmp_path, "object.builder", *step.split())
+        assert res.returncode == 0, res.stderr
+    res = builder(tmp_path, "object.builder", "rebalance")
+    assert res.returncode == 0 or "balance not reached" in res.stdout, res.stdout + res.stderr
+    assert builder(tmp_path, "object.builder", "pretend_min_part_hours_passed").returncode == 0
+    res = builder(tmp_path, "object.builder", "rebalance")
+    assert res.returncode == 0, res.stdout + res.stderr
+    held = partitions_per_dev(ring)
+    assert min(held[dev] for dev in [("10.0.0.15", "d1"), ("10.0.0.15", "d2"),
+                                     ("10.0.0.11", "d2")]) > 400, held
+    # Nothing may move again within min_part_hours: exit 1, the ring still written.
+    res = builder(tmp_path, "object.builder", "rebalance")
+    assert res.returncode == 1 and "No partitions could be reassigned" in res.stdout
+
+    # Shrink: drain 10.0.0.12, then take it out.
+    assert builder(tmp_path, "object.builder", "pretend_min_part_hours_passed").returncode == 0
+    res = builder(tmp_path, "object.builder", "set_weight", "10.0.0.12", "0")
+    assert res.returncode == 0, res.stderr
+    res = builder(tmp_path, "object.builder", "rebalance")
+    assert "Wrote object.ring.gz" in res.stdout, res.stdout + res.stderr
+    assert not [dev for dev in partitions_per_dev(ring) if dev[0] == "10.0.0.12"]
+    assert ("10.0.0.12", 6200, "d1") in ring_devices(ring)
+    res = builder(tmp_path, "object.builder", "remove", "10.0.0.12")
+    assert res.returncode == 0, res.stderr
+    res = builder(tmp_path, "object.builder", "rebalance")
+    assert res.returncode == 1 and "wrote the new device list" in res.stdout, res.stdout
+    assert all(ip != "10.0.0.12" for ip, _, _ in ring_devices(ring))
+    assert builder(tmp_path, "object.builder", "validate").returncode == 0
 
 
 def test_make_cluster_writes_matching_configs_and_rings(tmp_path):
