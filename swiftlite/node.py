@@ -20,6 +20,7 @@ from argparse import Namespace
 
 from swiftlite.common.config import load_sections
 from swiftlite.common.server import EX_CONFIG
+from swiftlite.common.signing import SecretError
 from swiftlite.common.supervisor import spawn, terminate
 
 SERVER_ROLES = ("account", "container", "object", "proxy")
@@ -50,6 +51,9 @@ def run_node(args: Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"swiftlite node: {exc}", file=sys.stderr)
         return 2
+    except SecretError as exc:  # e.g. a sample config's [hash] placeholders
+        print(f"swiftlite node: refusing to start ({conf}): {exc}", file=sys.stderr)
+        return 1
     if not cmds:
         print(f"swiftlite node: {conf} names no server or daemon section", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from swiftlite.common import signing
 from swiftlite.common.hashing import set_hash_path_affixes
 
 TRUE_VALUES = {"1", "true", "yes", "on", "t", "y"}
@@ -78,10 +79,16 @@ def load_config(path: str, section: str, defaults: Mapping[str, Any] | None = No
 
 def load_hash_config(parser: configparser.ConfigParser) -> None:
     if parser.has_section("hash"):
-        set_hash_path_affixes(
-            parser.get("hash", "hash_path_prefix", fallback=""),
-            parser.get("hash", "hash_path_suffix", fallback=""),
-        )
+        affixes = [parser.get("hash", key, fallback="")
+                   for key in ("hash_path_prefix", "hash_path_suffix")]
+        # The salts place every object and must stay secret (they keep a client from aiming
+        # names at one partition): a sample config's placeholder must not run.
+        for key, value in zip(("hash_path_prefix", "hash_path_suffix"), affixes, strict=True):
+            if value and signing.is_placeholder(value):
+                raise signing.SecretError(
+                    f"[hash] {key} is a placeholder; set it to a random value shared by every "
+                    "node: python3 -c 'import secrets; print(secrets.token_hex(16))'")
+        set_hash_path_affixes(*affixes)
 
 
 def load_sections(path: str) -> dict[str, Section]:

@@ -31,6 +31,7 @@ AppFactory = Callable[[Section], web.Application | Awaitable[web.Application]]
 log = logging.getLogger("swiftlite.server")
 LISTEN_BACKLOG = 4096  # the kernel caps it at net.core.somaxconn
 EX_CONFIG = 78  # sysexits.h: a worker found the configuration unusable
+WORKER_STABLE_AFTER = 10.0  # a worker that lived this long is restarted without delay
 # Run by `serve` before any worker is forked: state every worker must share (e.g. the
 # proxy's info-cache stamp table in anonymous shared memory) is created here and inherited.
 _before_fork: list[Callable[[Section], None]] = []
@@ -149,10 +150,20 @@ def listen_socket(ip: str, port: int, reuse_port: bool) -> socket.socket:
     return sock
 
 
+class StartupFailed(Exception):
+    """A worker could not build its app (no rings, a bad option): every restart would fail the
+    same way, so the server stops with EX_CONFIG instead of respawning it in a loop."""
+
+
 async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socket) -> None:
-    app = factory(conf)
-    if inspect.isawaitable(app):
-        app = await app
+    try:
+        app = factory(conf)
+        if inspect.isawaitable(app):
+            app = await app
+    except signing.SecretError:
+        raise
+    except Exception as exc:
+        raise StartupFailed(f"{type(exc).__name__}: {exc}") from exc
     runner = web.AppRunner(
         app,
         handle_signals=False,
@@ -244,8 +255,18 @@ def serve(factory: AppFactory, conf: Section, name: str, default_workers: str = 
     metrics.prepare(conf, name)
     try:
         _serve(factory, conf, name, workers)
+    except StartupFailed as exc:  # one worker, in this process
+        _refuse(name, exc)
+        sys.exit(EX_CONFIG)
     finally:
         metrics.cleanup()
+
+
+def _refuse(name: str, exc: BaseException) -> None:
+    """Say once, in the log and on stderr, why a server won't start."""
+    cause = exc.__cause__ or exc
+    log.error("%s refusing to start: %s", name, exc, exc_info=cause)
+    print(f"swiftlite: {name} refusing to start: {exc}", file=sys.stderr, flush=True)
 
 
 def _serve(factory: AppFactory, conf: Section, name: str, workers: int) -> None:
@@ -267,6 +288,8 @@ def _serve(factory: AppFactory, conf: Section, name: str, workers: int) -> None:
     else:  # an inherited socket made for one worker: the workers share its accept queue
         sockets = [first] * workers
     children: dict[int, int] = {}
+    spawned: dict[int, float] = {}
+    backoff: dict[int, float] = {}
     stopping = False
     status_code = 0
 
@@ -275,14 +298,19 @@ def _serve(factory: AppFactory, conf: Section, name: str, workers: int) -> None:
         if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            code = 1
             try:
                 _worker(factory, conf, name, sockets[slot])
-            except signing.SecretError as exc:  # e.g. the proxy's auth_secret: don't respawn
-                print(f"swiftlite: {name} refusing to start: {exc}", file=sys.stderr, flush=True)
-                os._exit(EX_CONFIG)
+                code = 0
+            except (signing.SecretError, StartupFailed) as exc:  # don't respawn: stop them all
+                _refuse(name, exc)
+                code = EX_CONFIG
+            except BaseException:
+                log.exception("%s worker crashed", name)
             finally:
-                os._exit(0)
+                os._exit(code)
         children[pid] = slot
+        spawned[slot] = time.monotonic()
 
     def stop(signum, frame) -> None:
         nonlocal stopping
@@ -309,6 +337,15 @@ def _serve(factory: AppFactory, conf: Section, name: str, workers: int) -> None:
             stop(signal.SIGTERM, None)
             continue
         if slot is not None and not stopping:
-            log.error("%s worker %d exited with %d; restarting", name, pid, status)
-            spawn(slot)
+            # A worker that dies soon after it started would die again at once: back off
+            # (doubling to 30 s) rather than fork in a tight loop.
+            quick = time.monotonic() - spawned.get(slot, 0.0) < WORKER_STABLE_AFTER
+            delay = min(30.0, backoff.get(slot, 0.05) * 2) if quick else 0.0
+            backoff[slot] = delay or 0.05
+            log.error("%s worker %d exited with %d; restarting in %.1fs", name, pid, status,
+                      delay)
+            if delay:
+                time.sleep(delay)  # a SIGTERM meanwhile runs stop(); checked below
+            if not stopping:
+                spawn(slot)
     sys.exit(status_code)

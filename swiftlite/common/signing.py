@@ -46,11 +46,16 @@ def check_secret(secret: str, name: str = "backend_secret") -> str:
     if len(s) < MIN_SECRET_LEN:
         raise SecretError(f"{name} is too short ({len(s)} characters, need at least "
                           f"{MIN_SECRET_LEN}); generate one with: {gen}")
-    low = s.lower()
-    if any(w in low for w in _WELL_KNOWN) or len(set(s)) < 8:
+    if is_placeholder(s) or len(set(s)) < 8:
         raise SecretError(f"{name} looks like a sample or placeholder value; "
                           f"generate one with: {gen}")
     return s
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether `value` holds a string published in samples (REPLACE-ME, changeme, ...)."""
+    low = value.lower()
+    return any(w in low for w in _WELL_KNOWN)
 
 
 class Signer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -37,9 +38,23 @@ def ring_devices(path: str) -> set[tuple[str, int, str]]:
             for d in Ring.load(path, reload_interval=1e9).devs if d is not None}
 
 
+def _example_with(tmp_path, name: str, **values: str) -> str:
+    """etc/NAME with the given options replaced wherever they are set."""
+    with open(os.path.join(REPO, "etc", name)) as f:
+        text = f.read()
+    for key, value in values.items():
+        text = re.sub(rf"^{key} = .*$", f"{key} = {value}", text, flags=re.M)
+    path = str(tmp_path / name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 @pytest.mark.parametrize("name", ["storage-node.conf", "proxy-node.conf"])
-def test_example_node_conf_refuses_its_placeholders(name):
-    path = os.path.join(REPO, "etc", name)
+def test_example_node_conf_refuses_its_placeholders(name, tmp_path):
+    # Real salts, so what is refused is the placeholder secret.
+    path = _example_with(tmp_path, name, hash_path_prefix=secrets.token_hex(8),
+                         hash_path_suffix=secrets.token_hex(8))
     sections = load_sections(path)
     if name.startswith("storage"):
         # Every daemon `swiftlite node` can start, so the example runs a complete host.
@@ -53,6 +68,16 @@ def test_example_node_conf_refuses_its_placeholders(name):
                          env={**os.environ, signing.ENV: ""})
     assert res.returncode == 1, res.stderr
     assert "refusing to start" in res.stderr and "backend_secret" in res.stderr
+
+
+@pytest.mark.parametrize("name", ["storage-node.conf", "proxy-node.conf"])
+def test_example_node_conf_refuses_placeholder_hash_salts(name, tmp_path):
+    path = _example_with(tmp_path, name, backend_secret=secrets.token_urlsafe(32),
+                         auth_secret=secrets.token_urlsafe(32))
+    res = subprocess.run([sys.executable, "-m", "swiftlite.cli", "node", "-c", path],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1, res.stderr
+    assert "refusing to start" in res.stderr and "hash_path_prefix" in res.stderr
 
 
 def readme_ring_block() -> str:

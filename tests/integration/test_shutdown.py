@@ -194,3 +194,22 @@ def test_proxy_finishes_a_request_in_flight_then_stops(tmp_path):
         assert time.monotonic() - t0 < BOUND
     finally:
         c.stop()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_server_without_rings_refuses_once(cluster, tmp_path, workers):
+    """A proxy whose rings are missing says why and exits EX_CONFIG (78), which `swiftlite
+    node` takes as "don't restart"; with several workers it used to respawn them in a loop."""
+    cp = configparser.ConfigParser(interpolation=None)
+    cp.read(os.path.join(cluster.etc_dir, "proxy.conf"))
+    cp["DEFAULT"]["swift_dir"] = str(tmp_path)  # no ring files here
+    cp["proxy-server"]["workers"] = str(workers)
+    cp["proxy-server"]["bind_port"] = "0"
+    conf = tmp_path / "proxy.conf"
+    with open(conf, "w") as f:
+        cp.write(f)
+    proc = subprocess.run([sys.executable, "-m", "swiftlite.cli", "server", "proxy", "-c",
+                           str(conf)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 78, proc.stderr[-2000:]
+    assert "refusing to start" in proc.stderr and "object.ring.gz" in proc.stderr
+    assert proc.stderr.count("refusing to start") <= 2 * workers  # once per worker, no loop
