@@ -53,6 +53,11 @@ class _Conn(asyncio.Protocol):
         self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
+        # Body bytes exactly as the transport gave them, while a Content-Length body is being
+        # read and `buf` is empty: handed on without being copied into `buf` and out again
+        # (for a 1 MiB GET those copies were a third of the proxy's CPU).
+        self.parts: collections.deque[bytes] = collections.deque()
+        self.direct = False
         self.waiter: asyncio.Future | None = None
         self.closed = False
         self.exc: BaseException | None = None
@@ -64,7 +69,10 @@ class _Conn(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.buf += data
+        if self.direct and not self.buf:
+            self.parts.append(data)
+        else:
+            self.buf += data
         w = self.waiter
         if w is not None and not w.done():
             w.set_result(None)
@@ -124,6 +132,18 @@ class _Conn(asyncio.Protocol):
             finally:
                 self._drain = None
 
+    @property
+    def idle_clean(self) -> bool:
+        """Nothing unread: the connection can carry the next request."""
+        return not self.closed and not self.buf and not self.parts
+
+    def end_direct(self) -> None:
+        """Leave body mode; bytes past the body (none from our servers) go back to `buf`."""
+        self.direct = False
+        if self.parts:
+            self.buf += b"".join(self.parts)
+            self.parts.clear()
+
     def write(self, data: bytes) -> None:
         assert self.transport is not None
         self.transport.write(data)
@@ -166,6 +186,8 @@ class Response:
         self._done = self._remaining == 0 and not self._chunked
         if self._done:
             self.release()
+        elif self._remaining is not None and self._remaining > 0:
+            conn.direct = True
 
     async def iter_chunks(self, max_size: int = 256 * 1024) -> AsyncIterator[bytes]:
         try:
@@ -201,13 +223,23 @@ class Response:
             buf.clear()
             return data
         assert self._remaining is not None
-        while not buf:
+        parts = conn.parts
+        while not buf and not parts:
             await conn.wait_data(self._timeout)
-        n = min(len(buf), self._remaining, max_size)
-        data = bytes(buf[:n])
-        del buf[:n]
+        if buf:
+            n = min(len(buf), self._remaining, max_size)
+            data = bytes(buf[:n])
+            del buf[:n]
+        else:  # as received, uncopied (uvloop reads at most 256 KiB at a time)
+            data = parts.popleft()
+            n = len(data)
+            if n > self._remaining:  # never from our servers: the rest is not this body's
+                parts.appendleft(data[self._remaining:])
+                data = data[:self._remaining]
+                n = len(data)
         self._remaining -= n
         if self._remaining == 0:
+            conn.end_direct()
             self._finish()
         return data
 
@@ -264,7 +296,7 @@ class Response:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._done and self._keep_alive and not conn.closed and not conn.buf:
+        if self._done and self._keep_alive and conn.idle_clean:
             self._pool._put_back(self._key, conn)
         else:
             conn.close()
@@ -293,7 +325,7 @@ class Pool:
         idle = self._idle.get(key)
         while idle:
             conn = idle.pop()
-            if not conn.closed and not conn.buf:
+            if conn.idle_clean:
                 return conn, True
             conn.close()
         loop = asyncio.get_running_loop()

@@ -18,7 +18,6 @@ within one audit cycle, and duplicates collapse in the queue.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 from swiftlite.common import daemon
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import digests, diskfile, expiring, sync
+from swiftlite.obj import bodysum, digests, diskfile, expiring, sync
 
 log = logging.getLogger("swiftlite.object-auditor")
 NAME = "object-auditor"
@@ -58,15 +57,15 @@ def check_file(path: str) -> tuple[bool, int, dict[str, str] | None]:
             return "X-Timestamp" in md, size - body_len, md
         if any(k not in md for k in REQUIRED) or md["Content-Length"] != str(body_len):
             return False, size - body_len, md
-        md5 = hashlib.md5()
+        sums = bodysum.Summer()
         off = 0
         while off < body_len:
             chunk = os.pread(fd, min(READ, body_len - off), off)
             if not chunk:
                 return False, off, md
-            md5.update(chunk)
+            sums.update(chunk)
             off += len(chunk)
-        return md5.hexdigest() == md["ETag"], size, md
+        return bodysum.all_ok(sums, md), size, md
     finally:
         os.close(fd)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import os
 import threading
 import time
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 
 from swiftlite.common import metrics
 from swiftlite.common.threadpool import deliver
-from swiftlite.obj import durability
+from swiftlite.obj import bodysum, durability
 from swiftlite.obj.diskfile import CommitResult, DataWriter, ETagMismatch, Renamed, pack_trailer
 
 MAX_JOBS = 32  # per batch: bounds the hash dirs (fds, flocks) one batch holds at once
@@ -124,17 +123,16 @@ def put_batch(jobs: list[Job]) -> None:
 def _write_job(job: Job) -> list[tuple[Job, int]]:
     """Hash the body, check the ETag, write each device's temp file (body and trailer in
     one write). Returns the (job, writer index) pairs still alive."""
-    md5 = hashlib.md5()
-    for c in job.chunks:
-        md5.update(c)
-    job.etag = md5.hexdigest()
+    sums = bodysum.Summer().feed(job.chunks)
+    job.etag = sums.etag
     job.results = [None] * len(job.writers)
     if job.expected_etag and job.expected_etag.strip('"').lower() != job.etag:
         job.error = ETagMismatch(job.etag)
         return []
     size = sum(len(c) for c in job.chunks)
     job.metadata = dict(job.metadata, ETag=job.etag, **{"X-Timestamp": job.timestamp,
-                                                        "Content-Length": str(size)})
+                                                        "Content-Length": str(size),
+                                                        bodysum.CHECK_KEY: sums.check})
     trailer = pack_trailer(job.metadata)
     live = []
     for i in sorted(range(len(job.writers)), key=lambda k: job.writers[k].device_path):

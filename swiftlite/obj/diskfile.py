@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import os
 import shutil
 import threading
@@ -50,7 +49,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from swiftlite.obj import digests, durability, expiring
+from swiftlite.obj import bodysum, digests, durability, expiring
 from swiftlite.obj.fileformat import (  # noqa: F401 (re-exported: one import for users)
     EXTS,
     FOOTER,
@@ -362,7 +361,7 @@ class DataWriter:
         self.fd = -1
         self.tmp: str | None = None
         self.since: int | None = None  # durability.epoch() before the first write
-        self.md5 = hashlib.md5()
+        self.sums = bodysum.Summer()
         self.size = 0
         self.done = False  # committed
         # abort() may run while a write is still in a pool thread (the request was cancelled
@@ -390,8 +389,7 @@ class DataWriter:
         if not chunks:
             return
         if hash_body:
-            for c in chunks:
-                self.md5.update(c)
+            self.sums.feed(chunks)
         try:
             self.size += _write_all(self.fd, chunks)
         except BaseException:
@@ -405,28 +403,30 @@ class DataWriter:
         self.fd = -1
 
     def put(self, chunks: list[bytes], metadata: dict[str, str], timestamp: str,
-            expected_etag: str | None = None, body_etag: str | None = None) -> CommitResult:
+            expected_etag: str | None = None,
+            body_sums: bodysum.Summer | None = None) -> CommitResult:
         """The last hop of a PUT: rest of the body, ETag check, trailer, fsync, commit.
 
         A body that fits in this one hop skips the early (unlocked) staleness check: the
         locked check in the commit refuses a stale write all the same, and a small write
-        costs less than the extra directory listing every PUT would pay. `body_etag` is the
-        MD5 of the whole body when the caller already computed it (one body, many devices).
+        costs less than the extra directory listing every PUT would pay. `body_sums` are the
+        whole body's sums when the caller already computed them (one body, many devices).
         """
         with self._lock:
-            res = self._put(chunks, metadata, timestamp, expected_etag, body_etag)
+            res = self._put(chunks, metadata, timestamp, expected_etag, body_sums)
             self.done = True
             return res
 
     def _put(self, chunks: list[bytes], metadata: dict[str, str], timestamp: str,
-             expected_etag: str | None, body_etag: str | None) -> CommitResult:
+             expected_etag: str | None, body_sums: bodysum.Summer | None) -> CommitResult:
         try:
             with durability.committing(self.device_path):
-                self._write(chunks, body_etag is None)
-                etag = body_etag or self.md5.hexdigest()
+                self._write(chunks, body_sums is None)
+                sums = body_sums or self.sums
+                etag = sums.etag
                 if expected_etag and expected_etag.strip('"').lower() != etag:
                     raise ETagMismatch(etag)
-                metadata = dict(metadata, ETag=etag)
+                metadata = dict(metadata, ETag=etag, **{bodysum.CHECK_KEY: sums.check})
                 metadata["Content-Length"] = str(self.size)
                 metadata["X-Timestamp"] = timestamp
                 _write_all(self.fd, [pack_trailer(metadata)])
@@ -615,7 +615,7 @@ class ObjectInfo:
     body_len: int = 0
     fd: int = -1  # open on the .data when the body was not read whole
     body: bytes | None = None  # the whole body, when small enough to read in the same hop
-    etag_ok: bool | None = None  # MD5 of `body` checked against the ETag (None: not checked)
+    etag_ok: bool | None = None  # `body` checked against its sums (None: not checked)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -627,8 +627,8 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
                 verify: bool = False) -> ObjectInfo:
     """Find the current files, read metadata; read the body too when <= `read_whole` bytes.
 
-    A file with a corrupt trailer is quarantined and reported missing. `verify` checks the
-    MD5 of a body read whole (for a full GET), so the caller can quarantine after sending.
+    A file with a corrupt trailer is quarantined and reported missing. `verify` checks a body
+    read whole (for a full GET) against its sums (bodysum), so the caller can quarantine it.
     """
     hdir = hash_dir(device_path, part, hexhash)
     try:
@@ -658,7 +658,7 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
             md, body_len = res
             info.body = whole[:body_len] if body_len < len(whole) else whole
             if verify:
-                info.etag_ok = hashlib.md5(info.body).hexdigest() == md.get("ETag")
+                info.etag_ok = bodysum.body_ok(info.body, md)
         else:
             md, body_len = read_fd_metadata(fd, size)
             info.fd, fd = fd, -1
@@ -683,11 +683,11 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
     return info
 
 
-def read_chunk(fd: int, offset: int, length: int, md5: Any = None) -> bytes:
-    """One hop of a streamed GET; updates `md5` with the bytes read when given."""
+def read_chunk(fd: int, offset: int, length: int, verifier: Any = None) -> bytes:
+    """One hop of a streamed GET; feeds `verifier` the bytes read when given."""
     data = os.pread(fd, length, offset)
-    if md5 is not None:
-        md5.update(data)
+    if verifier is not None:
+        verifier.update(data)
     return data
 
 

@@ -12,7 +12,6 @@ suffix digests in ``digests``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import re
@@ -30,7 +29,7 @@ from swiftlite.common.server import make_app
 from swiftlite.common.sysmeta import LISTING_BYTES, OBJECT_SYSMETA, OVERRIDE_ETAG
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import digests, diskfile, durability, ranges, sync
+from swiftlite.obj import bodysum, digests, diskfile, durability, ranges, sync
 from swiftlite.obj.batch_commit import MAX_JOBS, BatchCommitter
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 
@@ -286,17 +285,15 @@ class ObjectServer:
                                                      metadata, ts.internal, expected)
                 outcomes = dict(zip(idx, res, strict=True))
             else:
-                md5 = hashlib.md5()
-                for c in chunks:
-                    md5.update(c)
-                etag = md5.hexdigest()
+                sums = bodysum.Summer().feed(chunks)
+                etag = sums.etag
                 if expected and expected.strip('"').lower() != etag:
                     raise diskfile.ETagMismatch(etag)
 
                 async def one(w: diskfile.DataWriter) -> Any:
                     try:
                         return await run_blocking(w.put, chunks, metadata, ts.internal, None,
-                                                  etag)
+                                                  sums)
                     except Exception as exc:
                         return exc
                 res = await asyncio.gather(*(one(w) for w in writers.values()))
@@ -552,12 +549,11 @@ class ObjectServer:
         resp.content_length = length
         return resp
 
-    async def _stream(self, resp: web.StreamResponse, fd: int, start: int, end: int,
-                      md5=None) -> None:
+    async def _stream(self, resp: web.StreamResponse, fd: int, start: int, end: int) -> None:
         off = start
         while off < end:
             data = await run_blocking(diskfile.read_chunk, fd, off,
-                                      min(self.read_chunk, end - off), md5)
+                                      min(self.read_chunk, end - off))
             if not data:
                 raise OSError("object file shrank while reading")
             await resp.write(data)
@@ -566,7 +562,7 @@ class ObjectServer:
     async def _send_full(self, request: web.Request, info: diskfile.ObjectInfo,
                          headers: dict[str, str], dev_path: str, part: int, hexhash: str,
                          verify: bool) -> web.StreamResponse:
-        """A whole object. Its MD5 is checked before the last byte leaves: a corrupt copy
+        """A whole object. Its sums are checked before the last byte leaves: a corrupt copy
         is quarantined and never delivered whole (a small one answers 404, so the proxy
         reads another replica; a large one has its connection cut short)."""
         if info.body is not None:
@@ -576,15 +572,15 @@ class ObjectServer:
             return web.Response(status=200, body=info.body, headers=headers)
         resp = self._stream_response(200, headers, info.body_len)
         await resp.prepare(request)
-        md5 = hashlib.md5() if verify else None
+        verifier = bodysum.Verifier(info.metadata) if verify else None
         off, end = 0, info.body_len
         while off < end:
             data = await run_blocking(diskfile.read_chunk, info.fd, off,
-                                      min(self.read_chunk, end - off), md5)
+                                      min(self.read_chunk, end - off), verifier)
             if not data:
                 raise OSError("object file shrank while reading")
             off += len(data)
-            if off >= end and md5 is not None and md5.hexdigest() != headers["ETag"]:
+            if off >= end and verifier is not None and not verifier.ok():
                 await self._quarantine(dev_path, part, hexhash)
                 if request.transport is not None:
                     request.transport.abort()  # the reader sees a short body, not bad bytes

@@ -27,7 +27,6 @@ everything we hold (so a handoff copy may go).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import re
@@ -45,7 +44,7 @@ from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import digests, diskfile
+from swiftlite.obj import bodysum, digests, diskfile
 
 log = logging.getLogger("swiftlite.object.sync")
 
@@ -200,7 +199,7 @@ def _check_data(name: str, data: bytes) -> dict[str, str] | None:
         return md
     if str(body_len) != md.get("Content-Length", str(body_len)):
         return None
-    if hashlib.md5(memoryview(data)[:body_len]).hexdigest() != md.get("ETag"):
+    if not bodysum.all_ok(bodysum.Summer().feed([memoryview(data)[:body_len]]), md):
         return None
     return md
 

@@ -175,3 +175,38 @@ async def test_header_bytes_pass_through_unchanged(server):
         if b"\xff" not in sent:
             assert r.headers["X-Meta"] == value
     await pool.close()
+
+
+async def test_large_body_parts_and_bytes_past_the_body():
+    """A body read as the transport delivers it is exact, and bytes a server sends past its
+    Content-Length are never taken for the body nor for the next response."""
+    body = bytes(range(256)) * 16384  # 4 MiB, arrives in many reads
+    peers = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peers.append(writer.get_extra_info("peername"))
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            if b"/junk" in head:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA")
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+                for i in range(0, len(body), 100_000):
+                    writer.write(body[i:i + 100_000])
+                    await writer.drain()
+            await writer.drain()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    pool = Pool()
+    for _ in range(2):
+        r = await pool.request("127.0.0.1", port, "GET", "/big")
+        assert (await r.read()) == body
+    assert len(peers) == 1  # read whole, so reused
+    r = await pool.request("127.0.0.1", port, "GET", "/junk")
+    assert (await r.read()) == b"hello"
+    r = await pool.request("127.0.0.1", port, "GET", "/big")
+    assert (await r.read()) == body
+    assert len(peers) == 2  # the connection with stray bytes was not reused
+    await pool.close()
+    srv.close()
