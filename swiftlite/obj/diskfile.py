@@ -145,13 +145,27 @@ def _makedirs(path: str) -> list[str]:
     return created
 
 
+IOV_MAX = 1024  # Linux's limit on buffers per writev
+
+
 def _write_all(fd: int, chunks: list[bytes]) -> int:
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    mv = memoryview(data)
-    while mv:
-        n = os.write(fd, mv)
-        mv = mv[n:]
-    return len(data)
+    """Write every chunk, in order, with as few syscalls as possible and without joining
+    them first (a join copied each 1 MiB body once per replica)."""
+    if len(chunks) == 1:
+        bufs: list = [memoryview(chunks[0])]
+    else:
+        bufs = [memoryview(c) for c in chunks if c]
+    total = sum(len(b) for b in bufs)
+    while bufs:
+        n = os.writev(fd, bufs[:IOV_MAX])
+        while n and bufs:  # drop what was written; a partial write resumes mid-buffer
+            if n >= len(bufs[0]):
+                n -= len(bufs[0])
+                bufs.pop(0)
+            else:
+                bufs[0] = bufs[0][n:]
+                n = 0
+    return total
 
 
 @dataclass

@@ -30,7 +30,7 @@ from swiftlite.common.sysmeta import LISTING_BYTES, OBJECT_SYSMETA, OVERRIDE_ETA
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj import bodysum, digests, diskfile, durability, ranges, sync
-from swiftlite.obj.batch_commit import MAX_JOBS, BatchCommitter
+from swiftlite.obj.batch_commit import LARGE_BODY, MAX_JOBS, BatchCommitter
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 
 log = logging.getLogger("swiftlite.object")
@@ -90,7 +90,9 @@ class ObjectServer:
         self.fold_bytes = conf.get_size("journal_fold_bytes", digests.FOLD_BYTES)
         self.updater = ContainerUpdater(conf)
         self.committer = BatchCommitter(conf.get_int("commit_batch_jobs", MAX_JOBS),
-                                        conf.get_int("commit_threads", 1))
+                                        conf.get_int("commit_threads", 1),
+                                        conf.get_int("large_commit_threads", 2),
+                                        conf.get_size("large_commit_body", LARGE_BODY))
         self._folding: set[tuple[str, int]] = set()
 
     # ---- plumbing ---------------------------------------------------------------------------

@@ -237,3 +237,13 @@ def test_abort_waits_for_a_write_in_flight_and_stops_later_ones(tmp_path):
     with pytest.raises(OSError):
         w.write([b"late"])
     assert os.listdir(dev / "tmp") == []
+
+
+def test_a_body_in_more_pieces_than_one_writev_takes_is_written_in_order(dev):
+    pieces = [bytes([i % 251]) * (i % 5) for i in range(3000)]  # empty ones among them
+    body = b"".join(pieces)
+    w = diskfile.DataWriter(dev, 0, H)
+    w.put(pieces, {"name": "/a/c/o", "Content-Type": "x/y"}, "1700000000.00000")
+    info = diskfile.open_object(dev, 0, H, 1 << 20, True)
+    assert info.body == body and info.etag_ok
+    info.close()
