@@ -2,8 +2,8 @@
 against the same mix through a proxy with it off, on one cluster, rounds interleaved.
 
 usage: python loadtests/bench_cache.py [--objects 100000] [--size 16384] [--zipf 1.1]
-           [--cache-size 64M] [--cache-ttl 5] [--rounds 3] [--seconds 5] [--conc 32] [--workers 1]
-           [--warmup 30] [--root /tmp/bench-cache]
+           [--cache-size 64M] [--cache-ttl SECONDS] [--no-memcached] [--rounds 3] [--seconds 5]
+           [--conc 32] [--workers 1] [--warmup 30] [--root /tmp/bench-cache]
 
 Starts `swiftlite up --no-daemons` under --root (deleted first), fills one container with
 --objects images of --size bytes through its proxy, starts a second proxy on the same rings
@@ -11,7 +11,9 @@ with `object_cache_size` set, then runs --rounds rounds of --seconds per proxy (
 off, on, ...): each of --conc clients GETs names drawn from a Zipf(s) law over the images
 (rank 1 the most popular; ranks are shuffled over names). Each proxy first gets --warmup
 seconds of the mix; the first round of each is also a warm-up, reported but left out of the
-medians.
+medians. With memcached installed (and no --no-memcached), both proxies share one memcached
+(memcache_servers), as proxies of a multi-host cluster do: writes are shared through it
+(swiftlite/proxy/write_log.py), so entries live object_cache_ttl's default of 300 s.
 """
 
 from __future__ import annotations
@@ -101,9 +103,11 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=16 * 1024)
     ap.add_argument("--zipf", type=float, default=1.1)
     ap.add_argument("--cache-size", default="64M")
-    ap.add_argument("--cache-ttl", type=float, default=5.0,
-                    help="object_cache_ttl: how long a write through another proxy host "
-                         "may go unseen, and so how long an entry may be served")
+    ap.add_argument("--cache-ttl", type=float, default=None,
+                    help="object_cache_ttl (default: the server's: 300 s with memcached, "
+                         "5 s without)")
+    ap.add_argument("--no-memcached", action="store_true",
+                    help="no memcached: another host's writes are seen only at the TTL")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--conc", type=int, default=32)
@@ -117,33 +121,52 @@ def main() -> None:
     os.makedirs(args.root)
     py = [sys.executable, "-m", "swiftlite.cli"]
     up, info = start_cluster(args.root, ["--workers", str(args.workers)])
-    cached = None
+    cached = memcached = plain = None
     try:
-        parser = configparser.ConfigParser(interpolation=None)
-        parser.read(os.path.join(info["etc_dir"], "proxy.conf"))
-        parser["proxy-server"]["object_cache_size"] = str(cache_bytes)
-        parser["proxy-server"]["object_cache_ttl"] = str(args.cache_ttl)
-        conf = os.path.join(info["etc_dir"], "proxy-cached.conf")
-        with open(conf, "w") as f:
-            parser.write(f)
-        port = free_port()
-        cached = subprocess.Popen(py + ["server", "proxy", "-c", conf, "--port", str(port)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        mc_binary = None if args.no_memcached else shutil.which("memcached")
+        base = {}
+        if mc_binary:
+            mport = free_port()
+            memcached = subprocess.Popen(
+                [mc_binary, "-l", "127.0.0.1", "-p", str(mport), "-U", "0", "-m", "64",
+                 *(["-u", "nobody"] if os.geteuid() == 0 else [])],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            base["memcache_servers"] = f"127.0.0.1:{mport}"
+
+        def proxy(name: str, options: dict[str, str]) -> tuple[subprocess.Popen, int]:
+            parser = configparser.ConfigParser(interpolation=None)
+            parser.read(os.path.join(info["etc_dir"], "proxy.conf"))
+            for k, v in {**base, **options}.items():
+                parser["proxy-server"][k] = v
+            conf = os.path.join(info["etc_dir"], f"proxy-{name}.conf")
+            with open(conf, "w") as f:
+                parser.write(f)
+            p = free_port()
+            return subprocess.Popen(py + ["server", "proxy", "-c", conf, "--port", str(p)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                    start_new_session=True), p
+
+        on = {"object_cache_size": str(cache_bytes)}
+        if args.cache_ttl is not None:
+            on["object_cache_ttl"] = str(args.cache_ttl)
+        cached, port = proxy("cached", on)
+        plain, plain_port = proxy("plain", {})  # the same config (memcached) but the cache
         url, token = auth(info["proxy"]["auth_url"])
         t0 = time.monotonic()
         asyncio.run(fill(url, token, args.objects, args.size, 64))
         fill_s = time.monotonic() - t0
         cached_url = url.replace(f":{info['proxy']['port']}/", f":{port}/")
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                auth(f"http://127.0.0.1:{port}/auth/v1.0")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        url = url.replace(f":{info['proxy']['port']}/", f":{plain_port}/")
+        for p in (port, plain_port):
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    auth(f"http://127.0.0.1:{p}/auth/v1.0")
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
         cdf = zipf_cdf(args.objects, args.zipf)
         order = list(range(args.objects))
         random.Random(7).shuffle(order)
@@ -158,8 +181,10 @@ def main() -> None:
               f"{args.conc} clients, {args.rounds} x {args.seconds:.0f} s rounds per proxy "
               f"(+1 warm-up round, after {args.warmup:.0f} s of warm-up each), "
               f"interleaved; proxy workers {args.workers}; cache "
-              f"{args.cache_size} ({cache_bytes} B), ttl {args.cache_ttl:g} s, max object "
-              f"1 MiB; fill took "
+              f"{args.cache_size} ({cache_bytes} B), ttl "
+              f"{'server default' if args.cache_ttl is None else f'{args.cache_ttl:g} s'}, "
+              f"memcached {'on (write log)' if memcached else 'off'}, max object 1 MiB; "
+              f"fill took "
               f"{fill_s:.0f} s ({args.objects / fill_s:.0f} PUT/s)")
         med = {k: statistics.median(v[1:]) for k, v in rates.items()}
         for k, v in rates.items():
@@ -167,8 +192,12 @@ def main() -> None:
                   f"[{', '.join(f'{x:.0f}' for x in v)}] (first: warm-up)")
         print(f"ratio on/off: {med['on'] / med['off']:.2f}")
     finally:
-        if cached is not None:
-            stop_cluster(cached)
+        for p in (cached, plain):
+            if p is not None:
+                stop_cluster(p)
+        if memcached is not None:
+            memcached.terminate()
+            memcached.wait(10)
         stop_cluster(up)
         shutil.rmtree(args.root, ignore_errors=True)
 

@@ -102,6 +102,25 @@ class MemcacheClient:
         hit = await self.gets(key)
         return hit[0] if hit else None
 
+    async def lookup(self, key: str) -> tuple[bool, bytes | None]:
+        """(answered, value): a miss (True, None) told apart from a failure (False, None)."""
+        k = check_key(key)
+
+        async def run(reader, writer) -> tuple[bool, bytes | None]:
+            hit = await self._gets(reader, writer, k)
+            return True, (hit[0] if hit else None)
+
+        return await self._call(k, run, (False, None), always=True)
+
+    async def append(self, key: str, value: bytes, ttl: float) -> bool:
+        """Appended to the key's value, which is created if absent (`ttl` applies then)."""
+        for _ in range(3):  # append misses an absent key; add loses to a racing add
+            if await self._store(b"append", key, value, ttl, always=True):
+                return True
+            if await self._store(b"add", key, value, ttl, always=True):
+                return True
+        return False
+
     async def set(self, key: str, value: bytes, ttl: float) -> bool:
         return await self._store(b"set", key, value, ttl, always=True)
 

@@ -116,6 +116,12 @@ def init() -> None:
     _m["flush"] = Histogram("swiftlite_batch_commit_seconds",
                             "Time to write, flush and rename one batch",
                             buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5))
+    _m["cache"] = Counter("swiftlite_proxy_object_cache_lookups",
+                          "Object cache lookups by result (hit, miss, unsynced: a miss "
+                          "because this worker has not heard other hosts' writes lately)",
+                          ["result"])
+    _m["unpublished"] = Counter("swiftlite_proxy_write_log_unpublished",
+                                "Object writes other proxy hosts could not be told of")
 
 
 def enabled() -> bool:
@@ -159,6 +165,16 @@ def batch_committed(objects: int, seconds: float) -> None:
     if _m:
         _m["batch_size"].observe(objects)
         _m["flush"].observe(seconds)
+
+
+def cache_lookup(result: str) -> None:
+    if _m:
+        _m["cache"].labels(result).inc()
+
+
+def writes_unpublished(n: int) -> None:
+    if _m:
+        _m["unpublished"].inc(n)
 
 
 def allowed(remote: str | None) -> bool:

@@ -10,8 +10,10 @@ Optional (`object_cache_size`, 0 = off). What it promises:
   share (swiftlite/proxy/info.py), after the storage servers answered; an entry is served
   only while its slot is older than the moment its fetch began, so the very next GET on any
   worker of the host reads the new object (or its 404). A fetch that raced a write is never
-  kept. A write made through another proxy host is seen after at most `object_cache_ttl`
-  seconds; an object past its X-Delete-At is never served.
+  kept. A write made through another proxy host reaches this host through memcached
+  (swiftlite/proxy/write_log.py) within about a second; without memcached, or for a write
+  whose proxy could not reach it, after at most `object_cache_ttl` seconds. An object past
+  its X-Delete-At is never served.
 - **Access.** The cache holds bodies, never verdicts: the caller is judged (owner, ACLs, a
   tempurl grant) exactly as for any GET before the cache is asked.
 - Only plain reads are served or filled: GET/HEAD without Range, conditions, X-Newest or
@@ -28,7 +30,9 @@ from typing import Any
 
 from multidict import CIMultiDict
 
+from swiftlite.common import metrics
 from swiftlite.proxy.info import StampTable, shared_table
+from swiftlite.proxy.write_log import WriteLog, digest
 
 # Request headers that make a read something the cache cannot answer.
 UNCACHED_WHEN = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
@@ -52,7 +56,8 @@ class Entry:
 
 class ObjectCache:
     def __init__(self, budget: int, max_object: int, ttl: float,
-                 table: StampTable | None = None) -> None:
+                 table: StampTable | None = None, write_log: WriteLog | None = None) -> None:
+        self.write_log = write_log  # other hosts' writes; None: one host, or TTL only
         self.budget = budget
         self.max_object = min(max_object, budget)
         self.ttl_ns = int(ttl * 1e9)
@@ -72,25 +77,38 @@ class ObjectCache:
         return not extra or extra.keys() <= HARMLESS_EXTRA
 
     def _slot(self, key: Key) -> int:
-        return hash(("object", key)) & self.table.mask
+        # The name other hosts publish writes under (write_log), so theirs stamp it too.
+        return digest(*key) & self.table.mask
+
+    def _void_before(self) -> int:
+        """Entries fetched before this (monotonic ns) may have missed another host's write."""
+        return self.write_log.valid_after if self.write_log is not None else 0
 
     def lookup(self, key: Key) -> tuple[Entry | None, int]:
         """(entry, 0) on a hit; (None, since) on a miss: fetch, then `put(..., since)`."""
         now = time.monotonic_ns()
+        if self.write_log is not None and not self.write_log.in_sync():
+            self.misses += 1
+            metrics.cache_lookup("unsynced")
+            return None, 0  # not kept either: fetches now could be missing writes
         entry = self._lru.get(key)
         if entry is not None:
             if now < entry.expiry and self.table.slots[self._slot(key)] < entry.since and \
+                    entry.since > self._void_before() and \
                     (entry.delete_at is None or time.time() < entry.delete_at):
                 self._lru.move_to_end(key)
                 self.hits += 1
+                metrics.cache_lookup("hit")
                 return entry, 0
             self._remove(key)
         self.misses += 1
+        metrics.cache_lookup("miss")
         return None, now
 
     def put(self, key: Key, headers: CIMultiDict, body: bytes, since: int) -> None:
-        if len(body) > self.max_object or self.table.slots[self._slot(key)] >= since:
-            return  # too big, or a write landed since the fetch began
+        if len(body) > self.max_object or self.table.slots[self._slot(key)] >= since or \
+                since <= self._void_before():
+            return  # too big, or a write landed (or may have) since the fetch began
         try:
             delete_at = int(headers["X-Delete-At"]) if "X-Delete-At" in headers else None
         except ValueError:
@@ -104,7 +122,7 @@ class ObjectCache:
     def drop(self, key: Key) -> None:
         """After a write of the object (any outcome), for every worker of the host."""
         self._remove(key)
-        self.table.stamp(hash(("object", key)))
+        self.table.stamp(digest(*key))
 
     def _remove(self, key: Key) -> None:
         entry = self._lru.pop(key, None)

@@ -20,10 +20,11 @@ from swiftlite.proxy import account, container, obj, pipeline
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.backend import Backend
 from swiftlite.proxy.common import read_any
-from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache, info_caches
+from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache, info_caches, shared_table
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.proxy.object_cache import ObjectCache
 from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER, IDENTITY, api_path, unauthorized
+from swiftlite.proxy.write_log import WriteLog
 from swiftlite.ring import Ring
 
 PROXY = web.AppKey("proxy", object)
@@ -75,11 +76,22 @@ class Proxy:
         link_ttl = conf.get_float("link_cache_ttl", 10.0)
         self.link_cache = InfoCache(link_ttl, "link", None, link_ttl) if link_ttl > 0 \
             else None
+        # Object writes published to (and, with an object cache, read from) memcached, so
+        # every host's cache drops what another host changed (swiftlite/proxy/write_log.py).
+        memcache = self.container_cache.memcache
+        self.write_log = WriteLog(
+            memcache, shared_table(), conf.get_float("write_log_interval", 0.25),
+            conf.get_float("write_log_max_lag", 1.0)) \
+            if memcache is not None and conf.get_bool("share_object_writes", True) else None
         # Hot small objects in this worker's memory (swiftlite/proxy/object_cache.py).
         cache_size = conf.get_size("object_cache_size", 0)
         self.object_cache = ObjectCache(
             cache_size, conf.get_size("object_cache_max_object", 1024 * 1024),
-            conf.get_float("object_cache_ttl", 5.0)) if cache_size > 0 else None
+            # The longest an entry lives. Without the write log it is also how late a write
+            # through another host is seen; with it, only a write whose proxy could not
+            # reach memcached is (and a long life is what makes a skewed mix hit).
+            conf.get_float("object_cache_ttl", 300.0 if self.write_log else 5.0),
+            write_log=self.write_log) if cache_size > 0 else None
         self.backend: Backend | None = None
         self._last_ts = Timestamp(0)
         self.pipeline, self.middleware = pipeline.build(self, conf, self.handle)
@@ -88,8 +100,12 @@ class Proxy:
         pool = Pool(self.conn_timeout, self.node_timeout,
                     self.conf.get_int("backend_connections_per_host", 256))
         self.backend = Backend(pool, self.limiter, self.post_quorum_timeout)
+        if self.write_log is not None:
+            self.write_log.start(poll=self.object_cache is not None)
 
     async def cleanup(self, app: web.Application) -> None:
+        if self.write_log is not None:
+            await self.write_log.stop()
         if self.backend:
             await self.backend.pool.close()
 
@@ -152,6 +168,8 @@ class Proxy:
         key = (target.account, target.container or "", target.obj or "")
         if self.object_cache is not None:
             self.object_cache.drop(key)
+        if self.write_log is not None:
+            self.write_log.written(*key)
         if self.link_cache is not None:
             await self.link_cache.drop(key)
 

@@ -152,3 +152,71 @@ def test_expired_object_is_not_served(env):
     assert answers(port, f"{path}/brief", auth) == {(200, b"x")}
     wait_for(lambda: {s for s, _ in answers(port, f"{path}/brief", auth)} == {404},
              at - time.time() + 1.5, what="the expired object gone on every worker")
+
+
+# ---- several proxy hosts sharing their writes through memcached (write_log) -----------------
+
+LONG_TTL = 120.0  # so only the write log can explain a fresh answer
+BOUND = 1.0 + 0.25 + 1.0  # max_lag + interval + the publisher's batching and slack
+
+
+@pytest.fixture(scope="module")
+def hosts(env):
+    """Two caching proxies (two "hosts": no memory shared) and one without a cache, all
+    with one memcached; entries live LONG_TTL."""
+    from tests.helpers import start_memcached
+
+    c, _, acct, auth = env
+    mport, mproc = start_memcached()
+    opts = {"memcache_servers": f"127.0.0.1:{mport}", "object_cache_ttl": str(LONG_TTL),
+            "object_cache_max_object": str(MAX_OBJECT)}
+    a = start_proxy_variant(c, "host-a", {**opts, "object_cache_size": "8388608"})
+    b = start_proxy_variant(c, "host-b", {**opts, "object_cache_size": "8388608",
+                                          "workers": str(WORKERS)})
+    plain = start_proxy_variant(c, "host-plain", opts)  # no cache: it still publishes
+    yield c, a.port, b.port, plain.port, acct, auth, mproc
+    for p in (a, b, plain):
+        p.stop()
+    if mproc.poll() is None:
+        mproc.terminate()
+        mproc.wait(10)
+
+
+def _seen_within(port: int, path: str, auth: dict, want: set, bound: float) -> float:
+    """Seconds until every probe through `port` answers one of `want` (status, body[:3])."""
+    t0 = time.monotonic()
+    wait_for(lambda: {(s, b[:3]) for s, b in answers(port, path, auth)} == want, bound + 10,
+             what=f"{want} through the other proxy")
+    return time.monotonic() - t0
+
+
+def test_overwrite_and_delete_through_another_host_are_seen_within_the_bound(hosts):
+    c, a, b, plain, acct, auth, _ = hosts
+    path = _container(a, acct, auth)
+    for writer in (a, plain):  # a caching proxy, and one without a cache
+        obj = f"img-{writer}-{uuid.uuid4().hex[:6]}"
+        name = f"{path}/{obj}"
+        assert request(writer, "PUT", name, auth, b"old")[0] == 201
+        for _ in range(3):  # cached on every worker of b, then served from memory
+            assert answers(b, name, auth) == {(200, b"old")}
+        # 72 GETs, most from memory. Not one per worker exactly: the PUT, heard from the log
+        # a moment after a worker cached the object, voids that entry once (b cannot order
+        # the two), and a worker whose polls lag (a loaded machine) drops its entries.
+        assert 1 <= object_gets(c.root, obj) <= PROBES
+        assert request(writer, "PUT", name, auth, b"new")[0] == 201
+        assert _seen_within(b, name, auth, {(200, b"new")}, BOUND) < BOUND
+        assert request(writer, "DELETE", name, auth)[0] == 204
+        assert _seen_within(b, name, auth, {(404, b"Not")}, BOUND) < BOUND
+
+
+def test_without_memcached_no_worker_serves_from_its_cache(hosts):
+    """A host that cannot hear the others' writes must not trust its entries: after at most
+    max_lag every read goes to the object servers (and sees a write nobody published)."""
+    _, a, b, _, acct, auth, mproc = hosts
+    path = _container(a, acct, auth)
+    assert request(a, "PUT", f"{path}/img", auth, b"old")[0] == 201
+    assert answers(b, f"{path}/img", auth) == {(200, b"old")}
+    mproc.terminate()
+    mproc.wait(10)
+    assert request(a, "PUT", f"{path}/img", auth, b"unpublished")[0] == 201
+    assert _seen_within(b, f"{path}/img", auth, {(200, b"unp")}, BOUND) < BOUND
