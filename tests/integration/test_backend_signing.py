@@ -167,6 +167,9 @@ def test_sample_proxy_config_refuses_to_start_and_defines_no_users(cluster, tmp_
         text = f.read()
     assert not [ln for ln in text.splitlines() if ln.startswith("user_")]
     text = text.replace("swift_dir = /etc/swiftlite", f"swift_dir = {cluster.etc_dir}")
+    # The placeholder salts are refused first (test_deploy_files); fill them in so the
+    # auth_secret check is the one this test reaches.
+    text = text.replace("changeme-prefix", "a" * 32).replace("changeme-suffix", "b" * 32)
     r = _start("proxy", text, tmp_path, env_secret=GOOD)
     assert r.returncode in (2, 78) and "auth_secret is not set" in r.stderr, r.stderr[-2000:]
 
