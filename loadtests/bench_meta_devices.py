@@ -4,7 +4,7 @@
 
     .venv/bin/python loadtests/bench_meta_devices.py [--seconds 10] [--repeats 3] \\
         [--concurrency 32] [--size 100] [--root /tmp/bench-meta] [--tmpfs /dev/shm]
-        [--modes proxy,direct] [--warmup 3]
+        [--modes proxy,direct,journal] [--warmup 3]
 
 Three all-in-one clusters (`swiftlite up`, one node, --devices object devices, 3 replicas,
 daemons off) run side by side:
@@ -28,6 +28,14 @@ repeat), --repeats times; the medians are printed:
   backend requests, as an object server sends them), --direct-concurrency at a time for
   --seconds, no object I/O: the DB group commit rate alone.
 
+- `journal` (only when asked: `--modes journal`): should the object servers' digest
+  journals (`hashes.journal` per partition, obj/digests.py) move to the fast device too?
+  No servers: tiny objects through the object server's batch write path in this process
+  (`put_batch`, 32 objects x 3 devices, two syncfs per batch; journals folded past
+  FOLD_BYTES as the server does), with the journals and digest files beside the objects
+  (`journals-disk`) or redirected to tmpfs (`journals-tmpfs`: what a `journal_devices`
+  option would do).
+
 The configuration, fsync latency of both filesystems, and every run are printed.
 """
 
@@ -35,6 +43,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import glob
 import os
 import secrets
 import shutil
@@ -42,6 +52,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from urllib.parse import quote
 
 import aiohttp
@@ -53,9 +64,11 @@ from loadtests.bench import setup_endpoint as bench_setup_endpoint  # noqa: E402
 from loadtests.up import start_cluster, stop_cluster  # noqa: E402
 from swiftlite.common import signing  # noqa: E402
 from swiftlite.common.config import load_sections  # noqa: E402
+from swiftlite.common.hashing import hash_path, partition_of  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
 from swiftlite.container.broker import ContainerBroker  # noqa: E402
 from swiftlite.db.paths import db_file  # noqa: E402
+from swiftlite.obj import batch_commit, digests, diskfile  # noqa: E402
 from swiftlite.ring import Ring  # noqa: E402
 
 CONFIGS = ("same-disk", "meta-tmpfs", "meta-disk")
@@ -120,9 +133,8 @@ class Target:
     def async_pendings(self) -> int:
         n = 0
         for root in {self.node["devices_root"], self.db_root}:
-            for d, _, files in os.walk(root):
-                if "/async_pending" in d:
-                    n += len(files)
+            for top in glob.glob(os.path.join(root, "*", "async_pending*")):
+                n += sum(len(files) for _, _, files in os.walk(top))
         return n
 
     def stop(self) -> None:
@@ -192,8 +204,115 @@ async def direct_run(t: Target, args: argparse.Namespace) -> dict[str, float]:
     return {"rows_s": done / elapsed}
 
 
+def journal_run(t: JournalTarget, args: argparse.Namespace) -> dict[str, float]:
+    """Tiny object writes through the object server's batch path (`put_batch`: 32 objects
+    x 3 replicas, two syncfs per batch), in this process, for --seconds; a partition's
+    journal is folded once past FOLD_BYTES, as the server does in the background."""
+    with t.journals():
+        body = [b"x" * args.size]
+        done = batches = 0
+        end = time.perf_counter() + args.seconds
+        t0 = time.perf_counter()
+        while time.perf_counter() < end:
+            ts = Timestamp.now()
+            jobs = []
+            for _ in range(batch_commit.MAX_JOBS):
+                name = f"o-{uuid.uuid4().hex}"
+                h = hash_path(ACCOUNT, "journal", name)
+                part = partition_of(h, 8)
+                jobs.append(batch_commit.Job(
+                    [diskfile.DataWriter(d, part, h) for d in t.devices], body,
+                    {"Content-Type": "x/y", "name": f"/{ACCOUNT}/journal/{name}"},
+                    ts.internal))
+            batch_commit.put_batch(jobs)
+            for job in jobs:
+                for w, r in zip(job.writers, job.results, strict=True):
+                    if not isinstance(r, diskfile.CommitResult):
+                        raise SystemExit(f"journal run: write failed: {r!r}")
+                    if r.journal_size > digests.FOLD_BYTES:
+                        digests.fold(w.device_path, w.part)
+            done += len(jobs)
+            batches += 1
+        elapsed = time.perf_counter() - t0
+        # A journaled write's own share: open, shared flock, one append, close.
+        n = 5000
+        j0 = time.perf_counter()
+        for i in range(n):
+            with digests.journal(t.devices[0], i % 256) as j:
+                j.record_delta("abc", i + 1)
+        journal_us = (time.perf_counter() - j0) / n * 1e6
+    return {"objects_s": done / elapsed, "ms_per_batch": elapsed / batches * 1000,
+            "journal_append_us": journal_us}
+
+
+class JournalTarget:
+    """Three object devices on the disk; their digest journals (and digest files) either
+    beside the objects, as today, or redirected to tmpfs (what a `journal_devices` option
+    would do)."""
+
+    def __init__(self, name: str, root: str, tmpfs_dir: str) -> None:
+        self.name = name
+        self.devices = [os.path.join(root, f"journal-{name}", f"d{i}") for i in (1, 2, 3)]
+        for d in self.devices:
+            os.makedirs(d)
+        self.journal_root = os.path.join(tmpfs_dir, f"journal-{name}") \
+            if name == "journals-tmpfs" else None
+
+    @contextlib.contextmanager
+    def journals(self):
+        if self.journal_root is None:
+            yield
+            return
+        original = digests._part_dir
+        mirror = self.journal_root
+
+        def part_dir(device_path: str, part: int | str) -> str:
+            return os.path.join(mirror, os.path.basename(device_path), "objects", str(part))
+
+        digests._part_dir = part_dir  # only this process's journal writes and folds move
+        try:
+            yield
+        finally:
+            digests._part_dir = original
+
+
 def median_of(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
+
+
+MAIN_KEY = {"proxy": "put_s", "direct": "rows_s", "journal": "objects_s"}
+JOURNAL_CONFIGS = ("journals-disk", "journals-tmpfs")
+
+
+def interleave(modes: list[str], targets: list, repeats: int,
+               runner: Callable[[str, object], dict[str, float]]
+               ) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """Every mode on every target, --repeats times, the target order rotating each repeat."""
+    results: dict[str, dict[str, list[dict[str, float]]]] = {
+        m: {t.name: [] for t in targets} for m in modes}
+    for rep in range(repeats):
+        order = targets[rep % len(targets):] + targets[:rep % len(targets)]
+        for mode in modes:
+            for t in order:
+                r = runner(mode, t)
+                results[mode][t.name].append(r)
+                print(f"  repeat {rep + 1} {mode:7s} {t.name:14s} "
+                      + " ".join(f"{k}={v:.1f}" for k, v in r.items()), flush=True)
+    return results
+
+
+def report(results: dict[str, dict[str, list[dict[str, float]]]]) -> None:
+    for mode, by_target in results.items():
+        names = list(by_target)
+        keys = list(by_target[names[0]][0])
+        print(f"  {mode:14s} " + " ".join(f"{k:>12s}" for k in keys))
+        for name in names:
+            print(f"  {name:14s} " + " ".join(f"{median_of(by_target[name], k):12.1f}"
+                                             for k in keys))
+        key = MAIN_KEY[mode]
+        base = median_of(by_target[names[0]], key)
+        print(f"  {mode} {key}: " + ", ".join(
+            f"{n}/{names[0]} {median_of(by_target[n], key) / base:.2f}x" for n in names[1:]))
 
 
 def main() -> int:
@@ -211,11 +330,15 @@ def main() -> int:
     ap.add_argument("--meta-devices", type=int, default=3, help="DB devices (meta-*)")
     ap.add_argument("--workers", type=int, default=0,
                     help="proxy and object server workers (default: swiftlite up's: CPUs)")
-    ap.add_argument("--modes", default="proxy,direct")
+    ap.add_argument("--modes", default="proxy,direct",
+                    help="proxy, direct (clusters) and journal (in-process), comma-separated")
     ap.add_argument("--warmup", type=float, default=3.0,
                     help="seconds of proxy PUTs per cluster before the runs (not counted)")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - set(MAIN_KEY)
+    if unknown:
+        ap.error(f"unknown modes {sorted(unknown)}")
 
     # Every cluster of the run and this process share one backend secret (direct runs sign).
     os.environ.setdefault(signing.ENV, secrets.token_urlsafe(32))
@@ -231,50 +354,33 @@ def main() -> int:
           f"  meta-tmpfs: {args.meta_devices} meta devices on {tmpfs_dir}\n"
           f"  meta-disk: {args.meta_devices} meta devices under {args.root} (control)\n"
           f"  proxy: {args.size}-byte object PUTs, concurrency {args.concurrency}; "
-          f"direct: container-server row PUTs, concurrency {args.direct_concurrency}\n"
+          f"direct: container-server row PUTs, concurrency {args.direct_concurrency}; "
+          f"journal: {args.size}-byte objects x 3 devices in batches of "
+          f"{batch_commit.MAX_JOBS}, in-process\n"
           f"  4 KiB append+fsync: disk {fsync_ms(args.root):.3f} ms, "
           f"tmpfs {fsync_ms(tmpfs_dir):.3f} ms", flush=True)
+    results = {}
+    cluster_modes = [m for m in modes if m != "journal"]
     targets: list[Target] = []
-    results: dict[str, dict[str, list[dict[str, float]]]] = {
-        m: {c: [] for c in CONFIGS} for m in modes}
     try:
-        for name in CONFIGS:
-            targets.append(Target(name, args, tmpfs_dir))
-        warm = argparse.Namespace(**{**vars(args), "seconds": args.warmup})
-        for t in targets:  # first requests pay for imports, connections, DB creation
-            asyncio.run(proxy_run(t, warm))
-        for rep in range(args.repeats):
-            order = targets[rep % len(targets):] + targets[:rep % len(targets)]
-            for mode in modes:
-                for t in order:
-                    run = proxy_run if mode == "proxy" else direct_run
-                    r = asyncio.run(run(t, args))
-                    results[mode][t.name].append(r)
-                    print(f"  repeat {rep + 1} {mode:6s} {t.name:10s} "
-                          + " ".join(f"{k}={v:.1f}" for k, v in r.items()), flush=True)
+        if cluster_modes:
+            for name in CONFIGS:
+                targets.append(Target(name, args, tmpfs_dir))
+            warm = argparse.Namespace(**{**vars(args), "seconds": args.warmup})
+            for t in targets:  # first requests pay for imports, connections, DB creation
+                asyncio.run(proxy_run(t, warm))
+            results.update(interleave(cluster_modes, targets, args.repeats, lambda m, t: (
+                asyncio.run(proxy_run(t, args) if m == "proxy" else direct_run(t, args)))))
+        if "journal" in modes:
+            jt = [JournalTarget(n, args.root, tmpfs_dir) for n in JOURNAL_CONFIGS]
+            results.update(interleave(["journal"], jt, args.repeats,
+                                      lambda m, t: journal_run(t, args)))
     finally:
         for t in targets:
             t.stop()
         shutil.rmtree(tmpfs_dir, ignore_errors=True)
     print("\nmedians:")
-    if "proxy" in results:
-        print(f"  {'proxy':10s} {'PUT/s':>8s} {'DB rows/s':>10s} {'p50 ms':>7s} {'p99 ms':>7s}"
-              f" {'async_pending':>13s}")
-        for c in CONFIGS:
-            runs = results["proxy"][c]
-            print(f"  {c:10s} {median_of(runs, 'put_s'):8.0f} {median_of(runs, 'db_rows_s'):10.0f}"
-                  f" {median_of(runs, 'p50_ms'):7.1f} {median_of(runs, 'p99_ms'):7.1f}"
-                  f" {sum(r['pending'] for r in runs):13.0f}")
-    if "direct" in results:
-        print(f"  {'direct':10s} {'rows/s':>8s}")
-        for c in CONFIGS:
-            print(f"  {c:10s} {median_of(results['direct'][c], 'rows_s'):8.0f}")
-    for mode, key in (("proxy", "put_s"), ("direct", "rows_s")):
-        if mode in results:
-            base = median_of(results[mode]["same-disk"], key)
-            print(f"  {mode}: meta-tmpfs/same-disk "
-                  f"{median_of(results[mode]['meta-tmpfs'], key) / base:.2f}x, "
-                  f"meta-disk/same-disk {median_of(results[mode]['meta-disk'], key) / base:.2f}x")
+    report(results)
     return 0
 
 
