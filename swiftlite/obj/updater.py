@@ -2,12 +2,12 @@
 
 Every device under ``devices`` and ``meta_devices`` is walked (object servers save object ->
 container updates, container servers container -> account reports on their DB devices; the
-records say where they go). A record is
-sent to each of its remaining targets; 2xx means landed. The file is removed once every
-target took it, or rewritten with the targets still owed. A 404 (the DB is not on that node
-yet) is retried like any failure until the record is older than ``reclaim_age``, then dropped
-with a warning. In continuous mode a record that failed waits an exponentially growing delay
-(``retry_min`` doubling up to ``retry_max``) before its next try; ``--once`` tries each once.
+records say where they go). A record is sent to each of its remaining targets; 2xx means
+landed. The file is removed once every target took it, or rewritten with the targets still
+owed. A 404 (the DB is not on that node yet) is retried like any failure until the record is
+older than ``reclaim_age``, then dropped with a warning. In continuous mode a record that
+failed waits an exponentially growing delay (``retry_min`` doubling up to ``retry_max``)
+before its next try; ``--once`` tries each once.
 """
 
 from __future__ import annotations
