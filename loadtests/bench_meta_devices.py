@@ -296,8 +296,10 @@ def interleave(modes: list[str], targets: list, repeats: int,
             for t in order:
                 r = runner(mode, t)
                 results[mode][t.name].append(r)
+                # The 1-minute load average: other work on the machine skews a run.
                 print(f"  repeat {rep + 1} {mode:7s} {t.name:14s} "
-                      + " ".join(f"{k}={v:.1f}" for k, v in r.items()), flush=True)
+                      + " ".join(f"{k}={v:.1f}" for k, v in r.items())
+                      + f" load={os.getloadavg()[0]:.1f}", flush=True)
     return results
 
 
