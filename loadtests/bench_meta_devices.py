@@ -381,6 +381,7 @@ def main() -> int:
         for t in targets:
             t.stop()
         shutil.rmtree(tmpfs_dir, ignore_errors=True)
+        shutil.rmtree(args.root, ignore_errors=True)
     print("\nmedians:")
     report(results)
     return 0
