@@ -14,8 +14,11 @@ import urllib.request
 
 import pytest
 
+from swiftlite.common import hashing
 from swiftlite.common.config import load_sections
+from swiftlite.common.hashing import hash_path
 from swiftlite.container.broker import ContainerBroker
+from swiftlite.db.paths import db_file
 from swiftlite.ring import Ring
 from tests.cluster import Cluster, start_cluster
 from tests.helpers import wait_for
@@ -28,9 +31,18 @@ ACCOUNT = "AUTH_test"
 def cluster(tmp_path_factory) -> Cluster:
     c = start_cluster(str(tmp_path_factory.mktemp("meta")), nodes=1, devices=3, replicas=3,
                       part_power=4, meta_devices=3)
-    load_sections(c.nodes[0]["conf"])  # the cluster's [hash] affixes, for ring lookups here
     yield c
     c.stop()
+
+
+@pytest.fixture(autouse=True)
+def _cluster_hash_affixes(cluster):
+    """The cluster's [hash] affixes for ring lookups here (loading its config sets them),
+    and back to what other tests of this process use afterwards."""
+    saved = hashing._PREFIX, hashing._SUFFIX
+    load_sections(cluster.nodes[0]["conf"])
+    yield
+    hashing._PREFIX, hashing._SUFFIX = saved
 
 
 def files_under(root: str) -> list[str]:
@@ -42,12 +54,8 @@ def container_dbs(c: Cluster, container: str) -> list[str]:
     """The paths of a container's DB replicas, as the container ring places them."""
     ring = Ring.load(os.path.join(c.etc_dir, "container.ring.gz"))
     part, nodes = ring.get_nodes(ACCOUNT, container)
-    out = []
-    for node in nodes:
-        top = os.path.join(c.nodes[0]["meta_devices_root"], node["device"], "containers",
-                           str(part))
-        out += [os.path.join(top, f) for f in files_under(top) if f.endswith(".db")]
-    return out
+    return [db_file(c.nodes[0]["meta_devices_root"], node["device"], "container", part,
+                    ACCOUNT, container) for node in nodes]
 
 
 def recon(c: Cluster, role: str = "object") -> dict:
@@ -87,7 +95,9 @@ def test_dbs_only_on_meta_devices_objects_only_on_object_devices(cluster):
     assert any("/containers/" in f and f.endswith(".db") for f in meta)
     assert any("/accounts/" in f and f.endswith(".db") for f in meta)
     assert not [f for f in meta if "/objects/" in f]
-    assert len([f for f in objs if f.endswith(".data")]) == 3 * len(bodies)
+    for name in bodies:  # three replicas of each, all on object devices
+        h = hash_path(ACCOUNT, "photos", name)
+        assert len([f for f in objs if f"/{h}/" in f and f.endswith(".data")]) == 3
     assert not [f for f in objs if "/containers/" in f or "/accounts/" in f
                 or f.endswith(".db")]
 
@@ -98,7 +108,7 @@ def test_replicator_restores_a_container_replica_removed_from_a_meta_device(clus
     for i in range(5):
         conn.put_object("restore", f"o{i}", b"x")
     dbs = container_dbs(cluster, "restore")
-    assert len(dbs) == 3, dbs
+    assert len(set(dbs)) == 3 and all(os.path.exists(p) for p in dbs), dbs
     # Each replica has its rows: the object servers updated every replica.
     for path in dbs:
         assert ContainerBroker(path).get_info()["object_count"] == 5
