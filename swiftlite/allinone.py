@@ -4,6 +4,8 @@ Layout under --root:
     etc/        swiftlite.conf ([hash]), proxy.conf, node<N>.conf, *.builder, *.ring.gz
                 (every conf carries the cluster's generated backend_secret in [DEFAULT])
     node<N>/    that node's devices d1..dK (its `devices` root)
+    meta/node<N>/  with --meta-devices M: its DB devices m1..mM (its `meta_devices` root),
+                which the container and account rings list instead of d1..dK
     logs/       one log per process
     run/        daemon status files (see `swiftlite status`)
     cluster.json  proxy URL and per node its servers' ports, pids and command lines
@@ -128,11 +130,14 @@ def build(args: Namespace) -> dict[str, Any]:
         devices_root = os.path.join(root, f"node{n}")
         for d in range(1, args.devices + 1):
             os.makedirs(os.path.join(devices_root, f"d{d}"), exist_ok=True)
+        meta_root, meta_devs = _meta_layout(root, n, getattr(args, "meta_devices", 0))
         conf_path = os.path.join(etc, f"node{n}.conf")
         common = {"devices": devices_root, "mount_check": "false", "swift_dir": etc,
                   "bind_ip": backend_bind, "log_level": "INFO",
                   "backend_secret": backend_secret,
                   "status_dir": os.path.join(root, "run", f"node{n}")}
+        if meta_root:
+            common["meta_devices"] = meta_root
         sections: dict[str, dict[str, Any]] = {"DEFAULT": common, "hash": hash_conf}
         for role in ROLES:
             sections[f"{role}-server"] = {"bind_port": ports[role],
@@ -144,7 +149,9 @@ def build(args: Namespace) -> dict[str, Any]:
         nodes.append({"name": f"node{n}", "ip": ring_ip, "zone": n, "ports": ports,
                       "bind": backend_bind, "workers": role_workers,
                       "devices_root": devices_root, "conf": conf_path,
-                      "devices": [f"d{d}" for d in range(1, args.devices + 1)]})
+                      "devices": [f"d{d}" for d in range(1, args.devices + 1)],
+                      **({"meta_devices_root": meta_root, "meta_devices": meta_devs}
+                         if meta_root else {})})
     proxy_conf = os.path.join(etc, "proxy.conf")
     _write(proxy_conf, _ini({
         "DEFAULT": {"swift_dir": etc, "log_level": "INFO", "backend_secret": backend_secret},
@@ -158,7 +165,10 @@ def build(args: Namespace) -> dict[str, Any]:
                        ("account", "account")):
         builder = RingBuilder(args.part_power, args.replicas, 1)
         for node in nodes:
-            for dev in node["devices"]:
+            # DBs live on the meta devices when the node has them; objects never do.
+            devs = node["devices"] if kind == "object" else \
+                node.get("meta_devices") or node["devices"]
+            for dev in devs:
                 builder.add_dev({"region": 1, "zone": node["zone"], "ip": node["ip"],
                                  "port": node["ports"][role], "device": dev, "weight": 100.0})
         builder.rebalance(seed=1)
@@ -171,6 +181,18 @@ def build(args: Namespace) -> dict[str, Any]:
             "daemons": not args.no_daemons}
     _write(plan_path, json.dumps(plan, indent=2))
     return plan
+
+
+def _meta_layout(root: str, n: int, count: int) -> tuple[str | None, list[str]]:
+    """Node n's DB devices root and names (`<root>/meta/node<n>/m1..`), made now; none
+    without --meta-devices."""
+    if not count:
+        return None, []
+    meta_root = os.path.join(root, "meta", f"node{n}")
+    names = [f"m{d}" for d in range(1, count + 1)]
+    for name in names:
+        os.makedirs(os.path.join(meta_root, name), exist_ok=True)
+    return meta_root, names
 
 
 def _add_backend_secret(plan: dict[str, Any], secret: str) -> None:
@@ -239,6 +261,8 @@ def run_up(args: Namespace) -> int:
         entry: dict[str, Any] = {"name": node["name"], "ip": node["ip"],
                                  "devices_root": node["devices_root"], "conf": node["conf"],
                                  "servers": {}, "daemons": {}}
+        if node.get("meta_devices_root"):
+            entry["meta_devices_root"] = node["meta_devices_root"]
         for role in ROLES:
             cmd = py + ["server", role, "-c", node["conf"]]
             p = spawn(cmd, os.path.join(logs, f"{node['name']}-{role}.log"),

@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, default=8080)
     u.add_argument("--nodes", type=int, default=1)
     u.add_argument("--devices", type=int, default=4, help="devices per node")
+    u.add_argument("--meta-devices", type=int, default=0,
+                   help="DB devices per node (container and account DBs apart from the "
+                        "objects, under <root>/meta/; default 0: DBs on the object devices); "
+                        "read when the root is first built")
     u.add_argument("--replicas", type=int, default=3)
     u.add_argument("--part-power", type=int, default=10)
     u.add_argument("--workers", type=int, default=None,

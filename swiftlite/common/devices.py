@@ -12,11 +12,35 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from swiftlite.common.http import HTTPError
 from swiftlite.common.threadpool import run_blocking
 
 _MAX_CACHED = 4096
+DEFAULT_DEVICES = "/srv/node"
+
+
+def object_devices(conf: Mapping[str, Any]) -> str:
+    """The devices root of objects (and of everything when there is no `meta_devices`)."""
+    return str(conf.get("devices") or DEFAULT_DEVICES)
+
+
+def meta_devices(conf: Mapping[str, Any]) -> str:
+    """The devices root of container and account DBs: `meta_devices` when set (a faster
+    device, as BlueStore's DB on SSD), else `devices`. The container and account rings name
+    the devices under it; the object ring those under `devices`."""
+    return str(conf.get("meta_devices") or object_devices(conf))
+
+
+def device_roots(conf: Mapping[str, Any]) -> list[str]:
+    """Every devices root of the host, objects' first (walkers of async_pendings, recon)."""
+    roots = [object_devices(conf)]
+    meta = meta_devices(conf)
+    if os.path.abspath(meta) != os.path.abspath(roots[0]):
+        roots.append(meta)
+    return roots
 
 
 def bad_device_name(device: str) -> bool:

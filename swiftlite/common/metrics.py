@@ -210,8 +210,9 @@ class _NodeCollector:
 
     def __init__(self, conf: Section) -> None:
         from swiftlite.common.daemon import status_dir
+        from swiftlite.common.devices import device_roots
 
-        self.devices = conf.get_str("devices", "/srv/node")
+        self.roots = device_roots(conf)
         self.status_dir = status_dir(conf)
 
     def collect(self):
@@ -254,7 +255,12 @@ class _NodeCollector:
         journals = GaugeMetricFamily("swiftlite_digest_journal_partitions",
                                      "Partitions with a digest journal not yet folded",
                                      labels=["device"])
-        for dev, usage in device_usage(self.devices).items():
+        # DB devices (meta_devices) are labelled meta/<dev>: their names may repeat the
+        # object devices'.
+        devices = [(dev, usage) for dev, usage in device_usage(self.roots[0]).items()]
+        for root in self.roots[1:]:
+            devices += [(f"meta/{dev}", usage) for dev, usage in device_usage(root).items()]
+        for dev, usage in devices:
             if "total" in usage:
                 for kind in ("total", "free", "used"):
                     disk.add_metric([dev, kind], usage[kind])

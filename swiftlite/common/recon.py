@@ -1,8 +1,9 @@
 """What a storage host knows about itself: `GET /recon` on every storage server.
 
 One JSON document per host view: devices (size, use, whether mounted, async_pendings,
-quarantined items), the md5 of each ring file in `swift_dir` (so a cluster-wide check sees a
-host running an old ring), and the status of every daemon of the host's config (its last
+quarantined items; the DB devices under `meta_devices` apart, when the host has them), the
+md5 of each ring file in `swift_dir` (so a cluster-wide check sees a host running an old
+ring), and the status of every daemon of the host's config (its last
 pass, whether its process is alive, how late its next pass is). `swiftlite status --cluster`
 (swiftlite/ops/recon.py) asks every server in the rings and flags what is wrong; the
 Prometheus collector (common/metrics.py) reads the same device and daemon facts.
@@ -23,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from swiftlite.common.config import Section, load_sections
+from swiftlite.common.devices import device_roots
 from swiftlite.common.threadpool import run_blocking
 
 RING_KINDS = ("object", "container", "account")
@@ -164,20 +166,26 @@ def host_report(conf: Section, role: str) -> dict[str, Any]:
                 last_pass_age=round(now - end, 3) if st.get("start") else None,
                 running_for=round(now - running, 3) if running else None)
         daemons[name] = entry
-    devices = device_usage(conf.get_str("devices", "/srv/node"),
-                           conf.get_bool("mount_check", False))
+    mount_check = conf.get_bool("mount_check", False)
+    roots = device_roots(conf)
+    # A separate DB root (meta_devices) is reported apart: its device names may repeat the
+    # object devices' (d1 under /srv/node and d1 under /srv/meta).
+    usage = [device_usage(root, mount_check) for root in roots]
     quarantined: dict[str, int] = {}
-    for d in devices.values():
+    for d in (d for u in usage for d in u.values()):
         for kind, n in d.get("quarantined", {}).items():
             quarantined[kind] = quarantined.get(kind, 0) + n
+    meta = {"meta_devices_root": os.path.abspath(roots[1]), "meta_devices": usage[1]} \
+        if len(roots) > 1 else {}
     return {"role": role, "time": now,
             "ip": conf.get_str("bind_ip", ""), "port": conf.get_int("bind_port", 0),
             # The servers of one host share these: the cluster view shows a host once.
-            "devices_root": os.path.abspath(conf.get_str("devices", "/srv/node")),
+            "devices_root": os.path.abspath(roots[0]),
             "status_dir": os.path.abspath(sdir),
-            "devices": devices,
+            "devices": usage[0],
+            **meta,
             "totals": {"async_pending": sum(d.get("async_pending", 0)
-                                            for d in devices.values()),
+                                            for u in usage for d in u.values()),
                        "quarantined": quarantined},
             "rings": ring_md5s(conf.get_str("swift_dir", "/etc/swiftlite")),
             "daemons": daemons,

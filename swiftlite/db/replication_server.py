@@ -23,7 +23,7 @@ import msgpack
 from aiohttp import web
 
 from swiftlite.common.config import Section
-from swiftlite.common.devices import DeviceChecker
+from swiftlite.common.devices import DeviceChecker, meta_devices
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker
@@ -48,7 +48,7 @@ class ReplicationReceiver:
     def __init__(self, broker_class: type[DatabaseBroker], conf: Section) -> None:
         self.kind = broker_class.KIND
         self.cls = broker_class
-        self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
+        self.devices = DeviceChecker(meta_devices(conf),
                                      conf.get_bool("mount_check", False))
         synchronous = conf.get_str("db_synchronous", "FULL").upper()
         self.brokers: BrokerCache[DatabaseBroker] = BrokerCache(

@@ -24,6 +24,7 @@ import msgpack
 from swiftlite.common import daemon
 from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
+from swiftlite.common.devices import meta_devices
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker
 from swiftlite.db.paths import DB_DIRS
@@ -85,7 +86,7 @@ class DBReplicator(daemon.PeerSession):
         self.cls = broker_class  # the role's broker: db/ knows no role (no import of them)
         self.kind = kind = broker_class.KIND
         self.name = f"{kind}-replicator"
-        self.devices = conf.get_str("devices", "/srv/node")
+        self.devices = meta_devices(conf)
         self.reclaim_age = conf.get_float("reclaim_age", 7 * 86400.0)
         self.concurrency = max(1, conf.get_int("concurrency", 4))
         self.batch = max(1, conf.get_int("per_diff", 1000))

@@ -17,7 +17,7 @@ from aiohttp import web
 from swiftlite.common import recon
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import check_account, check_container, check_object
-from swiftlite.common.devices import DeviceChecker
+from swiftlite.common.devices import DeviceChecker, meta_devices
 from swiftlite.common.http import HTTPError, error, split_path
 from swiftlite.common.server import make_app
 from swiftlite.common.threadpool import run_blocking
@@ -58,7 +58,7 @@ class DBServer:
 
     def __init__(self, conf: Section) -> None:
         self.conf = conf
-        self.devices = DeviceChecker(conf.get_str("devices", "/srv/node"),
+        self.devices = DeviceChecker(meta_devices(conf),
                                      conf.get_bool("mount_check", False))
         self.reclaim_age = conf.get_float("reclaim_age", 604800.0)
         self.reclaim_interval = conf.get_float("reclaim_interval", 3600.0)

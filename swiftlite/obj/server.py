@@ -21,7 +21,7 @@ from aiohttp import web
 
 from swiftlite.common import constraints, recon
 from swiftlite.common.config import Section, config_true
-from swiftlite.common.devices import DeviceChecker
+from swiftlite.common.devices import DeviceChecker, device_roots
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
@@ -81,6 +81,7 @@ def _open_expired(request: web.Request) -> bool:
 class ObjectServer:
     def __init__(self, conf: Section) -> None:
         self.devices = conf.get_str("devices", "/srv/node")
+        self.device_roots = device_roots(conf)
         # Stat calls (isdir, or ismount with mount_check) in the thread pool, cached briefly.
         self.device_checker = DeviceChecker(self.devices, conf.get_bool("mount_check", False))
         self.max_object_size = conf.get_size("max_object_size", constraints.MAX_FILE_SIZE)
@@ -104,11 +105,15 @@ class ObjectServer:
             log.info("removed %d stale temp files", n)
 
     def _clean_all_tmp(self) -> int:
-        try:
-            devs = os.listdir(self.devices)
-        except FileNotFoundError:
-            return 0
-        return sum(diskfile.clean_tmp(os.path.join(self.devices, d)) for d in devs)
+        removed = 0
+        # The DB devices too: a container server's saved account updates pass through tmp/.
+        for root in self.device_roots:
+            try:
+                devs = os.listdir(root)
+            except FileNotFoundError:
+                continue
+            removed += sum(diskfile.clean_tmp(os.path.join(root, d)) for d in devs)
+        return removed
 
     async def on_cleanup(self, app: web.Application) -> None:
         await self.updater.close()

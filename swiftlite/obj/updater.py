@@ -1,12 +1,13 @@
 """The updater: replays saved container/account updates (``async_pending``) until they land.
 
-Every device under ``devices`` is walked (object servers save object -> container updates,
-container servers container -> account reports; the records say where they go). A record is
-sent to each of its remaining targets; 2xx means landed. The file is removed once every
-target took it, or rewritten with the targets still owed. A 404 (the DB is not on that node
-yet) is retried like any failure until the record is older than ``reclaim_age``, then dropped
-with a warning. In continuous mode a record that failed waits an exponentially growing delay
-(``retry_min`` doubling up to ``retry_max``) before its next try; ``--once`` tries each once.
+Every device under ``devices`` and ``meta_devices`` is walked (object servers save object ->
+container updates, container servers container -> account reports on their DB devices; the
+records say where they go). A record is sent to each of its remaining targets; 2xx means
+landed. The file is removed once every target took it, or rewritten with the targets still
+owed. A 404 (the DB is not on that node yet) is retried like any failure until the record is
+older than ``reclaim_age``, then dropped with a warning. In continuous mode a record that
+failed waits an exponentially growing delay (``retry_min`` doubling up to ``retry_max``)
+before its next try; ``--once`` tries each once.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from swiftlite.common import daemon
 from swiftlite.common.async_pending import iter_updates, remove_update, save_update
 from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
+from swiftlite.common.devices import device_roots
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
 
@@ -30,17 +32,18 @@ log = logging.getLogger("swiftlite.object-updater")
 NAME = "object-updater"
 
 
-def pending(devices: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """(device path, file, record) of every saved update on every device."""
+def pending(roots: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(device path, file, record) of every saved update on every device of the roots."""
     out = []
-    try:
-        devs = sorted(os.listdir(devices))
-    except FileNotFoundError:
-        return []
-    for d in devs:
-        dev_path = os.path.join(devices, d)
-        if os.path.isdir(dev_path):
-            out.extend((dev_path, path, rec) for path, rec in iter_updates(dev_path))
+    for devices in roots:
+        try:
+            devs = sorted(os.listdir(devices))
+        except FileNotFoundError:
+            continue
+        for d in devs:
+            dev_path = os.path.join(devices, d)
+            if os.path.isdir(dev_path):
+                out.extend((dev_path, path, rec) for path, rec in iter_updates(dev_path))
     return out
 
 
@@ -54,7 +57,7 @@ def record_age(record: dict[str, Any], now: float) -> float:
 class Updater(daemon.PeerSession):
     def __init__(self, conf: Section) -> None:
         self.conf = conf
-        self.devices = conf.get_str("devices", "/srv/node")
+        self.roots = device_roots(conf)
         self.reclaim_age = conf.get_float("reclaim_age", 7 * 86400.0)
         self.concurrency = max(1, conf.get_int("concurrency", 8))
         self.retry_min = conf.get_float("retry_min", 10.0)
@@ -108,7 +111,7 @@ class Updater(daemon.PeerSession):
 
     async def run_pass(self, stats: dict[str, Any]) -> None:
         stats["dropped"] = stats["deferred"] = 0
-        work = await run_blocking(pending, self.devices)
+        work = await run_blocking(pending, self.roots)
         now = time.monotonic()
         live = {p for _, p, _ in work}
         for p in list(self.backoff):

@@ -6,7 +6,8 @@ checked against these rules; any PROBLEM makes the exit status 1:
 
 - a server that does not answer (down, hung, or refusing our signature);
 - a ring file whose md5 differs from the one here (the host missed a ring push);
-- a device unmounted or unreadable, or fuller than --full-percent (default 90);
+- a device (object or DB: `meta_devices`) unmounted or unreadable, or fuller than
+  --full-percent (default 90);
 - a daemon configured on the host that never started a pass, that is dead (the pid in its
   status file is gone and the file was not updated within 2 intervals), or whose last pass
   ended more than 3 intervals plus a minute ago with no pass running (for a
@@ -93,7 +94,7 @@ def problems_of(where: str, doc: dict[str, Any], local_md5: dict[str, str | None
         if local_md5.get(kind) and md5 != local_md5[kind]:
             out.append(f"{where}: {kind} ring differs from this one "
                        f"({(md5 or 'missing')[:8]} vs {local_md5[kind][:8]})")
-    for dev, d in doc.get("devices", {}).items():
+    for dev, d in all_devices(doc):
         if not d.get("mounted", True) or "error" in d:
             out.append(f"{where}: device {dev} unmounted or unreadable {d.get('error', '')}")
         elif d.get("total") and 100.0 * d["used"] / d["total"] > args.full_percent:
@@ -122,6 +123,13 @@ def problems_of(where: str, doc: dict[str, Any], local_md5: dict[str, str | None
         if last.get("failures"):
             out.append(f"{where}: {name} last pass had {last['failures']} failures")
     return out
+
+
+def all_devices(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, usage) of a host's object devices, then of its DB devices (`meta_devices`,
+    named meta/<dev>: the names may repeat)."""
+    return [*doc.get("devices", {}).items(),
+            *((f"meta/{dev}", d) for dev, d in doc.get("meta_devices", {}).items())]
 
 
 def _gib(n: float) -> str:
@@ -164,7 +172,7 @@ def render(results: dict[tuple[str, int], Any], kinds: dict[tuple[str, int], set
                 f"{name.removesuffix('-replicator')}="
                 + ("no pass yet" if v is None else f"{v:.0f}s")
                 for name, v in sorted(lag.items())))
-        for dev, d in doc["devices"].items():
+        for dev, d in all_devices(doc):
             use = (f"{_gib(d['used'])}/{_gib(d['total'])}"
                    f" ({100.0 * d['used'] / d['total']:.0f}%)") if d.get("total") else "?"
             lines.append(f"    {dev}: {use} async_pending={d.get('async_pending', 0)} "

@@ -46,7 +46,7 @@ def test_unreadable_updates_are_logged_and_quarantined_not_skipped(tmp_path, cap
             f.write(data)
     os.mkdir(os.path.join(sdir, "adir"))  # open() fails: EISDIR
     caplog.set_level("ERROR", logger="swiftlite.async_pending")
-    assert [p for _, p, _ in pending(str(devices))] == [good]
+    assert [p for _, p, _ in pending([str(devices)])] == [good]
     qdir = os.path.join(dev, QUARANTINE)
     moved = sorted(os.listdir(qdir))
     assert [m.rsplit("-", 1)[0] for m in moved] == ["adir", "nomethod", "notarecord", "torn"]
