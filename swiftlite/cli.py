@@ -25,6 +25,7 @@ DAEMONS = {
     "container-replicator": ("swiftlite.container.replicator", "run_daemon",
                              "container-replicator"),
     "account-replicator": ("swiftlite.account.replicator", "run_daemon", "account-replicator"),
+    "container-sharder": ("swiftlite.container.sharder", "run_daemon", "container-sharder"),
 }
 
 
@@ -112,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--workers", type=int, default=None,
                    help="proxy and object server workers (default: CPUs)")
     u.add_argument("--no-daemons", action="store_true", help="start servers only")
+    u.add_argument("--shard-threshold", type=int, default=None,
+                   help="rows past which the sharder splits a container (default 1,000,000)")
     u.set_defaults(func=cmd_up)
 
     n = sub.add_parser("node", help="run every server and daemon a config file names "

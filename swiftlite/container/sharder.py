@@ -1,0 +1,281 @@
+"""The container sharder daemon: splits big containers into shards, and keeps them so.
+
+Each pass looks at every local container DB whose partition's first primary is a local
+device (so one replica leads; the others learn from it and from replication):
+
+1. unsharded root past `shard_container_threshold` live rows: split points from its own
+   sorted names (every `rows_per_shard`-th), stored as FOUND ranges, the root SHARDING;
+2. sharding root, range by range in order: PUT the shard container on its primaries
+   (CREATED), copy the range's rows, tombstones too, `cleave_batch_size` at a time to a
+   quorum of the shard's replicas, recording a name cursor after each batch, then CLEAVED:
+   from then on the root's servers redirect updates for the range to the shard;
+3. every range cleaved: the root SHARDED, every range ACTIVE; its own rows are kept but no
+   longer listed or counted (HEAD and GET sum the shards' counts, refreshed each pass).
+
+Nothing is lost to a race or a crash: every root row changed after sharding began has a
+ROWID above the forwarding point (`fwd_row`); each pass sends those in ranges already
+copied past their name to the shard (rows a stale replica or a late update put into the
+root), then moves the point. Progress (cursors, fwd_row) and the range state it justifies
+commit in one transaction, so a kill -9 anywhere resumes where it stopped: rows are copied
+again at worst, and merging a row twice changes nothing.
+
+Shrinking is not automatic yet: `shrink_threshold` is reported per shard (see
+`swiftlite shards`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import aiohttp
+
+from swiftlite.common import daemon
+from swiftlite.common.config import Section
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.common.timestamp import Timestamp
+from swiftlite.container.broker import ContainerBroker
+from swiftlite.container.shard_client import ShardClient
+from swiftlite.container.shard_ranges import (
+    ROUTED,
+    ShardRange,
+    State,
+    find,
+    live,
+    ranges_from_points,
+)
+from swiftlite.db.replicator import local_dbs
+from swiftlite.ring import Ring
+
+log = logging.getLogger("swiftlite.container-sharder")
+NAME = "container-sharder"
+# Test hook: exit abruptly (as kill -9 would) after this many cleave batches in a process.
+EXIT_AFTER_ENV = "SWIFTLITE_SHARDER_EXIT_AFTER"
+
+
+class Sharder(daemon.PeerSession):
+    limit_per_host = 16
+
+    def __init__(self, conf: Section) -> None:
+        self.conf = conf
+        self.devices = conf.get_str("devices", "/srv/node")
+        self.threshold = max(2, conf.get_int("shard_container_threshold", 1_000_000))
+        self.rows_per_shard = max(1, conf.get_int("rows_per_shard", self.threshold // 2))
+        self.shrink_threshold = conf.get_int("shrink_threshold", self.threshold // 10)
+        self.batch = max(1, conf.get_int("cleave_batch_size", 10_000))
+        self.conn_timeout = conf.get_float("conn_timeout", 0.5)
+        self.node_timeout = conf.get_float("node_timeout", 10.0)
+        self.ring = Ring.from_conf(conf, "container")
+        self.session: aiohttp.ClientSession | None = None
+        exit_after = os.environ.get(EXIT_AFTER_ENV, "")
+        self.exit_after = int(exit_after) if exit_after.isdigit() else 0
+        self.batches_sent = 0
+
+    @property
+    def client(self) -> ShardClient:
+        assert self.session is not None
+        return ShardClient(self.ring, self.session)
+
+    # -- the pass ------------------------------------------------------------------------
+    def _jobs(self) -> list[tuple[int, str]]:
+        """(partition, db path) of every local DB this node leads."""
+        jobs = []
+        for dev in self.ring.devices_on(*daemon.server_address(self.conf, "container")):
+            for part, _, path in local_dbs(os.path.join(self.devices, dev["device"]),
+                                           "container"):
+                primaries = self.ring.get_part_nodes(part)
+                if primaries and primaries[0]["id"] == dev["id"]:
+                    jobs.append((part, path))
+        return jobs
+
+    async def run_pass(self, stats: dict[str, Any]) -> None:
+        for k in ("sharding", "sharded", "shards", "cleaved_rows", "forwarded_rows",
+                  "shards_created", "roots_split"):
+            stats[k] = 0
+        await self.ring.refresh()
+        jobs = await run_blocking(self._jobs)
+        stats["partitions"] = len({p for p, _ in jobs})
+        for _, path in jobs:
+            stats["objects"] += 1
+            broker = ContainerBroker(path)
+            try:
+                await self.process(broker, stats)
+            except Exception:
+                log.exception("sharding %s", path)
+                stats["failures"] += 1
+            finally:
+                await run_blocking(broker.close)
+
+    async def process(self, broker: ContainerBroker, stats: dict[str, Any]) -> None:
+        info = await run_blocking(broker.get_info)
+        own, ranges = await run_blocking(broker.get_ranges)
+        state = own.state if own is not None else State.UNSHARDED
+        if state >= State.FOUND:
+            return  # a shard: its root's sharder looks after it
+        if info["deleted"]:
+            if state == State.SHARDED:
+                await self.delete_shards(broker, info, own, ranges)
+            return
+        if state in (State.UNSHARDED, State.COLLAPSED):
+            if info["object_count"] <= self.threshold:
+                return
+            own, ranges = await self.split(broker, info)
+            stats["roots_split"] += 1
+            state = State.SHARDING
+        if state == State.SHARDING:
+            stats["sharding"] += 1
+            if not await self.cleave(broker, info, own, live(ranges), stats):
+                return
+            own, ranges = await run_blocking(broker.get_ranges)
+        stats["sharded"] += 1
+        stats["shards"] += len(live(ranges))
+        await self.forward(broker, live(ranges), stats)
+        await self.refresh_stats(broker, info, own, live(ranges))
+
+    # -- split ---------------------------------------------------------------------------
+    async def split(self, broker: ContainerBroker,
+                    info: dict[str, Any]) -> tuple[ShardRange, list[ShardRange]]:
+        points = await run_blocking(broker.find_split_points, self.rows_per_shard,
+                                    self.rows_per_shard // 4)
+        ts = Timestamp.now().internal
+        ranges = ranges_from_points(info["account"], info["container"], points, ts)
+        own = ShardRange(name=own_name(info), timestamp=ts, state=State.SHARDING,
+                         state_timestamp=ts)
+        # Every row there now has a ROWID <= max_row and is copied by the name scans;
+        # every later change gets a bigger one and is forwarded.
+        max_row = await run_blocking(broker.get_max_row)
+        await run_blocking(broker.set_progress, {"fwd_row": max_row, "cursors": {}},
+                           [*ranges, own])
+        log.info("splitting %s into %d shards", own.name, len(ranges))
+        await self.client.push_ranges(info["account"], info["container"], [own, *ranges])
+        return own, ranges
+
+    # -- cleave --------------------------------------------------------------------------
+    async def cleave(self, broker: ContainerBroker, info: dict[str, Any], own: ShardRange | None,
+                     ranges: list[ShardRange], stats: dict[str, Any]) -> bool:
+        """Copy every range not yet cleaved; True once the root switched to sharded."""
+        assert own is not None
+        root = own_name(info)
+        progress = await run_blocking(broker.get_progress)
+        progress.setdefault("cursors", {})
+        for r in ranges:
+            if r.state in ROUTED:
+                continue
+            if r.state == State.FOUND:
+                if not await self.client.create_shard(root, r):
+                    log.warning("%s: could not create shard %s on a quorum", root, r.name)
+                    return False
+                r = _with_state(r, State.CREATED)
+                await run_blocking(broker.set_progress, progress, [r])
+                stats["shards_created"] += 1
+            cursor = progress["cursors"].get(r.name, r.lower)
+            while True:
+                rows = await run_blocking(broker.rows_in_range, cursor, r.upper, self.batch)
+                if not rows:
+                    break
+                if not await self.client.send_rows(r, rows):
+                    log.warning("%s: cleaving %s failed; resuming next pass", root, r.name)
+                    return False
+                cursor = rows[-1]["name"]
+                progress["cursors"][r.name] = cursor
+                await run_blocking(broker.set_progress, progress)
+                stats["cleaved_rows"] += len(rows)
+                self._count_batch()
+            r = _with_state(r, State.CLEAVED)
+            await run_blocking(broker.set_progress, progress, [r])
+            own_now, all_ranges = await run_blocking(broker.get_ranges)
+            await self.client.push_ranges(info["account"], info["container"],
+                                          [own_now or own, *all_ranges])
+            # Rows that came in behind the cursor while it moved: to the shard now.
+            if not await self.forward(broker, live(all_ranges), stats):
+                return False
+        _, all_ranges = await run_blocking(broker.get_ranges)
+        if not await self.forward(broker, live(all_ranges), stats):
+            return False
+        ts = Timestamp.now().internal
+        done = [_with_state(r, State.ACTIVE, ts) for r in live(all_ranges)
+                if r.state == State.CLEAVED]
+        own = _with_state(own, State.SHARDED, ts)
+        await run_blocking(broker.set_progress, progress, [*done, own])
+        _, all_ranges = await run_blocking(broker.get_ranges)
+        await self.client.push_ranges(info["account"], info["container"], [own, *all_ranges])
+        log.info("%s is sharded: %d shards", root, len(live(all_ranges)))
+        return True
+
+    def _count_batch(self) -> None:
+        self.batches_sent += 1
+        if self.exit_after and self.batches_sent >= self.exit_after:
+            log.warning("%s=%d: exiting abruptly", EXIT_AFTER_ENV, self.exit_after)
+            os._exit(9)
+
+    # -- forwarding ----------------------------------------------------------------------
+    async def forward(self, broker: ContainerBroker, ranges: list[ShardRange],
+                      stats: dict[str, Any]) -> bool:
+        """Send root rows changed since the forwarding point to their shards, for names the
+        cleave has passed (the others it copies itself). False if a shard did not take them."""
+        while True:
+            progress = await run_blocking(broker.get_progress)
+            point = int(progress.get("fwd_row", -1))
+            rows = await run_blocking(broker.get_items_since, point, self.batch)
+            if not rows:
+                return True
+            cursors = progress.get("cursors", {})
+            groups: dict[str, tuple[ShardRange, list[dict[str, Any]]]] = {}
+            for row in rows:
+                r = find(ranges, row["name"])
+                if r is None:
+                    continue
+                cursor = cursors.get(r.name)
+                if r.state in ROUTED or (cursor is not None and row["name"] <= cursor):
+                    groups.setdefault(r.name, (r, []))[1].append(row)
+            for r, group in groups.values():
+                if not await self.client.send_rows(r, group):
+                    log.warning("forwarding %d rows to %s failed", len(group), r.name)
+                    return False
+                stats["forwarded_rows"] += len(group)
+            progress["fwd_row"] = rows[-1]["ROWID"]
+            await run_blocking(broker.set_progress, progress)
+
+    # -- a sharded root ------------------------------------------------------------------
+    async def refresh_stats(self, broker: ContainerBroker, info: dict[str, Any],
+                            own: ShardRange | None, ranges: list[ShardRange]) -> None:
+        """The shards' counts into the root's ranges (the root's HEAD sums them)."""
+        changed = []
+        ts = Timestamp.now().internal
+        for r in ranges:
+            got = await self.client.stats(r)
+            if got is not None and got != (r.object_count, r.bytes_used):
+                changed.append(ShardRange(**{**r.to_dict(), "object_count": got[0],
+                                             "bytes_used": got[1], "meta_timestamp": ts}))
+        if changed:
+            await run_blocking(broker.merge_ranges, changed)
+        # Every pass, not only on change: a root replica that was down catches up here.
+        own_now, all_ranges = await run_blocking(broker.get_ranges)
+        await self.client.push_ranges(info["account"], info["container"],
+                                      [x for x in [own_now or own, *all_ranges] if x])
+
+    async def delete_shards(self, broker: ContainerBroker, info: dict[str, Any],
+                            own: ShardRange | None, ranges: list[ShardRange]) -> None:
+        """A deleted (hence empty) sharded root takes its shards with it."""
+        ts = Timestamp.now().internal
+        gone = []
+        for r in live(ranges):
+            if await self.client.delete_shard(r):
+                gone.append(ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts}))
+        if gone:
+            await run_blocking(broker.merge_ranges, gone)
+
+
+def own_name(info: dict[str, Any]) -> str:
+    return f"{info['account']}/{info['container']}"
+
+
+def _with_state(r: ShardRange, state: State, ts: str | None = None) -> ShardRange:
+    return ShardRange(**{**r.to_dict(), "state": int(state),
+                         "state_timestamp": ts or Timestamp.now().internal})
+
+
+def run_daemon(conf: Section, once: bool = False) -> int:
+    sharder = Sharder(conf)
+    return daemon.run(conf, NAME, sharder.run_pass, once, sharder.setup, sharder.teardown)
