@@ -71,7 +71,14 @@ async def walk_segments(segments: list[dict[str, str]], p: ListingParams,
         bounds = clip(p, seg["lower"], seg["upper"], after)
         if bounds is None:
             continue
-        rows = await fetch(seg["name"], bounds[0], bounds[1], want)
+        # Forward, a segment starting inside the span of the subdir listed last (or of a
+        # subdir the client's marker names) rolls its first names up into it again: that
+        # entry is dropped, so one more row is asked for.
+        prev = after if after is not None else p.marker
+        dup = (prev,) if p.delimiter and not p.reverse and prev is not None else None
+        rows = await fetch(seg["name"], bounds[0], bounds[1], want + (dup is not None))
+        if dup is not None and rows and tuple(rows[0]) == dup:
+            rows = rows[1:]
         out.extend(rows[:want])
         if rows:
             after = out[-1][0]
