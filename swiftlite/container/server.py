@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import unquote
 
 import msgpack
 from aiohttp import web
@@ -36,6 +37,8 @@ from swiftlite.container.account_reporter import AccountReporter, parse_account_
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.container.shard_ranges import ShardRange, State, live, route
 from swiftlite.container.shard_server import (
+    LISTING_LOWER,
+    LISTING_UPPER,
     RECORD_TYPE,
     SHARD_RANGE,
     SHARDING_STATE,
@@ -247,6 +250,8 @@ class ContainerServer(DBServer):
         # "raw": the rows as msgpack, for the proxy to merge with other shards' rows.
         params = parse_params(request, self.listing_limit)
         params.hide_reserved = request.headers.get("X-Backend-Allow-Reserved-Names") != "true"
+        params.lower = unquote(request.headers.get(LISTING_LOWER, "")) or None
+        params.upper = unquote(request.headers.get(LISTING_UPPER, "")) or None
         info, rows = await run_blocking(broker.list_items, params)
         return response(msgpack.packb([list(r) for r in rows], use_bin_type=True),
                         "application/x-msgpack", headers)

@@ -28,6 +28,9 @@ from swiftlite.container.shard_ranges import ROUTED, ShardRange, State, route
 RECORD_TYPE = "X-Backend-Record-Type"
 SHARDING_STATE = "X-Backend-Sharding-State"
 SHARD_RANGE = "X-Backend-Shard-Range"  # a shard container's PUT: its own row, JSON
+# A raw listing's bounds (quoted): lower < name <= upper, apart from the markers.
+LISTING_LOWER = "X-Backend-Listing-Lower"
+LISTING_UPPER = "X-Backend-Listing-Upper"
 
 
 class RouteCache:

@@ -3,8 +3,9 @@
 The root's container server answers the proxy's listing GET (`X-Backend-Record-Type:
 auto`) with the segments of its namespace, in order, each `lower < name <= upper` and read
 from a shard (or, while sharding, from the root's own rows). Each segment is asked for the
-client's query narrowed to the segment (marker/end_marker clipped to its bounds, the limit
-to what is still wanted), in raw rows; the rows are rendered once in the client's format.
+client's query within the segment's bounds (sent apart from the markers), with the limit
+cut to what is still wanted, in raw rows; the rows are rendered once in the client's
+format.
 
 Delimiter roll-ups that span a boundary are not repeated: the next segment is asked with
 the last entry (object or subdir) as its marker, and a DB's walk neither lists that subdir
@@ -17,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import msgpack
 from aiohttp import web
@@ -31,9 +32,12 @@ from swiftlite.proxy.common import read_any
 
 RECORD_TYPE = "X-Backend-Record-Type"
 SHARDING_STATE = "X-Backend-Sharding-State"
+LOWER = "X-Backend-Listing-Lower"  # a raw listing's bounds, quoted (see db.listing)
+UPPER = "X-Backend-Listing-Upper"
 
-# fetch(segment name, marker, end_marker, limit) -> raw rows
-Fetch = Callable[[str, str | None, str | None, int], Awaitable[list[tuple]]]
+# fetch(segment, marker, end_marker, limit) -> raw rows of the segment's DB, within the
+# segment's bounds (sent apart from the markers: a bound never hides a subdir)
+Fetch = Callable[[dict[str, str], str | None, str | None, int], Awaitable[list[tuple]]]
 
 
 def is_segmented(resp: BackendResponse) -> bool:
@@ -41,47 +45,31 @@ def is_segmented(resp: BackendResponse) -> bool:
         resp.headers.get("Content-Type", "").startswith("application/json")
 
 
-def clip(p: ListingParams, lower: str, upper: str,
-         after: str | None) -> tuple[str | None, str | None] | None:
-    """(marker, end_marker) of the client's query within one segment, in the listing's own
-    sense (reverse: marker is the upper bound); None when the segment holds nothing wanted.
-    `after`: the last entry listed so far (the walk continues past it)."""
-    top = upper + "\x00" if upper else None  # exclusive bound just above `upper`
-    if not p.reverse:
-        lo = max(x for x in (p.marker, after, lower) if x is not None) or None
-        hi = min((x for x in (p.end_marker, top) if x is not None), default=None)
-        if lo is not None and hi is not None and lo >= hi:
-            return None
-        return lo, hi
-    hi = min((x for x in (p.marker, after, top) if x is not None), default=None)
-    lo = max(x for x in (p.end_marker, lower, "") if x is not None) or None
-    if lo is not None and hi is not None and lo >= hi:
-        return None
-    return hi, lo
+def wanted(p: ListingParams, lower: str, upper: str, marker: str | None) -> bool:
+    """Whether a segment `lower < name <= upper` can hold a name the query still wants
+    (`marker`: the listing's marker, moved past what is listed so far)."""
+    lo, hi = (p.end_marker, marker) if p.reverse else (marker, p.end_marker)
+    if lo is not None and upper and upper <= lo:
+        return False
+    return not (hi is not None and lower and lower >= hi)
 
 
 async def walk_segments(segments: list[dict[str, str]], p: ListingParams,
                         fetch: Fetch) -> list[tuple]:
     out: list[tuple] = []
-    after: str | None = None
+    # The next segment continues after the last entry listed, as the next page of one DB
+    # would: with it as the marker, a DB neither repeats a subdir nor lists under it.
+    marker = p.marker
     for seg in (reversed(segments) if p.reverse else segments):
         want = p.limit - len(out)
         if want <= 0:
             break
-        bounds = clip(p, seg["lower"], seg["upper"], after)
-        if bounds is None:
+        if not wanted(p, seg["lower"], seg["upper"], marker):
             continue
-        # Forward, a segment starting inside the span of the subdir listed last (or of a
-        # subdir the client's marker names) rolls its first names up into it again: that
-        # entry is dropped, so one more row is asked for.
-        prev = after if after is not None else p.marker
-        dup = (prev,) if p.delimiter and not p.reverse and prev is not None else None
-        rows = await fetch(seg["name"], bounds[0], bounds[1], want + (dup is not None))
-        if dup is not None and rows and tuple(rows[0]) == dup:
-            rows = rows[1:]
+        rows = await fetch(seg, marker, p.end_marker, want)
         out.extend(rows[:want])
-        if rows:
-            after = out[-1][0]
+        if out:
+            marker = out[-1][0]
     return out
 
 
@@ -95,17 +83,19 @@ async def listing(proxy, request: web.Request, container: str, root: BackendResp
     if params.reverse:
         passthrough["reverse"] = "true"
 
-    async def fetch(name: str, marker: str | None, end_marker: str | None,
+    async def fetch(seg: dict[str, str], marker: str | None, end_marker: str | None,
                     limit: int) -> list[tuple]:
-        acct, cont = name.split("/", 1)
+        acct, cont = seg["name"].split("/", 1)
         query = dict(passthrough, format="json", limit=str(limit))
         if marker is not None:
             query["marker"] = marker
         if end_marker is not None:
             query["end_marker"] = end_marker
         part = proxy.container_ring.get_part(acct, cont)
+        headers = {**extra, RECORD_TYPE: "raw", LOWER: quote(seg["lower"], safe=""),
+                   UPPER: quote(seg["upper"], safe="")}
         resp = await read_any(proxy, request, proxy.container_ring, part, "GET", (acct, cont),
-                              urlencode(query), {**extra, RECORD_TYPE: "raw"})
+                              urlencode(query), headers)
         if resp.status == 204:
             return []
         if resp.status != 200:
