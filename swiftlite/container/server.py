@@ -35,7 +35,7 @@ from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.account_reporter import AccountReporter, parse_account_nodes
 from swiftlite.container.broker import ContainerBroker
-from swiftlite.container.shard_ranges import ShardRange, State, live, route
+from swiftlite.container.shard_ranges import LISTED_FROM_SHARDS, ShardRange, live, route
 from swiftlite.container.shard_server import (
     LISTING_LOWER,
     LISTING_UPPER,
@@ -223,8 +223,10 @@ class ContainerServer(DBServer):
     async def get(self, request: web.Request, broker: ContainerBroker,
                   dev_path: str) -> web.StreamResponse:
         rtype = request.headers.get(RECORD_TYPE)
-        if rtype not in ("shard", "auto", "raw"):
+        if rtype not in ("shard", "auto", "raw", "rows"):
             return await super().get(request, broker, dev_path)
+        if rtype == "rows":
+            return await self._get_rows(request, broker)
 
         def read() -> tuple[dict[str, Any], ShardRange | None, list[ShardRange]]:
             info = broker.get_info()
@@ -242,7 +244,7 @@ class ContainerServer(DBServer):
         if rtype == "shard":
             body = [r.to_dict() for r in ([own] if own else []) + ranges]
             return web.json_response(body, headers=headers)
-        if rtype == "auto" and state in (State.SHARDING, State.SHARDED):
+        if rtype == "auto" and state in LISTED_FROM_SHARDS:
             body = segments(state, f"{info['account']}/{info['container']}", live(ranges))
             return web.json_response({"segments": body}, headers=headers)
         if rtype == "auto":
@@ -255,6 +257,19 @@ class ContainerServer(DBServer):
         info, rows = await run_blocking(broker.list_items, params)
         return response(msgpack.packb([list(r) for r in rows], use_bin_type=True),
                         "application/x-msgpack", headers)
+
+    async def _get_rows(self, request: web.Request,
+                        broker: ContainerBroker) -> web.StreamResponse:
+        """Rows changed after ROWID `since` (tombstones too), oldest change first, msgpack:
+        how the sharder pulls a shard's rows back into its root."""
+        since = req_int(request, "X-Backend-Since-Row")
+        limit = min(req_int(request, "X-Backend-Limit", 1000), 10_000)
+        try:
+            rows = await run_blocking(broker.get_items_since, since, limit)
+        except DatabaseNotFound:
+            return error(404, "Not Found")
+        return web.Response(body=msgpack.packb(rows, use_bin_type=True),
+                            content_type="application/x-msgpack")
 
     # -- object rows ---------------------------------------------------------------------
     async def _redirect_for(self, request: web.Request, broker: ContainerBroker,

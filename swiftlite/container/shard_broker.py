@@ -106,7 +106,7 @@ class ShardingMixin:
         object rows are then history, the shards hold the names."""
         own = conn.execute("SELECT state FROM shard_range WHERE name = ?",
                            (self._own_name(conn),)).fetchone()
-        if own is None or own[0] != State.SHARDED:
+        if own is None or own[0] not in (State.SHARDED, State.SHRINKING):
             return None
         row = conn.execute(
             "SELECT IFNULL(SUM(object_count), 0), IFNULL(SUM(bytes_used), 0) FROM shard_range"
@@ -118,7 +118,7 @@ class ShardingMixin:
         own = conn.execute("SELECT state FROM shard_range WHERE name = ?",
                            (self._own_name(conn),)).fetchone()
         info["sharding_state"] = int(own[0]) if own else int(State.UNSHARDED)
-        if info["sharding_state"] == State.SHARDED:
+        if info["sharding_state"] in (State.SHARDED, State.SHRINKING):
             totals = self._sharded_totals_locked(conn)
             if totals is not None:
                 info["db_object_count"] = info["object_count"]

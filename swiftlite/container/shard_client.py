@@ -85,6 +85,32 @@ class ShardClient:
                    "X-Timestamp": Timestamp.now().internal}
         return await self._all(account, container, "PUT", headers, body)
 
+    async def pull(self, r: ShardRange, index: int, since: int,
+                   limit: int) -> list[dict[str, Any]] | None:
+        """Rows of one replica of a shard changed after ROWID `since`; None if it could not
+        answer (a 404: the replica has no DB, so nothing to pull: [])."""
+        part, nodes = self.ring.get_nodes(r.account, r.container)
+        if index >= len(nodes):
+            return []
+        node = nodes[index]
+        headers = {RECORD_TYPE: "rows", "X-Backend-Since-Row": str(max(since, 0)),
+                   "X-Backend-Limit": str(limit)}
+        try:
+            async with self.session.get(
+                    node_url(node, node_path(node, part, r.account, r.container)),
+                    headers=headers) as resp:
+                body = await resp.read()
+                if resp.status == 404:
+                    return []
+                if resp.status != 200:
+                    return None
+                return msgpack.unpackb(body, raw=False)
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
+            return None
+
+    def replica_count(self, r: ShardRange) -> int:
+        return len(self.ring.get_nodes(r.account, r.container)[1])
+
     async def stats(self, r: ShardRange) -> tuple[int, int] | None:
         """(objects, bytes) of a shard from its first primary that answers."""
         part, nodes = self.ring.get_nodes(r.account, r.container)

@@ -31,6 +31,7 @@ class State(enum.IntEnum):
     SHARDING = 2
     SHARDED = 3
     COLLAPSED = 4  # was sharded, all rows came back into the root: unsharded again
+    # (SHRINKING as a root's state: collapsing, its shards' rows coming back into it)
     # A shard range in its root's table.
     FOUND = 10  # split point chosen, shard container not made yet
     CREATED = 20  # shard container exists on its primaries
@@ -41,6 +42,8 @@ class State(enum.IntEnum):
 
 
 ROUTED = (State.CLEAVED, State.ACTIVE, State.SHRINKING)  # names here live in the shard
+# A root in these states is listed (and counted) from its shards.
+LISTED_FROM_SHARDS = (State.SHARDING, State.SHARDED, State.SHRINKING)
 
 
 @dataclass

@@ -19,14 +19,22 @@ root), then moves the point. Progress (cursors, fwd_row) and the range state it 
 commit in one transaction, so a kill -9 anywhere resumes where it stopped: rows are copied
 again at worst, and merging a row twice changes nothing.
 
-Shrinking is not automatic yet: `shrink_threshold` is reported per shard (see
-`swiftlite shards`).
+Shrinking: a sharded root whose shards together hold fewer than `shrink_threshold` live
+rows collapses (or when an operator says so, `swiftlite shards ... shrink`): the root stops
+redirecting (it takes updates itself again), pulls every row of every shard replica,
+tombstones too, changed after a per-replica ROWID point (newest wins, so the order of
+arrival does not matter), and becomes COLLAPSED: unsharded, listed from its own rows. For
+`shrunk_grace` seconds after, each pass pulls again, in case an object server still sent an
+update to a shard from its route cache. Merging neighbouring shards one by one is not done
+yet: a root collapses as a whole. A deleted sharded root (empty: it counts its shards) is
+collapsed the same way, then its shards are deleted.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 import aiohttp
@@ -64,6 +72,7 @@ class Sharder(daemon.PeerSession):
         self.rows_per_shard = max(1, conf.get_int("rows_per_shard", self.threshold // 2))
         self.shrink_threshold = conf.get_int("shrink_threshold", self.threshold // 10)
         self.batch = max(1, conf.get_int("cleave_batch_size", 10_000))
+        self.shrunk_grace = conf.get_float("shrunk_grace", 300.0)
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 10.0)
         self.ring = Ring.from_conf(conf, "container")
@@ -91,7 +100,7 @@ class Sharder(daemon.PeerSession):
 
     async def run_pass(self, stats: dict[str, Any]) -> None:
         for k in ("sharding", "sharded", "shards", "cleaved_rows", "forwarded_rows",
-                  "shards_created", "roots_split"):
+                  "shards_created", "roots_split", "collapsing", "collapsed", "pulled_rows"):
             stats[k] = 0
         await self.ring.refresh()
         jobs = await run_blocking(self._jobs)
@@ -111,12 +120,14 @@ class Sharder(daemon.PeerSession):
         info = await run_blocking(broker.get_info)
         own, ranges = await run_blocking(broker.get_ranges)
         state = own.state if own is not None else State.UNSHARDED
-        if state >= State.FOUND:
+        if state >= State.FOUND and state != State.SHRINKING:
             return  # a shard: its root's sharder looks after it
         if info["deleted"]:
-            if state == State.SHARDED:
-                await self.delete_shards(broker, info, own, ranges)
+            if state in (State.SHARDED, State.SHRINKING):
+                await self.collapse(broker, info, own, ranges, stats, delete=True)
             return
+        if state == State.COLLAPSED:
+            await self.after_collapse(broker, info, own, ranges, stats)
         if state in (State.UNSHARDED, State.COLLAPSED):
             if info["object_count"] <= self.threshold:
                 return
@@ -128,10 +139,17 @@ class Sharder(daemon.PeerSession):
             if not await self.cleave(broker, info, own, live(ranges), stats):
                 return
             own, ranges = await run_blocking(broker.get_ranges)
-        stats["sharded"] += 1
-        stats["shards"] += len(live(ranges))
-        await self.forward(broker, live(ranges), stats)
-        await self.refresh_stats(broker, info, own, live(ranges))
+            state = State.SHARDED
+        if state == State.SHARDED:
+            stats["sharded"] += 1
+            stats["shards"] += len(live(ranges))
+            await self.forward(broker, live(ranges), stats)
+            ranges = await self.refresh_stats(broker, info, own, live(ranges))
+            if sum(r.object_count for r in ranges) >= self.shrink_threshold:
+                return
+            log.info("%s: %d rows in its shards, under shrink_threshold: collapsing",
+                     own_name(info), sum(r.object_count for r in ranges))
+        await self.collapse(broker, info, own, ranges, stats)
 
     # -- split ---------------------------------------------------------------------------
     async def split(self, broker: ContainerBroker,
@@ -142,6 +160,9 @@ class Sharder(daemon.PeerSession):
         ranges = ranges_from_points(info["account"], info["container"], points, ts)
         own = ShardRange(name=own_name(info), timestamp=ts, state=State.SHARDING,
                          state_timestamp=ts)
+        _, old = await run_blocking(broker.get_ranges)
+        ranges += [ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts})
+                   for r in live(old)]  # a collapsed root's former shards
         # Every row there now has a ROWID <= max_row and is copied by the name scans;
         # every later change gets a bigger one and is forwarded.
         max_row = await run_blocking(broker.get_max_row)
@@ -239,8 +260,10 @@ class Sharder(daemon.PeerSession):
 
     # -- a sharded root ------------------------------------------------------------------
     async def refresh_stats(self, broker: ContainerBroker, info: dict[str, Any],
-                            own: ShardRange | None, ranges: list[ShardRange]) -> None:
-        """The shards' counts into the root's ranges (the root's HEAD sums them)."""
+                            own: ShardRange | None, ranges: list[ShardRange],
+                            ) -> list[ShardRange]:
+        """The shards' counts into the root's ranges (the root's HEAD sums them); returns
+        the live ranges as they are now."""
         changed = []
         ts = Timestamp.now().internal
         for r in ranges:
@@ -254,17 +277,82 @@ class Sharder(daemon.PeerSession):
         own_now, all_ranges = await run_blocking(broker.get_ranges)
         await self.client.push_ranges(info["account"], info["container"],
                                       [x for x in [own_now or own, *all_ranges] if x])
+        return live(all_ranges)
 
-    async def delete_shards(self, broker: ContainerBroker, info: dict[str, Any],
-                            own: ShardRange | None, ranges: list[ShardRange]) -> None:
-        """A deleted (hence empty) sharded root takes its shards with it."""
+    # -- collapse ------------------------------------------------------------------------
+    async def collapse(self, broker: ContainerBroker, info: dict[str, Any],
+                       own: ShardRange | None, ranges: list[ShardRange],
+                       stats: dict[str, Any], delete: bool = False) -> None:
+        """Bring every shard's rows back into the root, then make it unsharded again."""
+        assert own is not None
+        stats["collapsing"] += 1
+        if own.state != State.SHRINKING:
+            own = _with_state(own, State.SHRINKING)
+            await run_blocking(broker.set_progress, await run_blocking(broker.get_progress),
+                               [own])
+            _, all_ranges = await run_blocking(broker.get_ranges)
+            await self.client.push_ranges(info["account"], info["container"],
+                                          [own, *all_ranges])
+        targets = [r for r in live(ranges) if r.state != State.SHRUNK]
+        if not await self.pull(broker, own, targets, stats):
+            return  # a replica did not answer: again next pass
         ts = Timestamp.now().internal
         gone = []
-        for r in live(ranges):
-            if await self.client.delete_shard(r):
-                gone.append(ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts}))
-        if gone:
-            await run_blocking(broker.merge_ranges, gone)
+        for r in targets:
+            if delete and not await self.client.delete_shard(r):
+                return
+            gone.append(ShardRange(**{**r.to_dict(), "state": int(State.SHRUNK),
+                                      "state_timestamp": ts, "deleted": int(delete),
+                                      "timestamp": ts if delete else r.timestamp}))
+        own = _with_state(own, State.COLLAPSED, ts)
+        progress = await run_blocking(broker.get_progress)
+        progress["collapsed_at"] = ts
+        await run_blocking(broker.set_progress, progress, [own, *gone])
+        _, all_ranges = await run_blocking(broker.get_ranges)
+        await self.client.push_ranges(info["account"], info["container"], [own, *all_ranges])
+        stats["collapsed"] += 1
+        log.info("%s collapsed back into its root", own.name)
+
+    async def pull(self, broker: ContainerBroker, own: ShardRange, ranges: list[ShardRange],
+                   stats: dict[str, Any]) -> bool:
+        """Merge rows changed in each replica of each shard since the last pull into every
+        replica of the root (a quorum); True when every shard replica answered."""
+        ok = True
+        for r in ranges:
+            for i in range(self.client.replica_count(r)):
+                key = f"{r.name}|{i}"
+                while True:
+                    progress = await run_blocking(broker.get_progress)
+                    since = int(progress.setdefault("pulled", {}).get(key, -1))
+                    rows = await self.client.pull(r, i, since, self.batch)
+                    if rows is None:
+                        ok = False
+                        break
+                    if not rows:
+                        break
+                    if not await self.client.send_rows(own, rows):
+                        return False
+                    progress["pulled"][key] = rows[-1]["ROWID"]
+                    await run_blocking(broker.set_progress, progress)
+                    stats["pulled_rows"] += len(rows)
+        return ok
+
+    async def after_collapse(self, broker: ContainerBroker, info: dict[str, Any],
+                             own: ShardRange | None, ranges: list[ShardRange],
+                             stats: dict[str, Any]) -> None:
+        """Pull updates that reached the former shards late, for `shrunk_grace` seconds;
+        then forget the shards."""
+        shrunk = [r for r in live(ranges) if r.state == State.SHRUNK]
+        if not shrunk:
+            return
+        assert own is not None
+        await self.pull(broker, own, shrunk, stats)
+        progress = await run_blocking(broker.get_progress)
+        since = float(Timestamp.parse(progress.get("collapsed_at", "0")))
+        if time.time() - since > self.shrunk_grace:
+            ts = Timestamp.now().internal
+            await run_blocking(broker.merge_ranges, [
+                ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts}) for r in shrunk])
 
 
 def own_name(info: dict[str, Any]) -> str:

@@ -41,7 +41,8 @@ Fetch = Callable[[dict[str, str], str | None, str | None, int], Awaitable[list[t
 
 
 def is_segmented(resp: BackendResponse) -> bool:
-    return resp.status == 200 and resp.headers.get(SHARDING_STATE) in ("2", "3") and \
+    # sharding, sharded, collapsing (shard_ranges.LISTED_FROM_SHARDS)
+    return resp.status == 200 and resp.headers.get(SHARDING_STATE) in ("2", "3", "50") and \
         resp.headers.get("Content-Type", "").startswith("application/json")
 
 
