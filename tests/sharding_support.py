@@ -64,6 +64,25 @@ def shards(c: Cluster, path: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
+def split(c: Cluster, path: str, rows_per_shard: int) -> None:
+    """`swiftlite shards --root ROOT PATH split` (the manual override), then one sharder
+    pass to cleave it."""
+    subprocess.run([sys.executable, "-m", "swiftlite.cli", "shards", "--root", c.root, path,
+                    "split", "--rows-per-shard", str(rows_per_shard)], check=True,
+                   capture_output=True, timeout=60)
+    assert run_daemon(c, "container-sharder") == 0
+
+
+def converge(c: Cluster) -> None:
+    """What the daemons do in time: saved updates replayed, DB replicas synced (rows a
+    root replica took before it heard of the shards reach the leader), the sharder's
+    forwarding, and the replicas synced again."""
+    for daemon in ("object-updater", "container-replicator", "container-sharder",
+                   "container-replicator"):
+        for i in range(len(c.nodes)):
+            assert run_daemon(c, daemon, i) == 0
+
+
 def put_many(c: Cluster, container: str, names: Iterable[str], threads: int = 12,
              body: bytes = b"x") -> None:
     """PUT every name (retrying failures), from several connections at once."""
@@ -136,19 +155,19 @@ class Storm:
                 if op < 0.4 or not mine:
                     name = f"{rnd.choice('abcdefgh')}/storm-{w}-{rnd.randrange(10**9):09d}"
                     size = rnd.randrange(1, 20)
-                    self._retry(lambda: conn.put_object(self.container, name, b"s" * size))
+                    self._retry(conn.put_object, self.container, name, b"s" * size)
                     mine.append(name)
                     with self.lock:
                         self.model[name] = size
                 elif op < 0.75:
                     name = mine.pop(rnd.randrange(len(mine)))
-                    self._retry(lambda: self._delete(conn, name))
+                    self._retry(self._delete, conn, name)
                     with self.lock:
                         self.model.pop(name, None)
                 else:
                     name = rnd.choice(mine)
                     size = rnd.randrange(1, 20)
-                    self._retry(lambda: conn.put_object(self.container, name, b"o" * size))
+                    self._retry(conn.put_object, self.container, name, b"o" * size)
                     with self.lock:
                         self.model[name] = size
                 self.ops += 1
@@ -165,10 +184,10 @@ class Storm:
                 raise
 
     @staticmethod
-    def _retry(fn) -> None:
+    def _retry(fn, *args: Any) -> None:
         for attempt in range(5):
             try:
-                fn()
+                fn(*args)
                 return
             except Exception:
                 if attempt == 4:

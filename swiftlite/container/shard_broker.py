@@ -17,6 +17,7 @@ import json
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import unquote
 
 from swiftlite.container.shard_ranges import (
     ShardRange,
@@ -26,6 +27,7 @@ from swiftlite.container.shard_ranges import (
     split_points,
 )
 
+ROOT_KEY = "x-container-sysmeta-shard-root"  # a shard's root, quoted (set when made)
 _PROGRESS_SCHEMA = ("CREATE TABLE IF NOT EXISTS shard_progress "
                     "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 _RANGE_COLS = ("name", "timestamp", "lower", "upper", "object_count", "bytes_used",
@@ -39,6 +41,7 @@ class ShardingMixin:
     container: str | None
 
     _get_conn: Any
+    get_metadata: Any
 
     # -- ranges --------------------------------------------------------------------------
     @staticmethod
@@ -60,8 +63,13 @@ class ShardingMixin:
         return own, [r for r in rows if r.name != own_name]
 
     def routing(self) -> tuple[int, list[ShardRange]]:
-        """(own state, live ranges in order): what the server routes updates with."""
+        """(own state, live ranges in order): what the server routes updates with. A shard
+        merged back into its root routes everything there: [its root's range]."""
         own, ranges = self.get_ranges()
+        if own is not None and own.state == State.SHRUNK:
+            root = unquote(self.get_metadata().get(ROOT_KEY, [""])[0])
+            return State.SHRUNK, ([ShardRange(name=root, timestamp=own.timestamp)]
+                                  if "/" in root else [])
         return (own.state if own is not None else State.UNSHARDED), live(ranges)
 
     def _merge_ranges_locked(self, conn: sqlite3.Connection,

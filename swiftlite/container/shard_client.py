@@ -25,7 +25,7 @@ from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.container-sharder")
 
-ROOT_HEADER = "X-Container-Sysmeta-Shard-Root"
+ROOT_HEADER = "X-Container-Sysmeta-Shard-Root"  # stored as shard_broker.ROOT_KEY
 ROW_KEYS = ("name", "created_at", "size", "content_type", "etag", "deleted")
 
 

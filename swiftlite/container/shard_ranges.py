@@ -160,8 +160,11 @@ def find(ranges: Sequence[ShardRange], name: str) -> ShardRange | None:
 
 
 def route(own_state: int, ranges: Sequence[ShardRange], name: str) -> ShardRange | None:
-    """Where an update for `name` addressed to the root goes: None = the root keeps it.
-    A sharded root sends every name away; a sharding one those of ranges already cleaved."""
+    """Where an update for `name` addressed to this DB goes: None = it keeps it. A sharded
+    root sends every name away; a sharding one those of ranges already cleaved; a shard
+    merged back into its root (SHRUNK: `ranges` is [the root]) sends all to the root."""
+    if own_state == State.SHRUNK:
+        return ranges[0] if ranges else None
     if own_state not in (State.SHARDING, State.SHARDED):
         return None
     r = find(ranges, name)

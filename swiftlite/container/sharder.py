@@ -145,15 +145,18 @@ class Sharder(daemon.PeerSession):
             stats["shards"] += len(live(ranges))
             await self.forward(broker, live(ranges), stats)
             ranges = await self.refresh_stats(broker, info, own, live(ranges))
-            if sum(r.object_count for r in ranges) >= self.shrink_threshold:
+            if sum(r.object_count for r in ranges) >= self.shrink_threshold or \
+                    (await run_blocking(broker.get_progress)).get("manual"):
                 return
             log.info("%s: %d rows in its shards, under shrink_threshold: collapsing",
                      own_name(info), sum(r.object_count for r in ranges))
         await self.collapse(broker, info, own, ranges, stats)
 
     # -- split ---------------------------------------------------------------------------
-    async def split(self, broker: ContainerBroker,
-                    info: dict[str, Any]) -> tuple[ShardRange, list[ShardRange]]:
+    async def split(self, broker: ContainerBroker, info: dict[str, Any],
+                    manual: bool = False) -> tuple[ShardRange, list[ShardRange]]:
+        """`manual`: an operator's split; if the container is under shrink_threshold
+        already, the automatic collapse then leaves it alone (else it would undo it)."""
         points = await run_blocking(broker.find_split_points, self.rows_per_shard,
                                     self.rows_per_shard // 4)
         ts = Timestamp.now().internal
@@ -166,7 +169,9 @@ class Sharder(daemon.PeerSession):
         # Every row there now has a ROWID <= max_row and is copied by the name scans;
         # every later change gets a bigger one and is forwarded.
         max_row = await run_blocking(broker.get_max_row)
-        await run_blocking(broker.set_progress, {"fwd_row": max_row, "cursors": {}},
+        await run_blocking(broker.set_progress,
+                           {"fwd_row": max_row, "cursors": {},
+                            "manual": manual and info["object_count"] < self.shrink_threshold},
                            [*ranges, own])
         log.info("splitting %s into %d shards", own.name, len(ranges))
         await self.client.push_ranges(info["account"], info["container"], [own, *ranges])
@@ -297,6 +302,12 @@ class Sharder(daemon.PeerSession):
         if not await self.pull(broker, own, targets, stats):
             return  # a replica did not answer: again next pass
         ts = Timestamp.now().internal
+        for r in targets:
+            # The shard now sends updates on to the root (an object server's route cache
+            # may still name it); what reached it before it heard is pulled again later.
+            await self.client.push_ranges(r.account, r.container, [ShardRange(
+                name=r.name, timestamp=r.timestamp, lower=r.lower, upper=r.upper,
+                state=State.SHRUNK, state_timestamp=ts)])
         gone = []
         for r in targets:
             if delete and not await self.client.delete_shard(r):
@@ -350,6 +361,8 @@ class Sharder(daemon.PeerSession):
         progress = await run_blocking(broker.get_progress)
         since = float(Timestamp.parse(progress.get("collapsed_at", "0")))
         if time.time() - since > self.shrunk_grace:
+            for r in shrunk:  # gone if empty (the root was emptied); else left on disk
+                await self.client.delete_shard(r)
             ts = Timestamp.now().internal
             await run_blocking(broker.merge_ranges, [
                 ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts}) for r in shrunk])

@@ -8,7 +8,8 @@ count and, while sharding, how far the cleave has come (its name cursor).
 
 Manual overrides, for the rare case the automatic policy gets it wrong:
 - `split`: split the container now, whatever its size (`--rows-per-shard` rows each); the
-  sharder cleaves it on its next pass.
+  sharder cleaves it on its next pass (and, if it is under shrink_threshold, does not
+  collapse it on its own).
 - `shrink`: collapse a sharded container back into its root on the sharder's next pass.
 """
 
@@ -114,7 +115,7 @@ def _act(args: argparse.Namespace, confs: list[Section], path: str) -> str:
         async def split() -> int:
             await sharder.setup()
             try:
-                _, ranges = await sharder.split(broker, info)
+                _, ranges = await sharder.split(broker, info, manual=True)
                 return len(ranges)
             finally:
                 await sharder.teardown()
