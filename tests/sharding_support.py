@@ -64,12 +64,16 @@ def shards(c: Cluster, path: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
-def split(c: Cluster, path: str, rows_per_shard: int) -> None:
-    """`swiftlite shards --root ROOT PATH split` (the manual override), then one sharder
-    pass to cleave it."""
+def manual_split(c: Cluster, path: str, rows_per_shard: int) -> None:
+    """`swiftlite shards --root ROOT PATH split` (the manual override)."""
     subprocess.run([sys.executable, "-m", "swiftlite.cli", "shards", "--root", c.root, path,
                     "split", "--rows-per-shard", str(rows_per_shard)], check=True,
                    capture_output=True, timeout=60)
+
+
+def split(c: Cluster, path: str, rows_per_shard: int) -> None:
+    """A manual split, then one sharder pass to cleave it."""
+    manual_split(c, path, rows_per_shard)
     assert run_daemon(c, "container-sharder") == 0
 
 
