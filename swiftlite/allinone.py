@@ -42,6 +42,7 @@ DAEMONS = {  # daemon name -> module that must exist for it to be started
     "object-expirer": "swiftlite.obj.expirer",
     "container-replicator": "swiftlite.db.replicator",
     "account-replicator": "swiftlite.db.replicator",
+    "container-sharder": "swiftlite.container.sharder",
 }
 USERS = {  # those of Swift's all-in-one development setup
     "user_test_tester": "testing .admin",
@@ -145,6 +146,8 @@ def build(args: Namespace) -> dict[str, Any]:
         sections["object-server"]["io_threads"] = 32  # room for group-commit batches
         for daemon in DAEMONS:
             sections[daemon] = {"interval": 30}
+        if getattr(args, "shard_threshold", None):
+            sections["container-sharder"]["shard_container_threshold"] = args.shard_threshold
         _write(conf_path, _ini(sections))
         nodes.append({"name": f"node{n}", "ip": ring_ip, "zone": n, "ports": ports,
                       "bind": backend_bind, "workers": role_workers,

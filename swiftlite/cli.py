@@ -25,6 +25,7 @@ DAEMONS = {
     "container-replicator": ("swiftlite.container.replicator", "run_daemon",
                              "container-replicator"),
     "account-replicator": ("swiftlite.account.replicator", "run_daemon", "account-replicator"),
+    "container-sharder": ("swiftlite.container.sharder", "run_daemon", "container-sharder"),
 }
 
 
@@ -82,6 +83,12 @@ def cmd_dispersion(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_shards(args: argparse.Namespace) -> int:
+    from swiftlite.ops.shards import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="swiftlite", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -116,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--workers", type=int, default=None,
                    help="proxy and object server workers (default: CPUs)")
     u.add_argument("--no-daemons", action="store_true", help="start servers only")
+    u.add_argument("--shard-threshold", type=int, default=None,
+                   help="rows past which the sharder splits a container (default 1,000,000)")
     u.set_defaults(func=cmd_up)
 
     n = sub.add_parser("node", help="run every server and daemon a config file names "
@@ -161,6 +170,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="report: seconds to connect to and hear from a storage server")
     ds.add_argument("--json", action="store_true", help="report: JSON instead of text")
     ds.set_defaults(func=cmd_dispersion)
+
+    sh = sub.add_parser("shards", help="a container's shard ranges, their states and counts; "
+                                       "manual split/shrink")
+    sh.add_argument("path", metavar="ACCOUNT/CONTAINER")
+    sh.add_argument("action", nargs="?", choices=("split", "shrink"), default=None,
+                    help="split now (whatever the size), or collapse a sharded container")
+    sh_where = sh.add_mutually_exclusive_group()
+    sh_where.add_argument("--root", default="./data", help="an all-in-one root")
+    sh_where.add_argument("-c", "--config", default=None, help="a storage node's config")
+    sh.add_argument("--json", action="store_true")
+    sh.add_argument("--rows-per-shard", type=int, default=None, help="split: rows per shard")
+    sh.set_defaults(func=cmd_shards)
     return p
 
 

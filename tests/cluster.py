@@ -101,7 +101,8 @@ class Cluster:
 
 def start_cluster(root: str, nodes: int = 1, devices: int = 4, replicas: int = 3,
                   part_power: int = 8, workers: int = 1, daemons: bool = False,
-                  timeout: float = 60, meta_devices: int = 0) -> Cluster:
+                  timeout: float = 60, meta_devices: int = 0,
+                  extra_args: Iterable[str] = ()) -> Cluster:
     os.makedirs(root, exist_ok=True)
     cmd = [sys.executable, "-m", "swiftlite.cli", "up", "--root", root, "--port", "0",
            "--nodes", str(nodes), "--devices", str(devices), "--replicas", str(replicas),
@@ -110,6 +111,7 @@ def start_cluster(root: str, nodes: int = 1, devices: int = 4, replicas: int = 3
         cmd += ["--meta-devices", str(meta_devices)]
     if not daemons:
         cmd.append("--no-daemons")
+    cmd.extend(extra_args)
     out = open(os.path.join(root, "up.log"), "ab")
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     out.close()

@@ -31,7 +31,7 @@ RING_KINDS = ("object", "container", "account")
 QUARANTINE_KINDS = ("objects", "containers", "accounts", "async_pending")
 # Sections of a host's config that are daemons, with their default pass interval.
 DAEMON_SECTIONS = ("object-replicator", "object-updater", "object-auditor", "object-expirer",
-                   "container-replicator", "account-replicator")
+                   "container-replicator", "container-sharder", "account-replicator")
 
 
 def _count_files(top: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from swiftlite.container.shard_broker import ShardingMixin
 from swiftlite.db.broker import DatabaseBroker
 from swiftlite.db.listing import ListingParams
 
@@ -23,7 +24,7 @@ CREATE TABLE object (
 _CHUNK = 500  # names per IN (...) lookup; well under SQLite's variable limit
 
 
-class ContainerBroker(DatabaseBroker):
+class ContainerBroker(ShardingMixin, DatabaseBroker):
     ITEMS_TABLE = "object"
     ITEMS_SCHEMA = OBJECT_SCHEMA
     ITEM_COLUMNS = ("name", "created_at", "size", "content_type", "etag", "deleted")
@@ -32,6 +33,15 @@ class ContainerBroker(DatabaseBroker):
 
     def _tombstone_column(self) -> str:
         return "created_at"
+
+    def _info_locked(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        info = super()._info_locked(conn)
+        self.sharding_info_locked(conn, info)  # a sharded root counts its shards' rows
+        return info
+
+    def _empty_locked(self, conn: sqlite3.Connection) -> bool:
+        totals = self._sharded_totals_locked(conn)
+        return super()._empty_locked(conn) if totals is None else totals[0] == 0
 
     def _merge_items_locked(self, conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> int:
         # Newest per name within the batch first, so the table sees each name once.

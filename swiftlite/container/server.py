@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import unquote
 
 import msgpack
 from aiohttp import web
@@ -29,10 +30,25 @@ from swiftlite.common.constraints import (
 )
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.replica_groups import SECTION_STATUSES, SECTIONS
+from swiftlite.common.shard_redirect import CLEAVING, REDIRECTS
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.account_reporter import AccountReporter, parse_account_nodes
 from swiftlite.container.broker import ContainerBroker
+from swiftlite.container.shard_ranges import LISTED_FROM_SHARDS, ShardRange, live, route
+from swiftlite.container.shard_server import (
+    LISTING_LOWER,
+    LISTING_UPPER,
+    RECORD_TYPE,
+    SHARD_RANGE,
+    SHARDING_STATE,
+    RouteCache,
+    groups_body,
+    parse_ranges,
+    redirect_response,
+    segments,
+    split_rows,
+)
 from swiftlite.db.broker import DatabaseNotFound, MetadataLimit
 from swiftlite.db.headers import (
     meta_headers,
@@ -42,6 +58,7 @@ from swiftlite.db.headers import (
     req_timestamp,
 )
 from swiftlite.db.listing import POLICY_NAME
+from swiftlite.db.listing_http import parse_params, response
 from swiftlite.db.paths import db_file, parse_partition
 from swiftlite.db.server import DBServer, backend_ts, make_db_app
 
@@ -70,6 +87,7 @@ def info_headers(info: dict[str, Any]) -> dict[str, str]:
         # Group-commit evidence (this process): transactions vs object updates merged.
         "X-Backend-Update-Commits": str(info["item_commits"]),
         "X-Backend-Updates-Merged": str(info["items_merged"]),
+        SHARDING_STATE: str(info.get("sharding_state", 0)),
     }
     h.update(meta_headers(info["metadata"]))
     return h
@@ -132,6 +150,7 @@ class ContainerServer(DBServer):
         self.reporter = AccountReporter(conf.get_float("account_update_interval", 1.0))
         self.handlers.update({"MERGE": self.update, "UPDATE": self.update})
         self.item_handlers = {"PUT": self.object_put, "DELETE": self.object_delete}
+        self.routes = RouteCache(conf.get_float("shard_route_ttl", 1.0))
 
     def commit_batch(self) -> int:
         return self.max_batch if self.group_commit else 1
@@ -163,19 +182,107 @@ class ContainerServer(DBServer):
     # -- container -----------------------------------------------------------------------
     async def put(self, request: web.Request, broker: ContainerBroker,
                   dev_path: str) -> web.StreamResponse:
+        if request.headers.get(RECORD_TYPE) == "shard":
+            return await self._put_ranges(request, broker, dev_path)
         ts = req_timestamp(request)
         assert ts is not None
         check_policy(request.headers)
         meta = req_metadata(request, "container", ts, SAVED_HEADERS)
         nodes = parse_account_nodes(request.headers)
+        own: list[ShardRange] = []
+        if SHARD_RANGE in request.headers:  # the sharder making a shard container
+            try:
+                own = parse_ranges(request.headers[SHARD_RANGE].encode())
+            except (ValueError, TypeError) as exc:
+                return error(400, f"Invalid {SHARD_RANGE}: {exc}")
         try:
             created, info = await run_blocking(broker.put_db, ts, meta, nodes, True)
+            if own:
+                await run_blocking(broker.merge_ranges, own)
+                self.routes.drop(broker)
         except MetadataLimit as exc:
             return error(400, str(exc))
         return (await self.after_change(broker, dev_path, info)
                 or web.Response(status=201 if created else 202))
 
+    async def _put_ranges(self, request: web.Request, broker: ContainerBroker,
+                          dev_path: str) -> web.StreamResponse:
+        """Merge shard ranges (JSON list) into an existing DB: 202, or 404 without one."""
+        try:
+            ranges = parse_ranges(await request.read())
+        except (ValueError, TypeError) as exc:
+            return error(400, f"Invalid shard ranges: {exc}")
+        try:
+            await run_blocking(broker.merge_ranges, ranges)
+        except DatabaseNotFound:
+            return error(404, "Container Not Found")
+        self.routes.drop(broker)
+        self.reporter.mark_dirty(broker, dev_path)  # a sharded root's totals may have moved
+        return web.Response(status=202)
+
+    async def get(self, request: web.Request, broker: ContainerBroker,
+                  dev_path: str) -> web.StreamResponse:
+        rtype = request.headers.get(RECORD_TYPE)
+        if rtype not in ("shard", "auto", "raw", "rows"):
+            return await super().get(request, broker, dev_path)
+        if rtype == "rows":
+            return await self._get_rows(request, broker)
+
+        def read() -> tuple[dict[str, Any], ShardRange | None, list[ShardRange]]:
+            info = broker.get_info()
+            own, ranges = broker.get_ranges()
+            return info, own, ranges
+
+        try:
+            info, own, ranges = await run_blocking(read)
+        except DatabaseNotFound:
+            return error(404, "Not Found")
+        if info["deleted"]:
+            return error(404, "Not Found", backend_ts(info))
+        headers = self.info_headers(info)
+        state = info["sharding_state"]
+        if rtype == "shard":
+            body = [r.to_dict() for r in ([own] if own else []) + ranges]
+            return web.json_response(body, headers=headers)
+        if rtype == "auto" and state in LISTED_FROM_SHARDS:
+            body = segments(state, f"{info['account']}/{info['container']}", live(ranges))
+            return web.json_response({"segments": body}, headers=headers)
+        if rtype == "auto":
+            return await super().get(request, broker, dev_path)
+        # "raw": the rows as msgpack, for the proxy to merge with other shards' rows.
+        params = parse_params(request, self.listing_limit)
+        params.hide_reserved = request.headers.get("X-Backend-Allow-Reserved-Names") != "true"
+        params.lower = unquote(request.headers.get(LISTING_LOWER, "")) or None
+        params.upper = unquote(request.headers.get(LISTING_UPPER, "")) or None
+        info, rows = await run_blocking(broker.list_items, params)
+        return response(msgpack.packb([list(r) for r in rows], use_bin_type=True),
+                        "application/x-msgpack", headers)
+
+    async def _get_rows(self, request: web.Request,
+                        broker: ContainerBroker) -> web.StreamResponse:
+        """Rows changed after ROWID `since` (tombstones too), oldest change first, msgpack:
+        how the sharder pulls a shard's rows back into its root."""
+        since = req_int(request, "X-Backend-Since-Row")
+        limit = min(req_int(request, "X-Backend-Limit", 1000), 10_000)
+        try:
+            rows = await run_blocking(broker.get_items_since, since, limit)
+        except DatabaseNotFound:
+            return error(404, "Not Found")
+        return web.Response(body=msgpack.packb(rows, use_bin_type=True),
+                            content_type="application/x-msgpack")
+
     # -- object rows ---------------------------------------------------------------------
+    async def _redirect_for(self, request: web.Request, broker: ContainerBroker,
+                            obj: str) -> web.StreamResponse | None:
+        if CLEAVING in request.headers:
+            return None
+        try:
+            state, ranges = await self.routes.get(broker)
+        except DatabaseNotFound:
+            return error(404, "Container Not Found")
+        r = route(state, ranges, obj)
+        return redirect_response(r) if r is not None else None
+
     async def _commit(self, broker: ContainerBroker, dev_path: str,
                       rows: list[dict[str, Any]]) -> web.Response | None:
         try:
@@ -187,6 +294,9 @@ class ContainerServer(DBServer):
 
     async def object_put(self, request: web.Request, broker: ContainerBroker, dev_path: str,
                          obj: str) -> web.StreamResponse:
+        redirect = await self._redirect_for(request, broker, obj)
+        if redirect is not None:
+            return redirect
         ts = req_timestamp(request)
         size = req_int(request, "X-Size")
         row = {"name": obj, "created_at": ts, "size": size, "deleted": 0,
@@ -197,6 +307,9 @@ class ContainerServer(DBServer):
 
     async def object_delete(self, request: web.Request, broker: ContainerBroker,
                             dev_path: str, obj: str) -> web.StreamResponse:
+        redirect = await self._redirect_for(request, broker, obj)
+        if redirect is not None:
+            return redirect
         ts = req_timestamp(request)
         row = {"name": obj, "created_at": ts, "size": 0, "deleted": 1, "content_type": "",
                "etag": ""}
@@ -211,23 +324,53 @@ class ContainerServer(DBServer):
             return error(400, "UPDATE body must be a msgpack list")
         if not isinstance(raw, list):
             return error(400, "UPDATE body must be a msgpack list")
+        cleaving = CLEAVING in request.headers
         if SECTIONS in request.headers:
-            return await self._update_sections(broker, raw)
+            return await self._update_sections(broker, raw, cleaving)
         rows = [_update_row(r) for r in raw]
         if not rows:
             return web.Response(status=202)
-        return await self._commit(broker, dev_path, rows) or web.Response(status=202)
+        rows, away = await self._split(broker, rows, cleaving)
+        if rows:
+            failed = await self._commit(broker, dev_path, rows)
+            if failed is not None:
+                return failed
+        return self._batch_answer([away])
+
+    async def _split(self, broker: ContainerBroker, rows: list[dict[str, Any]],
+                     cleaving: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """(rows this DB keeps, rows redirected to shards by shard name)."""
+        if cleaving:
+            return rows, {}
+        try:
+            state, ranges = await self.routes.get(broker)
+        except DatabaseNotFound:
+            return rows, {}  # the commit answers the 404
+        return split_rows(state, ranges, rows)
+
+    @staticmethod
+    def _batch_answer(aways: list[dict[str, Any]], headers: dict[str, str] | None = None,
+                      ) -> web.Response:
+        headers = dict(headers or {})
+        if not any(aways):
+            return web.Response(status=202, headers=headers)
+        headers[REDIRECTS] = "1"
+        return web.Response(status=202, headers=headers, content_type="application/x-msgpack",
+                            body=msgpack.packb([groups_body(a) for a in aways],
+                                               use_bin_type=True))
 
 
-    async def _update_sections(self, broker: ContainerBroker,
-                               raw: list[Any]) -> web.StreamResponse:
+    async def _update_sections(self, broker: ContainerBroker, raw: list[Any],
+                               cleaving: bool = False) -> web.StreamResponse:
         """A batch for several replicas of this container held here (one per device): the
         body lists [device, partition, rows]; each DB's outcome is reported on its own, in
         order, in X-Backend-Section-Statuses (202, or the status that DB alone would get)."""
         if len(raw) > 64 or not all(isinstance(x, list) and len(x) == 3 for x in raw):
             return error(400, "sections must be [device, partition, rows] lists")
 
-        async def one(device: Any, part: Any, rows_raw: Any) -> int:
+        aways: list[dict[str, Any]] = [{} for _ in raw]
+
+        async def one(i: int, device: Any, part: Any, rows_raw: Any) -> int:
             try:
                 if not isinstance(device, str) or not isinstance(rows_raw, list):
                     raise HTTPError(400, "bad section")
@@ -240,14 +383,14 @@ class ContainerServer(DBServer):
                                           broker.account, broker.container))
             if not db.account:
                 db.account, db.container = broker.account, broker.container
+            rows, aways[i] = await self._split(db, rows, cleaving)
             if not rows:
                 return 202
             failed = await self._commit(db, dp, rows)
             return failed.status if failed is not None else 202
 
-        statuses = await asyncio.gather(*(one(*x) for x in raw))
-        return web.Response(status=202,
-                            headers={SECTION_STATUSES: ",".join(map(str, statuses))})
+        statuses = await asyncio.gather(*(one(i, *x) for i, x in enumerate(raw)))
+        return self._batch_answer(aways, {SECTION_STATUSES: ",".join(map(str, statuses))})
 
 
 def create_app(conf: Section) -> web.Application:

@@ -10,7 +10,8 @@ Shape kept for the DB replicator and the sharder:
   deleted and re-inserted so it gets a new ROWID, and `get_items_since(row_id)` is exactly
   "what changed after the peer's sync point";
 - deleted rows stay as tombstones (deleted=1) until `reclaim(age)`;
-- `sync` holds per-peer sync points, `shard_range` is the (empty for now) sharder's table;
+- `sync` holds per-peer sync points, `shard_range` the sharder's ranges (containers only;
+  the replicator carries them with `get_shard_ranges`/`merge_shard_ranges`);
 - metadata is {key: [value, timestamp]} merged per key; value "" is a deletion.
 """
 
@@ -385,10 +386,12 @@ class DatabaseBroker:
                 (peer_id, row_id, Timestamp.now().internal))
 
     def get_shard_ranges(self) -> list[dict[str, Any]]:
-        with self._lock:
-            cur = self._get_conn().execute("SELECT * FROM shard_range ORDER BY lower")
-            cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, r, strict=True)) for r in cur]
+        """Shard range rows as dicts (the replicator sends them to peers)."""
+        return []
+
+    def merge_shard_ranges(self, rows: list[dict[str, Any]]) -> int:
+        """Merge a peer's shard range rows; a kind that does not shard keeps none."""
+        return 0
 
     # -- reclaim -------------------------------------------------------------------------
     # -- listing -------------------------------------------------------------------------

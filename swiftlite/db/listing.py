@@ -40,6 +40,10 @@ class ListingParams:
     ctype: str = ""  # the listing's media type ("" : the format's usual one)
     # Leave out names of the reserved namespace (they start with NUL: all sort first).
     hide_reserved: bool = False
+    # Hard bounds lower < name <= upper (None: unbounded) apart from marker/end_marker: a
+    # shard's part of a sharded listing. Unlike a marker, a bound never hides a subdir.
+    lower: str | None = None
+    upper: str | None = None
 
 
 def next_after(prefix: str) -> str | None:
@@ -146,6 +150,10 @@ def walk(fetch: Fetch, p: ListingParams) -> list[tuple]:
         b = Bounds(lo=p.end_marker, lo_incl=False, hi=p.marker)
     else:
         b = Bounds(lo=p.marker, lo_incl=False, hi=p.end_marker)
+    if p.lower and (b.lo is None or b.lo <= p.lower):
+        b.lo, b.lo_incl = p.lower, False
+    if p.upper and (b.hi is None or b.hi > p.upper + "\x00"):
+        b.hi = p.upper + "\x00"  # the smallest name above `upper`
     if p.hide_reserved and (b.lo is None or b.lo < "\x01"):
         b.lo, b.lo_incl = "\x01", True  # the first name past every reserved one
     results: list[tuple] = []

@@ -3,8 +3,9 @@
 MERGE is a method aiohttp's C parser knows natively and the DB servers do not otherwise use.
 Ops (request -> answer, all msgpack maps; each op is one thread hop on this side):
 
-- ``{"op": "sync", "id", "info": {put_timestamp, delete_timestamp}, "metadata"}``: merge the
-  sender's DB timestamps and metadata (newest wins) and answer ``{"exists": true, "point":
+- ``{"op": "sync", "id", "info": {put_timestamp, delete_timestamp}, "metadata",
+  "shard_ranges"?}``: merge the sender's DB timestamps, metadata and shard ranges (newest
+  wins) and answer ``{"exists": true, "point":
   our sync point for the sender's id, "id": our DB id}``, or ``{"exists": false}``.
 - ``{"op": "create", "info": {account, container, put_timestamp, delete_timestamp},
   "metadata"}``: make the DB (we had none), answer as "sync" with point -1.
@@ -59,6 +60,8 @@ class ReplicationReceiver:
         broker.merge_timestamps(info.get("put_timestamp"), info.get("delete_timestamp"))
         if req.get("metadata"):
             broker.update_metadata(req["metadata"])
+        if req.get("shard_ranges"):
+            broker.merge_shard_ranges(req["shard_ranges"])
         return {"exists": True, "point": broker.get_sync(str(req["id"])),
                 "id": broker.get_info()["id"]}
 

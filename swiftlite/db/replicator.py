@@ -3,10 +3,11 @@
 For every local DB (``<dev>/containers|accounts/<part>/<suffix>/<hash>/<hash>.db``) and every
 other primary of its partition (all primaries for a handoff DB): ask the peer for its sync
 point for our DB id (``replication_server`` "sync", which also merges our put/delete
-timestamps and metadata newest-wins), create the DB there if it has none, then send the rows
-changed after that point in msgpack batches ("merge", one transaction each on the peer, which
-records the new point). A handoff DB every primary took is removed. Tombstone rows older than
-``reclaim_age`` are reclaimed each pass. Rows sent are paced by ``max_objects_per_second``.
+timestamps, metadata and shard ranges newest-wins), create the DB there if it has none,
+then send the rows changed after that point in msgpack batches ("merge", one transaction
+each on the peer, which records the new point). A handoff DB every primary took is
+removed. Tombstone rows older than ``reclaim_age`` are reclaimed each pass. Rows sent are
+paced by ``max_objects_per_second``.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class DBReplicator(daemon.PeerSession):
         broker = self.cls(path)
         reclaimed = broker.reclaim(self.reclaim_age)
         info = broker.get_info()
+        info["shard_ranges"] = broker.get_shard_ranges()
         return broker, info, broker.get_metadata(), reclaimed
 
     async def sync_peer(self, broker: DatabaseBroker, info: dict[str, Any],
@@ -122,6 +124,8 @@ class DBReplicator(daemon.PeerSession):
         head = {"id": info["id"], "metadata": metadata,
                 "info": {k: info[k] for k in ("account", "container", "put_timestamp",
                                               "delete_timestamp")}}
+        if info.get("shard_ranges"):  # a container's shard ranges travel with its stat
+            head["shard_ranges"] = info["shard_ranges"]
         resp = await self._call(node, part, hexhash, {"op": "sync", **head})
         if not resp.get("exists"):
             resp = await self._call(node, part, hexhash, {"op": "create", **head})

@@ -15,6 +15,10 @@ waits for a timer: at low load every update is the single-object PUT/DELETE, und
 container server gets far fewer requests.
 A failed batch saves each of its updates as its own async_pending record.
 
+A sharded container's server redirects updates for names that live in a shard; they are
+sent on to the shard (see ``shard_routes``), whose range is then cached so later updates
+go there directly.
+
 An update that fails in an unexpected way (a bug, a bad target) is logged with its object and
 saved for the updater like any other failure; a background task's error is always logged.
 """
@@ -32,7 +36,9 @@ from swiftlite.common.async_pending import save_update
 from swiftlite.common.client import node_path, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.replica_groups import SECTION_STATUSES, SECTIONS, parse_statuses
+from swiftlite.common.shard_redirect import REDIRECTS, parse_groups, parse_redirect
 from swiftlite.common.threadpool import run_blocking
+from swiftlite.obj.shard_routes import ShardRoutes
 
 log = logging.getLogger("swiftlite.object.updates")
 
@@ -87,6 +93,7 @@ class ContainerUpdater:
         # (ip, port, account, container) -> updates waiting for the request in flight to
         # that container server, as (device, partition, row, future); present while one is.
         self.lanes: dict[tuple, list[tuple[str, int, dict[str, Any], asyncio.Future]]] = {}
+        self.routes = ShardRoutes(conf)
 
     async def start(self, app: Any = None) -> None:
         # The lean client: ~100us less CPU per update than aiohttp's (see fastclient).
@@ -114,6 +121,13 @@ class ContainerUpdater:
         per_device = [(d, t) for d, t in per_device if t]
         if not per_device:
             return
+        shard = self.routes.lookup(account, container, obj)
+        if shard is not None:  # a shard we were redirected to lately holds this name
+            mapped = [(d, [st for t in targets for st in self.routes.targets(
+                account, container, *shard, t)]) for d, targets in per_device]
+            if all(t for _, t in mapped):
+                account, container = shard
+                per_device = mapped
         if txid:
             headers = dict(headers, **{"X-Trans-Id": txid})
         if len(per_device) == 1:
@@ -270,24 +284,57 @@ class ContainerUpdater:
         try:
             resp = await self.pool.request(target["ip"], target["port"], "MERGE", path, headers,
                                            body)
-            await resp.read()
+            data = await resp.read()
             if 200 <= resp.status < 300:
+                redirected = await self._follow_batch(account, container, sections, target,
+                                                      resp.headers, data, txid)
                 if len(sections) == 1:
-                    return [True]
+                    return [redirected[0]]
                 statuses = parse_statuses(resp.headers.get(SECTION_STATUSES), len(sections))
                 if statuses is not None:
                     if any(not 200 <= st < 300 for st in statuses):
                         log.warning("container batch update of %d rows to %s: %s", n, where,
                                     statuses)
-                    return [200 <= st < 300 for st in statuses]
+                    return [200 <= st < 300 and ok
+                            for st, ok in zip(statuses, redirected, strict=True)]
             log.warning("container batch update of %d rows to %s -> %d", n, where,
                         resp.status)
         except (fastclient.ClientError, TimeoutError, OSError) as exc:
             log.warning("container batch update to %s failed: %r", where, exc)
         return [False] * len(sections)
 
+    async def _follow_batch(self, account: str, container: str,
+                            sections: list[tuple[str, int, list[dict[str, Any]]]],
+                            target: dict[str, Any], headers: Any, data: bytes,
+                            txid: str | None) -> list[bool]:
+        """Send the rows a batch answer redirected to their shards; per section, whether
+        all of its rows landed."""
+        if not headers.get(REDIRECTS):
+            return [True] * len(sections)
+        try:
+            per_section = parse_groups(msgpack.unpackb(data, raw=False))
+        except (ValueError, TypeError) as exc:
+            log.warning("bad redirect answer from %s:%s: %r", target["ip"], target["port"], exc)
+            return [False] * len(sections)
+        oks = []
+        for (dev, part, _), groups in zip(sections, per_section, strict=False):
+            ok = True
+            root_target = dict(target, device=dev, partition=part)
+            for sa, sc, lower, upper, rows in groups:
+                self.routes.learn(account, container, sa, sc, lower, upper)
+                shard_targets = self.routes.targets(account, container, sa, sc, root_target)
+                if not shard_targets:
+                    ok = False
+                for st in shard_targets:
+                    got = await self._send_batch(sa, sc, [(st["device"], st["partition"], rows)],
+                                                 st, txid)
+                    ok = ok and got[0]
+            oks.append(ok)
+        return oks + [False] * (len(sections) - len(oks))
+
     async def _send_one(self, method: str, account: str, container: str, obj: str,
-                        headers: dict[str, str], target: dict[str, Any]) -> bool:
+                        headers: dict[str, str], target: dict[str, Any],
+                        follow: bool = True) -> bool:
         assert self.pool is not None
         path = node_path(target, target["partition"], account, container, obj)
         where = f"{target['ip']}:{target['port']}{path}"
@@ -296,6 +343,14 @@ class ContainerUpdater:
             await resp.read()
             if 200 <= resp.status < 300:
                 return True
+            shard = parse_redirect(resp.headers) if resp.status == 301 and follow else None
+            if shard is not None:
+                sa, sc, lower, upper = shard
+                self.routes.learn(account, container, sa, sc, lower, upper)
+                shard_targets = self.routes.targets(account, container, sa, sc, target)
+                oks = [await self._send_one(method, sa, sc, obj, headers, st, follow=False)
+                       for st in shard_targets]
+                return bool(oks) and all(oks)
             log.warning("container update %s %s -> %d", method, where, resp.status)
         except (fastclient.ClientError, TimeoutError, OSError, UnicodeError) as exc:
             log.warning("container update %s %s failed: %r", method, where, exc)

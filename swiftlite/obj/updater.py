@@ -5,7 +5,10 @@ container updates, container servers container -> account reports on their DB de
 records say where they go). A record is sent to each of its remaining targets; 2xx means
 landed. The file is removed once every target took it, or rewritten with the targets still
 owed. A 404 (the DB is not on that node yet) is retried like any failure until the record is
-older than ``reclaim_age``, then dropped with a warning. In continuous mode a record that
+older than ``reclaim_age``, then dropped with a warning. A 301 from a sharded container's
+server names the shard holding the object's name: the update goes on to the shard's replica
+standing in for the target (see ``shard_routes``), and counts as landed once that took it.
+In continuous mode a record that
 failed waits an exponentially growing delay (``retry_min`` doubling up to ``retry_max``)
 before its next try; ``--once`` tries each once.
 """
@@ -17,6 +20,7 @@ import logging
 import os
 import time
 from typing import Any
+from urllib.parse import unquote
 
 import aiohttp
 
@@ -25,8 +29,10 @@ from swiftlite.common.async_pending import iter_updates, remove_update, save_upd
 from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.devices import device_roots
+from swiftlite.common.shard_redirect import parse_redirect
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.obj.shard_routes import ShardRoutes
 
 log = logging.getLogger("swiftlite.object-updater")
 NAME = "object-updater"
@@ -68,8 +74,10 @@ class Updater(daemon.PeerSession):
         self.session: aiohttp.ClientSession | None = None
         self.backoff: dict[str, tuple[float, float]] = {}  # file -> (next try, delay)
         self.once = False
+        self.routes = ShardRoutes(conf)
 
-    async def send(self, record: dict[str, Any], target: dict[str, Any]) -> int:
+    async def send(self, record: dict[str, Any], target: dict[str, Any],
+                   follow: bool = True) -> int:
         """The target's status, or 0 when it could not be reached."""
         assert self.session is not None
         path = quote_path(target["device"], target["partition"]) + record["path"]
@@ -78,10 +86,24 @@ class Updater(daemon.PeerSession):
                                             headers=record.get("headers") or {},
                                             data=record.get("body")) as resp:
                 await resp.read()
-                return resp.status
+                shard = parse_redirect(resp.headers) if resp.status == 301 else None
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.debug("update %s %s failed: %r", record["method"], path, exc)
             return 0
+        if shard is None or not follow:
+            return resp.status
+        return await self._follow(record, target, *shard)
+
+    async def _follow(self, record: dict[str, Any], target: dict[str, Any], shard_account: str,
+                      shard_container: str, lower: str, upper: str) -> int:
+        """Send an object update a root redirected on to its shard: 2xx once it landed."""
+        account, container, obj = unquote(record["path"][1:]).split("/", 2)
+        self.routes.learn(account, container, shard_account, shard_container, lower, upper)
+        targets = self.routes.targets(account, container, shard_account, shard_container,
+                                      target)
+        moved = dict(record, path=quote_path(shard_account, shard_container, obj))
+        statuses = [await self.send(moved, t, follow=False) for t in targets]
+        return 202 if statuses and all(200 <= s < 300 for s in statuses) else 0
 
     async def update_one(self, dev_path: str, path: str, record: dict[str, Any],
                          stats: dict[str, Any]) -> None:

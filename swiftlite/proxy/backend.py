@@ -93,19 +93,30 @@ async def hedged(proxy, nodes: Iterable[dict[str, Any]],
     did not want the last one) or when the one asked has not answered after
     concurrency_timeout: a hung node (it accepts connections, never answers) then costs a
     read that long, not node_timeout, and it is still heard if it answers first. Error
-    limited nodes are skipped. Use under contextlib.aclosing: requests still out when the
-    caller stops are cancelled and answers not yet taken are `discard`ed. `in_order`: no
-    hedging, each node in turn (the order itself matters, as for X-Newest)."""
+    limited nodes are skipped, unless all are (then the first is asked anyway). Use under
+    contextlib.aclosing: requests still out when the caller stops are cancelled and answers
+    not yet taken are `discard`ed. `in_order`: no hedging, each node in turn (the order
+    itself matters, as for X-Newest)."""
     hedge = proxy.concurrency_timeout if proxy.concurrent_gets and not in_order else None
     todo = iter(nodes)
     asked: dict[asyncio.Future, dict[str, Any]] = {}
     verdicts(proxy.limiter)  # before the tasks, so they share it
+    skipped: list[dict[str, Any]] = []
+    sent = False
 
     def ask() -> None:
+        nonlocal sent
         for node in todo:
-            if not proxy.limiter.limited(node):
-                asked[asyncio.ensure_future(send(node))] = node
-                return
+            if proxy.limiter.limited(node):
+                skipped.append(node)
+                continue
+            asked[asyncio.ensure_future(send(node))] = node
+            sent = True
+            return
+        if not sent and skipped:
+            # Every node is error limited: asking one (it may be back) beats a certain 503.
+            sent = True
+            asked[asyncio.ensure_future(send(skipped[0]))] = skipped[0]
 
     ask()
     try:

@@ -6,7 +6,7 @@ from aiohttp import web
 
 from swiftlite.common.client import node_path
 from swiftlite.common.http import HTTPError, query_str
-from swiftlite.proxy import account
+from swiftlite.proxy import account, shard_listing
 from swiftlite.proxy.backend import best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
 from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER
@@ -47,9 +47,13 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
         extra["Accept"] = request.headers["Accept"]
     if request.get(ALLOW_RESERVED):
         extra[ALLOW_RESERVED_HEADER] = "true"
+    # A sharded root answers a listing with its segments instead of rows.
+    headers = {**extra, shard_listing.RECORD_TYPE: "auto"} if request.method == "GET" else extra
     resp = await read_any(proxy, request, proxy.container_ring, part, request.method,
                           (target.account, target.container),
-                          request.rel_url.raw_query_string, extra)
+                          request.rel_url.raw_query_string, headers)
+    if request.method == "GET" and shard_listing.is_segmented(resp):
+        return await shard_listing.listing(proxy, request, target.container, resp, extra)
     return relay(resp, request)
 
 

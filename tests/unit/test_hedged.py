@@ -76,3 +76,21 @@ async def test_answers_not_taken_are_discarded():
             await asyncio.sleep(0.2)  # meanwhile the second answered as well
             break
     assert taken == ["10.0.0.1"] and discarded == ["10.0.0.2"]
+
+
+async def test_limited_nodes_are_skipped_unless_every_node_is():
+    """A server back from a restart is still limited for error_interval; when every replica
+    is (one-node clusters), the read asks the first anyway instead of a certain 503."""
+    asked: list[str] = []
+
+    async def send(node):
+        asked.append(node["ip"])
+        return node["ip"]
+
+    p = proxy()
+    p.limiter.fatal(NODES[0], "refused", server=True)
+    assert await first(p, send) == "10.0.0.2" and asked == ["10.0.0.2"]
+    for node in NODES[1:]:
+        p.limiter.fatal(node, "refused", server=True)
+    asked.clear()
+    assert await first(p, send) == "10.0.0.1" and asked == ["10.0.0.1"]

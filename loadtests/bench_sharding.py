@@ -1,0 +1,294 @@
+"""Container sharding benchmark: object updates per second into one container, and the time
+to list 10,000 names from its middle, as it grows, sharded against unsharded.
+
+    .venv/bin/python loadtests/bench_sharding.py [--sizes 1000000,5000000,10000000]
+        [--rows-per-shard 500000] [--updates 20000] [--concurrency 32] [--root DIR]
+
+For each size N the container is made twice, straight through the broker (bulk inserts in
+big transactions, much faster than HTTP PUTs): unsharded, one DB of N rows; and sharded, a
+root in the sharded state with ceil(N / rows_per_shard) ACTIVE ranges, each a shard DB of
+its rows (what the sharder leaves behind with shard_container_threshold = 2 x
+rows_per_shard). Then over HTTP, against one real container server (one worker,
+db_synchronous=FULL, group commit):
+
+- updates: `--updates` object PUT updates of new names, `--concurrency` at a time, in two
+  patterns: uniform (random keys spread over the namespace) and append (time-ordered keys
+  past the last name); sharded, each goes to the shard whose range holds the name (as an
+  object server does once it has learned the ranges from a redirect); listed first, so the
+  listing sees the N rows it was built with;
+- listing: 10,000 names from a marker in the middle, json, median of 5; sharded, the
+  proxy's walk over the root's segments (swiftlite.proxy.shard_listing) fetching each
+  shard's rows as the proxy does, then rendering them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from urllib.parse import quote, urlencode
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from swiftlite.common import signing  # noqa: E402
+from swiftlite.common.client import make_session  # noqa: E402
+from swiftlite.common.timestamp import Timestamp  # noqa: E402
+from swiftlite.container.broker import ContainerBroker  # noqa: E402
+from swiftlite.container.shard_ranges import (  # noqa: E402
+    ShardRange,
+    State,
+    find,
+    live,
+    ranges_from_points,
+)
+from swiftlite.db.listing import ListingParams, render_body  # noqa: E402
+from swiftlite.db.paths import db_file  # noqa: E402
+from swiftlite.proxy.shard_listing import LOWER, RECORD_TYPE, UPPER, walk_segments  # noqa: E402
+
+ACCOUNT = "AUTH_bench"
+ETAG = "d41d8cd98f00b204e9800998ecf8427e"
+SPACING = 10  # stored names are every 10th number: new names fall between them
+
+
+def name_of(i: int) -> str:
+    return f"img/{i:012d}.jpg"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, root: str) -> None:
+        self.conf = os.path.join(root, "container.conf")
+        with open(self.conf, "w") as f:
+            f.write(f"[DEFAULT]\ndevices = {root}/node\n[container-server]\n"
+                    "log_level = WARNING\nio_threads = 8\n")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "swiftlite.cli", "server", "container", "-c", self.conf,
+             "--port", str(self.port)], start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthcheck", timeout=1)
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("container server did not start")
+
+    def url(self, account: str, container: str, obj: str | None = None) -> str:
+        path = f"/sda/0/{quote(account, safe='')}/{quote(container, safe='')}"
+        if obj is not None:
+            path += "/" + quote(obj, safe="/")
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(10)
+
+
+def make_db(root: str, account: str, container: str, first: int, count: int) -> str:
+    """A container DB holding names first..first+count-1 (x SPACING), bulk inserted."""
+    path = db_file(os.path.join(root, "node"), "sda", "container", 0, account, container)
+    broker = ContainerBroker(path, account=account, container=container)
+    broker.put_db(Timestamp.now().internal, {})
+    broker.close()
+    when = Timestamp.now().internal
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous=OFF")
+    step = 200_000
+    for start in range(first, first + count, step):
+        n = min(step, first + count - start)
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO object (name, created_at, size, content_type, etag, deleted)"
+            " VALUES (?, ?, 65536, 'image/jpeg', ?, 0)",
+            ((name_of(i * SPACING), when, ETAG) for i in range(start, start + n)))
+        conn.execute("COMMIT")
+    conn.execute("UPDATE stat SET object_count = ?, bytes_used = ?", (count, count * 65536))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return path
+
+
+def make_sharded(root: str, container: str, size: int, per_shard: int) -> list[ShardRange]:
+    points = [name_of((i - 1) * SPACING) for i in range(per_shard, size, per_shard)]
+    ts = Timestamp.now().internal
+    ranges = ranges_from_points(ACCOUNT, container, points, ts)
+    for i, r in enumerate(ranges):
+        first = i * per_shard
+        n = min(per_shard, size - first)
+        make_db(root, r.account, r.container, first, n)
+        r.state, r.object_count, r.bytes_used = State.ACTIVE, n, n * 65536
+        r.meta_timestamp = ts
+    path = make_db(root, ACCOUNT, container, 0, 0)
+    broker = ContainerBroker(path)
+    broker.merge_ranges([*ranges, ShardRange(name=f"{ACCOUNT}/{container}", timestamp=ts,
+                                             state=State.SHARDED, state_timestamp=ts)])
+    broker.close()
+    return live(ranges)
+
+
+def new_names(size: int, total: int, pattern: str, seed: int) -> list[str]:
+    """uniform: new names between the stored ones all over the namespace (random keys);
+    append: new names past the last one (time-ordered keys: every update hits the last
+    shard)."""
+    rnd = random.Random(seed)
+    if pattern == "append":
+        return [name_of(size * SPACING + seed * total + i) for i in range(total)]
+    return [name_of(rnd.randrange(size) * SPACING + 1 + rnd.randrange(SPACING - 1))
+            for _ in range(total)]
+
+
+async def updates(server: Server, container: str, size: int, ranges: list[ShardRange],
+                  total: int, concurrency: int, pattern: str) -> float:
+    # Warm up (connections, the server's broker cache) untimed, then measure.
+    await _updates(server, container, ranges, new_names(size, 500, pattern, 1), concurrency)
+    return await _updates(server, container, ranges, new_names(size, total, pattern, 2),
+                          concurrency)
+
+
+async def _updates(server: Server, container: str, ranges: list[ShardRange],
+                   names: list[str], concurrency: int) -> float:
+    total = len(names)
+    todo = iter(names)
+    async with make_session(1.0, 30.0) as http:
+        async def worker() -> None:
+            for name in todo:
+                acct, cont = ACCOUNT, container
+                if ranges:
+                    r = find(ranges, name)
+                    assert r is not None
+                    acct, cont = r.account, r.container
+                h = {"X-Timestamp": Timestamp.now().internal, "X-Size": "65536",
+                     "X-Content-Type": "image/jpeg", "X-Etag": ETAG}
+                async with http.put(server.url(acct, cont, name), headers=h) as resp:
+                    assert resp.status == 201, resp.status
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return total / (time.perf_counter() - t0)
+
+
+async def listing(server: Server, container: str, size: int, sharded: bool) -> float:
+    marker = name_of(size // 2 * SPACING)
+    query = {"format": "json", "marker": marker, "limit": "10000"}
+    times = []
+    async with make_session(1.0, 60.0) as http:
+        for _ in range(5):
+            t0 = time.perf_counter()
+            if not sharded:
+                async with http.get(server.url(ACCOUNT, container), params=query) as resp:
+                    rows = json.loads(await resp.read())
+            else:
+                async with http.get(server.url(ACCOUNT, container),
+                                    headers={RECORD_TYPE: "auto"}) as resp:
+                    segments = json.loads(await resp.read())["segments"]
+                p = ListingParams(limit=10000, marker=marker, end_marker=None, prefix=None,
+                                  delimiter=None, reverse=False, out_format="json")
+
+                async def fetch(seg, m, em, limit):
+                    import msgpack
+
+                    acct, cont = seg["name"].split("/", 1)
+                    q = {"format": "json", "limit": str(limit)}
+                    if m is not None:
+                        q["marker"] = m
+                    h = {RECORD_TYPE: "raw", LOWER: quote(seg["lower"], safe=""),
+                         UPPER: quote(seg["upper"], safe="")}
+                    async with http.get(server.url(acct, cont) + "?" + urlencode(q),
+                                        headers=h) as r:
+                        return [tuple(x) for x in msgpack.unpackb(await r.read(), raw=False)]
+
+                got = await walk_segments(segments, p, fetch)
+                body, _ = render_body(got, "json", "container", container)
+                rows = json.loads(body)
+            times.append(time.perf_counter() - t0)
+            assert len(rows) == min(10000, size - size // 2 - 1), len(rows)
+            assert rows[0]["name"] > marker
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000000,5000000,10000000",
+                    help="rows per container, comma-separated (k/m suffixes allowed)")
+    ap.add_argument("--rows-per-shard", type=int, default=500_000)
+    ap.add_argument("--updates", type=int, default=20_000)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--root", default=None, help="scratch dir (default: a temp dir)")
+    args = ap.parse_args()
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s]
+    root = args.root or tempfile.mkdtemp(prefix="bench_sharding-")
+    os.makedirs(os.path.join(root, "node", "sda"), exist_ok=True)
+    os.environ.setdefault(signing.ENV, secrets.token_urlsafe(32))  # the server inherits it
+    signing.configure({})
+    print(f"config: sizes={sizes} rows_per_shard={args.rows_per_shard:,} "
+          f"updates={args.updates:,} concurrency={args.concurrency} db_synchronous=FULL "
+          f"(WAL) group_commit io_threads=8 workers=1 cpus={os.cpu_count()} root={root}",
+          flush=True)
+    results = []
+    try:
+        for size in sizes:
+            for sharded in (False, True):
+                label = "sharded" if sharded else "unsharded"
+                container = f"{label}-{size}"
+                t0 = time.perf_counter()
+                if sharded:
+                    ranges = make_sharded(root, container, size, args.rows_per_shard)
+                else:
+                    make_db(root, ACCOUNT, container, 0, size)
+                    ranges = []
+                built = time.perf_counter() - t0
+                srv = Server(root)
+                try:
+                    lst = asyncio.run(listing(srv, container, size, sharded))
+                    rates = {pat: asyncio.run(updates(srv, container, size, ranges,
+                                                      args.updates, args.concurrency, pat))
+                             for pat in ("uniform", "append")}
+                finally:
+                    srv.stop()
+                results.append((size, label, rates, lst))
+                print(f"{size:>11,} rows {label:<9} ({len(ranges) or 1:>3} DBs, built in "
+                      f"{built:5.1f}s): updates/s uniform {rates['uniform']:>6,.0f} "
+                      f"append {rates['append']:>6,.0f}   list 10,000 from the middle "
+                      f"{lst * 1000:7.1f} ms", flush=True)
+            shutil.rmtree(os.path.join(root, "node", "sda", "containers"), ignore_errors=True)
+    finally:
+        if args.root is None:
+            shutil.rmtree(root, ignore_errors=True)
+    base = {label: (rates, lst) for size, label, rates, lst in results if size == sizes[0]}
+    print(f"relative to {sizes[0]:,} rows:")
+    for size, label, rates, lst in results:
+        b_rates, b_lst = base[label]
+        print(f"  {size:>11,} {label:<9} update rate uniform "
+              f"{rates['uniform'] / b_rates['uniform']:5.0%} append "
+              f"{rates['append'] / b_rates['append']:5.0%}   listing time {lst / b_lst:5.2f}x")
+
+
+def parse_size(s: str) -> int:
+    s = s.strip().lower()
+    mult = {"k": 1_000, "m": 1_000_000}.get(s[-1], 1)
+    return int(float(s[:-1] if mult > 1 else s) * mult)
+
+
+if __name__ == "__main__":
+    main()

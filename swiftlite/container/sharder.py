@@ -1,0 +1,383 @@
+"""The container sharder daemon: splits big containers into shards, and keeps them so.
+
+Each pass looks at every local container DB whose partition's first primary is a local
+device (so one replica leads; the others learn from it and from replication):
+
+1. unsharded root past `shard_container_threshold` live rows: split points from its own
+   sorted names (every `rows_per_shard`-th), stored as FOUND ranges, the root SHARDING;
+2. sharding root, range by range in order: PUT the shard container on its primaries
+   (CREATED), copy the range's rows, tombstones too, `cleave_batch_size` at a time to a
+   quorum of the shard's replicas, recording a name cursor after each batch, then CLEAVED:
+   from then on the root's servers redirect updates for the range to the shard;
+3. every range cleaved: the root SHARDED, every range ACTIVE; its own rows are kept but no
+   longer listed or counted (HEAD and GET sum the shards' counts, refreshed each pass).
+
+Nothing is lost to a race or a crash: every root row changed after sharding began has a
+ROWID above the forwarding point (`fwd_row`); each pass sends those in ranges already
+copied past their name to the shard (rows a stale replica or a late update put into the
+root), then moves the point. Progress (cursors, fwd_row) and the range state it justifies
+commit in one transaction, so a kill -9 anywhere resumes where it stopped: rows are copied
+again at worst, and merging a row twice changes nothing.
+
+Shrinking: a sharded root whose shards together hold fewer than `shrink_threshold` live
+rows collapses (or when an operator says so, `swiftlite shards ... shrink`): the root stops
+redirecting (it takes updates itself again), pulls every row of every shard replica,
+tombstones too, changed after a per-replica ROWID point (newest wins, so the order of
+arrival does not matter), and becomes COLLAPSED: unsharded, listed from its own rows. For
+`shrunk_grace` seconds after, each pass pulls again, in case an object server still sent an
+update to a shard from its route cache. Merging neighbouring shards one by one is not done
+yet: a root collapses as a whole. A deleted sharded root (empty: it counts its shards) is
+collapsed the same way, then its shards are deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import aiohttp
+
+from swiftlite.common import daemon
+from swiftlite.common.config import Section
+from swiftlite.common.devices import meta_devices
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.common.timestamp import Timestamp
+from swiftlite.container.broker import ContainerBroker
+from swiftlite.container.shard_client import ShardClient
+from swiftlite.container.shard_ranges import (
+    ROUTED,
+    ShardRange,
+    State,
+    find,
+    live,
+    ranges_from_points,
+)
+from swiftlite.db.replicator import local_dbs
+from swiftlite.ring import Ring
+
+log = logging.getLogger("swiftlite.container-sharder")
+NAME = "container-sharder"
+# Test hook: exit abruptly (as kill -9 would) after this many cleave batches in a process.
+EXIT_AFTER_ENV = "SWIFTLITE_SHARDER_EXIT_AFTER"
+
+
+class Sharder(daemon.PeerSession):
+    limit_per_host = 16
+
+    def __init__(self, conf: Section) -> None:
+        self.conf = conf
+        self.devices = meta_devices(conf)  # container DBs live on the meta devices, if named
+        self.threshold = max(2, conf.get_int("shard_container_threshold", 1_000_000))
+        self.rows_per_shard = max(1, conf.get_int("rows_per_shard", self.threshold // 2))
+        self.shrink_threshold = conf.get_int("shrink_threshold", self.threshold // 10)
+        self.batch = max(1, conf.get_int("cleave_batch_size", 10_000))
+        self.shrunk_grace = conf.get_float("shrunk_grace", 300.0)
+        self.conn_timeout = conf.get_float("conn_timeout", 0.5)
+        self.node_timeout = conf.get_float("node_timeout", 10.0)
+        self.ring = Ring.from_conf(conf, "container")
+        self.session: aiohttp.ClientSession | None = None
+        exit_after = os.environ.get(EXIT_AFTER_ENV, "")
+        self.exit_after = int(exit_after) if exit_after.isdigit() else 0
+        self.batches_sent = 0
+
+    @property
+    def client(self) -> ShardClient:
+        assert self.session is not None
+        return ShardClient(self.ring, self.session)
+
+    # -- the pass ------------------------------------------------------------------------
+    def _jobs(self) -> list[tuple[int, str]]:
+        """(partition, db path) of every local DB this node leads."""
+        jobs = []
+        for dev in self.ring.devices_on(*daemon.server_address(self.conf, "container")):
+            for part, _, path in local_dbs(os.path.join(self.devices, dev["device"]),
+                                           "container"):
+                primaries = self.ring.get_part_nodes(part)
+                if primaries and primaries[0]["id"] == dev["id"]:
+                    jobs.append((part, path))
+        return jobs
+
+    async def run_pass(self, stats: dict[str, Any]) -> None:
+        for k in ("sharding", "sharded", "shards", "cleaved_rows", "forwarded_rows",
+                  "shards_created", "roots_split", "collapsing", "collapsed", "pulled_rows"):
+            stats[k] = 0
+        await self.ring.refresh()
+        jobs = await run_blocking(self._jobs)
+        stats["partitions"] = len({p for p, _ in jobs})
+        for _, path in jobs:
+            stats["objects"] += 1
+            broker = ContainerBroker(path)
+            try:
+                await self.process(broker, stats)
+            except Exception:
+                log.exception("sharding %s", path)
+                stats["failures"] += 1
+            finally:
+                await run_blocking(broker.close)
+
+    async def process(self, broker: ContainerBroker, stats: dict[str, Any]) -> None:
+        info = await run_blocking(broker.get_info)
+        own, ranges = await run_blocking(broker.get_ranges)
+        state = own.state if own is not None else State.UNSHARDED
+        if state >= State.FOUND and state != State.SHRINKING:
+            return  # a shard: its root's sharder looks after it
+        if info["deleted"]:
+            if state in (State.SHARDED, State.SHRINKING):
+                await self.collapse(broker, info, own, ranges, stats, delete=True)
+            return
+        if state == State.COLLAPSED:
+            await self.after_collapse(broker, info, own, ranges, stats)
+        if state in (State.UNSHARDED, State.COLLAPSED):
+            if info["object_count"] <= self.threshold:
+                return
+            own, ranges = await self.split(broker, info)
+            stats["roots_split"] += 1
+            state = State.SHARDING
+        if state == State.SHARDING:
+            stats["sharding"] += 1
+            if not await self.cleave(broker, info, own, live(ranges), stats):
+                return
+            own, ranges = await run_blocking(broker.get_ranges)
+            state = State.SHARDED
+        if state == State.SHARDED:
+            stats["sharded"] += 1
+            stats["shards"] += len(live(ranges))
+            await self.forward(broker, live(ranges), stats)
+            ranges = await self.refresh_stats(broker, info, own, live(ranges))
+            if sum(r.object_count for r in ranges) >= self.shrink_threshold or \
+                    (await run_blocking(broker.get_progress)).get("manual"):
+                return
+            log.info("%s: %d rows in its shards, under shrink_threshold: collapsing",
+                     own_name(info), sum(r.object_count for r in ranges))
+        await self.collapse(broker, info, own, ranges, stats)
+
+    # -- split ---------------------------------------------------------------------------
+    async def split(self, broker: ContainerBroker, info: dict[str, Any],
+                    manual: bool = False) -> tuple[ShardRange, list[ShardRange]]:
+        """`manual`: an operator's split; if the container is under shrink_threshold
+        already, the automatic collapse then leaves it alone (else it would undo it)."""
+        points = await run_blocking(broker.find_split_points, self.rows_per_shard,
+                                    self.rows_per_shard // 4)
+        ts = Timestamp.now().internal
+        ranges = ranges_from_points(info["account"], info["container"], points, ts)
+        own = ShardRange(name=own_name(info), timestamp=ts, state=State.SHARDING,
+                         state_timestamp=ts)
+        _, old = await run_blocking(broker.get_ranges)
+        ranges += [ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts})
+                   for r in live(old)]  # a collapsed root's former shards
+        # Every row there now has a ROWID <= max_row and is copied by the name scans;
+        # every later change gets a bigger one and is forwarded.
+        max_row = await run_blocking(broker.get_max_row)
+        await run_blocking(broker.set_progress,
+                           {"fwd_row": max_row, "cursors": {},
+                            "manual": manual and info["object_count"] < self.shrink_threshold},
+                           [*ranges, own])
+        log.info("splitting %s into %d shards", own.name, len(ranges))
+        await self.client.push_ranges(info["account"], info["container"], [own, *ranges])
+        return own, ranges
+
+    # -- cleave --------------------------------------------------------------------------
+    async def cleave(self, broker: ContainerBroker, info: dict[str, Any], own: ShardRange | None,
+                     ranges: list[ShardRange], stats: dict[str, Any]) -> bool:
+        """Copy every range not yet cleaved; True once the root switched to sharded."""
+        assert own is not None
+        root = own_name(info)
+        progress = await run_blocking(broker.get_progress)
+        progress.setdefault("cursors", {})
+        for r in ranges:
+            if r.state in ROUTED:
+                continue
+            if r.state == State.FOUND:
+                if not await self.client.create_shard(root, r):
+                    log.warning("%s: could not create shard %s on a quorum", root, r.name)
+                    return False
+                r = _with_state(r, State.CREATED)
+                await run_blocking(broker.set_progress, progress, [r])
+                stats["shards_created"] += 1
+            cursor = progress["cursors"].get(r.name, r.lower)
+            while True:
+                rows = await run_blocking(broker.rows_in_range, cursor, r.upper, self.batch)
+                if not rows:
+                    break
+                if not await self.client.send_rows(r, rows):
+                    log.warning("%s: cleaving %s failed; resuming next pass", root, r.name)
+                    return False
+                cursor = rows[-1]["name"]
+                progress["cursors"][r.name] = cursor
+                await run_blocking(broker.set_progress, progress)
+                stats["cleaved_rows"] += len(rows)
+                self._count_batch()
+            r = _with_state(r, State.CLEAVED)
+            await run_blocking(broker.set_progress, progress, [r])
+            own_now, all_ranges = await run_blocking(broker.get_ranges)
+            await self.client.push_ranges(info["account"], info["container"],
+                                          [own_now or own, *all_ranges])
+            # Rows that came in behind the cursor while it moved: to the shard now.
+            if not await self.forward(broker, live(all_ranges), stats):
+                return False
+        _, all_ranges = await run_blocking(broker.get_ranges)
+        if not await self.forward(broker, live(all_ranges), stats):
+            return False
+        ts = Timestamp.now().internal
+        done = [_with_state(r, State.ACTIVE, ts) for r in live(all_ranges)
+                if r.state == State.CLEAVED]
+        own = _with_state(own, State.SHARDED, ts)
+        await run_blocking(broker.set_progress, progress, [*done, own])
+        _, all_ranges = await run_blocking(broker.get_ranges)
+        await self.client.push_ranges(info["account"], info["container"], [own, *all_ranges])
+        log.info("%s is sharded: %d shards", root, len(live(all_ranges)))
+        return True
+
+    def _count_batch(self) -> None:
+        self.batches_sent += 1
+        if self.exit_after and self.batches_sent >= self.exit_after:
+            log.warning("%s=%d: exiting abruptly", EXIT_AFTER_ENV, self.exit_after)
+            os._exit(9)
+
+    # -- forwarding ----------------------------------------------------------------------
+    async def forward(self, broker: ContainerBroker, ranges: list[ShardRange],
+                      stats: dict[str, Any]) -> bool:
+        """Send root rows changed since the forwarding point to their shards, for names the
+        cleave has passed (the others it copies itself). False if a shard did not take them."""
+        while True:
+            progress = await run_blocking(broker.get_progress)
+            point = int(progress.get("fwd_row", -1))
+            rows = await run_blocking(broker.get_items_since, point, self.batch)
+            if not rows:
+                return True
+            cursors = progress.get("cursors", {})
+            groups: dict[str, tuple[ShardRange, list[dict[str, Any]]]] = {}
+            for row in rows:
+                r = find(ranges, row["name"])
+                if r is None:
+                    continue
+                cursor = cursors.get(r.name)
+                if r.state in ROUTED or (cursor is not None and row["name"] <= cursor):
+                    groups.setdefault(r.name, (r, []))[1].append(row)
+            for r, group in groups.values():
+                if not await self.client.send_rows(r, group):
+                    log.warning("forwarding %d rows to %s failed", len(group), r.name)
+                    return False
+                stats["forwarded_rows"] += len(group)
+            progress["fwd_row"] = rows[-1]["ROWID"]
+            await run_blocking(broker.set_progress, progress)
+
+    # -- a sharded root ------------------------------------------------------------------
+    async def refresh_stats(self, broker: ContainerBroker, info: dict[str, Any],
+                            own: ShardRange | None, ranges: list[ShardRange],
+                            ) -> list[ShardRange]:
+        """The shards' counts into the root's ranges (the root's HEAD sums them); returns
+        the live ranges as they are now."""
+        changed = []
+        ts = Timestamp.now().internal
+        for r in ranges:
+            got = await self.client.stats(r)
+            if got is not None and got != (r.object_count, r.bytes_used):
+                changed.append(ShardRange(**{**r.to_dict(), "object_count": got[0],
+                                             "bytes_used": got[1], "meta_timestamp": ts}))
+        if changed:
+            await run_blocking(broker.merge_ranges, changed)
+        # Every pass, not only on change: a root replica that was down catches up here.
+        own_now, all_ranges = await run_blocking(broker.get_ranges)
+        await self.client.push_ranges(info["account"], info["container"],
+                                      [x for x in [own_now or own, *all_ranges] if x])
+        return live(all_ranges)
+
+    # -- collapse ------------------------------------------------------------------------
+    async def collapse(self, broker: ContainerBroker, info: dict[str, Any],
+                       own: ShardRange | None, ranges: list[ShardRange],
+                       stats: dict[str, Any], delete: bool = False) -> None:
+        """Bring every shard's rows back into the root, then make it unsharded again."""
+        assert own is not None
+        stats["collapsing"] += 1
+        if own.state != State.SHRINKING:
+            own = _with_state(own, State.SHRINKING)
+            await run_blocking(broker.set_progress, await run_blocking(broker.get_progress),
+                               [own])
+            _, all_ranges = await run_blocking(broker.get_ranges)
+            await self.client.push_ranges(info["account"], info["container"],
+                                          [own, *all_ranges])
+        targets = [r for r in live(ranges) if r.state != State.SHRUNK]
+        if not await self.pull(broker, own, targets, stats):
+            return  # a replica did not answer: again next pass
+        ts = Timestamp.now().internal
+        for r in targets:
+            # The shard now sends updates on to the root (an object server's route cache
+            # may still name it); what reached it before it heard is pulled again later.
+            await self.client.push_ranges(r.account, r.container, [ShardRange(
+                name=r.name, timestamp=r.timestamp, lower=r.lower, upper=r.upper,
+                state=State.SHRUNK, state_timestamp=ts)])
+        gone = []
+        for r in targets:
+            if delete and not await self.client.delete_shard(r):
+                return
+            gone.append(ShardRange(**{**r.to_dict(), "state": int(State.SHRUNK),
+                                      "state_timestamp": ts, "deleted": int(delete),
+                                      "timestamp": ts if delete else r.timestamp}))
+        own = _with_state(own, State.COLLAPSED, ts)
+        progress = await run_blocking(broker.get_progress)
+        progress["collapsed_at"] = ts
+        await run_blocking(broker.set_progress, progress, [own, *gone])
+        _, all_ranges = await run_blocking(broker.get_ranges)
+        await self.client.push_ranges(info["account"], info["container"], [own, *all_ranges])
+        stats["collapsed"] += 1
+        log.info("%s collapsed back into its root", own.name)
+
+    async def pull(self, broker: ContainerBroker, own: ShardRange, ranges: list[ShardRange],
+                   stats: dict[str, Any]) -> bool:
+        """Merge rows changed in each replica of each shard since the last pull into every
+        replica of the root (a quorum); True when every shard replica answered."""
+        ok = True
+        for r in ranges:
+            for i in range(self.client.replica_count(r)):
+                key = f"{r.name}|{i}"
+                while True:
+                    progress = await run_blocking(broker.get_progress)
+                    since = int(progress.setdefault("pulled", {}).get(key, -1))
+                    rows = await self.client.pull(r, i, since, self.batch)
+                    if rows is None:
+                        ok = False
+                        break
+                    if not rows:
+                        break
+                    if not await self.client.send_rows(own, rows):
+                        return False
+                    progress["pulled"][key] = rows[-1]["ROWID"]
+                    await run_blocking(broker.set_progress, progress)
+                    stats["pulled_rows"] += len(rows)
+        return ok
+
+    async def after_collapse(self, broker: ContainerBroker, info: dict[str, Any],
+                             own: ShardRange | None, ranges: list[ShardRange],
+                             stats: dict[str, Any]) -> None:
+        """Pull updates that reached the former shards late, for `shrunk_grace` seconds;
+        then forget the shards."""
+        shrunk = [r for r in live(ranges) if r.state == State.SHRUNK]
+        if not shrunk:
+            return
+        assert own is not None
+        await self.pull(broker, own, shrunk, stats)
+        progress = await run_blocking(broker.get_progress)
+        since = float(Timestamp.parse(progress.get("collapsed_at", "0")))
+        if time.time() - since > self.shrunk_grace:
+            for r in shrunk:  # gone if empty (the root was emptied); else left on disk
+                await self.client.delete_shard(r)
+            ts = Timestamp.now().internal
+            await run_blocking(broker.merge_ranges, [
+                ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts}) for r in shrunk])
+
+
+def own_name(info: dict[str, Any]) -> str:
+    return f"{info['account']}/{info['container']}"
+
+
+def _with_state(r: ShardRange, state: State, ts: str | None = None) -> ShardRange:
+    return ShardRange(**{**r.to_dict(), "state": int(state),
+                         "state_timestamp": ts or Timestamp.now().internal})
+
+
+def run_daemon(conf: Section, once: bool = False) -> int:
+    sharder = Sharder(conf)
+    return daemon.run(conf, NAME, sharder.run_pass, once, sharder.setup, sharder.teardown)

@@ -1,0 +1,138 @@
+"""Sharding under faults: the sharder killed (as kill -9 would) mid-cleave at several points
+resumes without losing a row; a container node down while a container is sharded comes
+back and every replica of the root and of its shards converges."""
+
+from __future__ import annotations
+
+import json
+import random
+from urllib.parse import quote
+
+import pytest
+
+from swiftlite.common.config import load_config
+from swiftlite.container.sharder import EXIT_AFTER_ENV
+from swiftlite.ring import Ring
+from tests.helpers import http_request
+from tests.sharding_support import (
+    converge,
+    listing_names,
+    manual_split,
+    put_many,
+    run_daemon,
+    sharding_cluster,
+    shards,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sharding-faults")]
+
+
+def churn(conn, container: str, model: dict[str, int], rnd: random.Random, n: int) -> None:
+    """PUTs of new names all over the namespace, overwrites and DELETEs."""
+    for _ in range(n):
+        op = rnd.random()
+        if op < 0.5 or not model:
+            name = f"o{rnd.randrange(1000):04d}-{rnd.randrange(10**6)}"
+            conn.put_object(container, name, b"n" * 3)
+            model[name] = 3
+        elif op < 0.8:
+            name = rnd.choice(sorted(model))
+            conn.delete_object(container, name)
+            del model[name]
+        else:
+            name = rnd.choice(sorted(model))
+            conn.put_object(container, name, b"ow")
+            model[name] = 2
+
+
+def test_sharder_killed_mid_cleave_resumes(tmp_path):
+    c = sharding_cluster(str(tmp_path), batch=40)
+    try:
+        conn = c.connection()
+        conn.put_container("kill")
+        model = {f"o{i:04d}": 1 for i in range(0, 1000, 2)}  # 500 names
+        put_many(c, "kill", model)
+        manual_split(c, "AUTH_test/kill", 120)
+        rnd = random.Random(7)
+        seen_partial = 0
+        for exit_after in (1, 3, 2, 4):
+            rc = run_daemon(c, "container-sharder", env={EXIT_AFTER_ENV: str(exit_after)})
+            state = shards(c, "AUTH_test/kill")
+            if rc == 0:
+                break
+            assert rc == 9  # the test hook's abrupt exit, mid-cleave
+            assert state["state"] == "sharding"
+            cursors = [r["cleave_cursor"] for r in state["ranges"]]
+            assert any(cursors)
+            seen_partial += any(r["cleave_cursor"] and r["state"] == "created"
+                                for r in state["ranges"])
+            churn(conn, "kill", model, rnd, 40)  # writes between crashes
+        assert seen_partial >= 2  # killed inside a range, not only between ranges
+        assert run_daemon(c, "container-sharder") == 0
+        assert shards(c, "AUTH_test/kill")["state"] == "sharded"
+        churn(conn, "kill", model, rnd, 40)
+        converge(c)
+        names = listing_names(conn, "kill")
+        assert names == sorted(model)
+        _, rows = conn.get_container("kill", full_listing=True)
+        assert {r["name"]: r["bytes"] for r in rows} == model
+        assert int(conn.head_container("kill")["x-container-object-count"]) == len(model)
+    finally:
+        c.stop()
+
+
+def replica_views(c, account: str, container: str) -> list[tuple[list, list]]:
+    """Per replica: (its shard ranges, its own rows' names), asked of each container server
+    directly."""
+    conf = load_config(c.nodes[0]["conf"], "container-server")
+    ring = Ring.from_conf(conf, "container")
+    part, nodes = ring.get_nodes(account, container)
+    out = []
+    for n in nodes:
+        path = f"/{n['device']}/{part}/{quote(account, safe='')}/{quote(container, safe='')}"
+        base = f"http://{n['ip']}:{n['port']}"
+        st, _, body = http_request(base, "GET", path, {"X-Backend-Record-Type": "shard"})
+        assert st == 200, (st, body)
+        ranges = sorted((r["name"], r["lower"], r["upper"], r["state"], r["deleted"])
+                        for r in json.loads(body))
+        st, _, body = http_request(base, "GET", path + "?format=json",
+                                   {"X-Backend-Allow-Reserved-Names": "true"})
+        assert st == 200, (st, body)
+        out.append((ranges, [r["name"] for r in json.loads(body)]))
+    return out
+
+
+def test_node_down_while_sharding_converges(tmp_path):
+    c = sharding_cluster(str(tmp_path), nodes=3, devices=1, batch=50)
+    try:
+        conn = c.connection()
+        conn.put_container("down")
+        model = {f"o{i:04d}": 1 for i in range(300)}
+        put_many(c, "down", model)
+        state = shards(c, "AUTH_test/down")
+        lead_port = int(state["replicas"][0]["device"].split("/")[0].rsplit(":", 1)[1])
+        ports = [n["servers"]["container"]["port"] for n in c.nodes]
+        leader = ports.index(lead_port)
+        victim = (leader + 1) % 3
+        c.kill_node(victim, roles=["container"])
+        manual_split(c, "AUTH_test/down", 80)
+        assert run_daemon(c, "container-sharder", leader) == 0  # a quorum is enough
+        assert shards(c, "AUTH_test/down")["state"] == "sharded"
+        rnd = random.Random(3)
+        churn(conn, "down", model, rnd, 60)  # the down node's updates go to async_pending
+        c.start_node(victim, roles=["container"])
+        converge(c)
+        assert listing_names(conn, "down") == sorted(model)
+        roots = replica_views(c, "AUTH_test", "down")
+        assert roots[0][0] == roots[1][0] == roots[2][0]
+        live_ranges = [r for r in roots[0][0] if not r[4] and not r[0].startswith("AUTH_test/")]
+        assert len(live_ranges) >= 3 and all(r[3] == 40 for r in live_ranges)  # ACTIVE
+        held = []
+        for name, *_ in live_ranges:
+            acct, cont = name.split("/", 1)
+            views = replica_views(c, acct, cont)
+            assert views[0][1] == views[1][1] == views[2][1], name
+            held += views[0][1]
+        assert sorted(held) == sorted(model)
+    finally:
+        c.stop()
