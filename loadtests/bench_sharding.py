@@ -258,6 +258,9 @@ def main() -> None:
                     make_db(root, ACCOUNT, container, 0, size)
                     ranges = []
                 built = time.perf_counter() - t0
+                # The build wrote GBs without fsync: flush them now, or their writeback
+                # competes with the updates' fsyncs and the figures measure the page cache.
+                os.sync()
                 srv = Server(root)
                 try:
                     lst = asyncio.run(listing(srv, container, size, sharded))

@@ -23,7 +23,8 @@ def sharding_cluster(root: str, nodes: int = 1, devices: int = 4, batch: int = 2
     c = start_cluster(root, nodes=nodes, devices=devices, replicas=3, part_power=6,
                       extra_args=["--shard-threshold", str(threshold)])
     for node in c.nodes:
-        set_conf(node["conf"], "container-sharder", cleave_batch_size=batch)
+        # shrunk_grace 0: a collapsed root's former shards go on the next pass.
+        set_conf(node["conf"], "container-sharder", cleave_batch_size=batch, shrunk_grace=0)
         # Tests run the updater by hand (--once): no waiting on retry back-off.
         set_conf(node["conf"], "object-updater", retry_min=0)
     return c

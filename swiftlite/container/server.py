@@ -35,7 +35,13 @@ from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.account_reporter import AccountReporter, parse_account_nodes
 from swiftlite.container.broker import ContainerBroker
-from swiftlite.container.shard_ranges import LISTED_FROM_SHARDS, ShardRange, live, route
+from swiftlite.container.shard_ranges import (
+    LISTED_FROM_SHARDS,
+    ShardRange,
+    State,
+    live,
+    route,
+)
 from swiftlite.container.shard_server import (
     LISTING_LOWER,
     LISTING_UPPER,
@@ -223,7 +229,7 @@ class ContainerServer(DBServer):
     async def get(self, request: web.Request, broker: ContainerBroker,
                   dev_path: str) -> web.StreamResponse:
         rtype = request.headers.get(RECORD_TYPE)
-        if rtype not in ("shard", "auto", "raw", "rows"):
+        if rtype not in ("shard", "auto", "nested", "raw", "rows"):
             return await super().get(request, broker, dev_path)
         if rtype == "rows":
             return await self._get_rows(request, broker)
@@ -244,9 +250,11 @@ class ContainerServer(DBServer):
         if rtype == "shard":
             body = [r.to_dict() for r in ([own] if own else []) + ranges]
             return web.json_response(body, headers=headers)
-        if rtype == "auto" and state in LISTED_FROM_SHARDS:
-            body = segments(state, f"{info['account']}/{info['container']}", live(ranges))
-            return web.json_response({"segments": body}, headers=headers)
+        if rtype in ("auto", "nested") and state in LISTED_FROM_SHARDS:
+            # "nested": a shard asked for its rows that split in turn (see shard_listing).
+            name = f"{info['account']}/{info['container']}"
+            body = segments(state, name, live(ranges))
+            return web.json_response({"segments": body, "name": name}, headers=headers)
         if rtype == "auto":
             return await super().get(request, broker, dev_path)
         # "raw": the rows as msgpack, for the proxy to merge with other shards' rows.
@@ -280,6 +288,8 @@ class ContainerServer(DBServer):
             state, ranges = await self.routes.get(broker)
         except DatabaseNotFound:
             return error(404, "Container Not Found")
+        if state == State.SHRUNK and not ranges:
+            return error(404, "Container Not Found")  # a retired shard whose root is unknown
         r = route(state, ranges, obj)
         return redirect_response(r) if r is not None else None
 
@@ -346,6 +356,8 @@ class ContainerServer(DBServer):
             state, ranges = await self.routes.get(broker)
         except DatabaseNotFound:
             return rows, {}  # the commit answers the 404
+        if state == State.SHRUNK and not ranges:
+            raise HTTPError(404, "Container Not Found")  # a retired shard, root unknown
         return split_rows(state, ranges, rows)
 
     @staticmethod

@@ -154,6 +154,22 @@ class ShardingMixin:
             return [dict(zip(cols, r, strict=True))
                     for r in self._get_conn().execute(sql, args)]
 
+    def count_range(self, lower: str, upper: str) -> tuple[int, int]:
+        """(live rows, bytes) with lower < name <= upper ('' unbounded)."""
+        sql = "SELECT COUNT(*), IFNULL(SUM(size), 0) FROM object WHERE deleted = 0 AND name > ?"
+        args = [lower]
+        if upper:
+            sql += " AND name <= ?"
+            args.append(upper)
+        with self._lock:
+            n, b = self._get_conn().execute(sql, args).fetchone()
+            return int(n), int(b)
+
+    def root_of(self) -> str | None:
+        """A shard's root ("account/container"); None for a root."""
+        root = unquote(self.get_metadata().get(ROOT_KEY, [""])[0])
+        return root if "/" in root else None
+
     def count_rows(self) -> int:
         """Live rows (the sharding trigger): the stat counter, no scan."""
         with self._lock:

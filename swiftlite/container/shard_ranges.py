@@ -131,8 +131,10 @@ def shard_container_name(root_account: str, root_container: str, timestamp: str,
 
 
 def ranges_from_points(root_account: str, root_container: str, points: Sequence[str],
-                       timestamp: str) -> list[ShardRange]:
-    bounds = ["", *points, ""]
+                       timestamp: str, lower: str = "", upper: str = "") -> list[ShardRange]:
+    """FOUND ranges cutting lower < name <= upper (a root's whole namespace, or a shard's
+    range when a shard splits) at `points`."""
+    bounds = [lower, *points, upper]
     acct = shard_account(root_account)
     return [ShardRange(name=f"{acct}/"
                        f"{shard_container_name(root_account, root_container, timestamp, i)}",

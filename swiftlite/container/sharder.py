@@ -19,6 +19,14 @@ root), then moves the point. Progress (cursors, fwd_row) and the range state it 
 commit in one transaction, so a kill -9 anywhere resumes where it stopped: rows are copied
 again at worst, and merging a row twice changes nothing.
 
+A shard that grows past the threshold in turn splits the same way (its leader's sharder:
+split points from its own names, children in the root's hidden account, cleave, switch),
+then tells the root: its own range deleted, the children's ACTIVE. Until the root has
+heard, the shard redirects updates to its children and answers listings with them, so a
+kill -9 between the switch and telling the root loses nothing; each pass tells it again
+until a quorum of the root's replicas took it. The root's ranges thus stay one flat list of
+leaves, however often its shards split.
+
 Shrinking: a sharded root whose shards together hold fewer than `shrink_threshold` live
 rows collapses (or when an operator says so, `swiftlite shards ... shrink`): the root stops
 redirecting (it takes updates itself again), pulls every row of every shard replica,
@@ -27,7 +35,7 @@ arrival does not matter), and becomes COLLAPSED: unsharded, listed from its own 
 `shrunk_grace` seconds after, each pass pulls again, in case an object server still sent an
 update to a shard from its route cache. Merging neighbouring shards one by one is not done
 yet: a root collapses as a whole. A deleted sharded root (empty: it counts its shards) is
-collapsed the same way, then its shards are deleted.
+collapsed the same way; the (empty) shards are deleted once `shrunk_grace` is over.
 """
 
 from __future__ import annotations
@@ -61,6 +69,9 @@ log = logging.getLogger("swiftlite.container-sharder")
 NAME = "container-sharder"
 # Test hook: exit abruptly (as kill -9 would) after this many cleave batches in a process.
 EXIT_AFTER_ENV = "SWIFTLITE_SHARDER_EXIT_AFTER"
+# Test hook: exit abruptly at a named point ("shard-switched": a shard that split has
+# switched to sharded and told its replicas, not yet its root).
+EXIT_AT_ENV = "SWIFTLITE_SHARDER_EXIT_AT"
 
 
 class Sharder(daemon.PeerSession):
@@ -101,7 +112,8 @@ class Sharder(daemon.PeerSession):
 
     async def run_pass(self, stats: dict[str, Any]) -> None:
         for k in ("sharding", "sharded", "shards", "cleaved_rows", "forwarded_rows",
-                  "shards_created", "roots_split", "collapsing", "collapsed", "pulled_rows"):
+                  "shards_created", "roots_split", "shards_split", "collapsing", "collapsed",
+                  "pulled_rows"):
             stats[k] = 0
         await self.ring.refresh()
         jobs = await run_blocking(self._jobs)
@@ -121,11 +133,17 @@ class Sharder(daemon.PeerSession):
         info = await run_blocking(broker.get_info)
         own, ranges = await run_blocking(broker.get_ranges)
         state = own.state if own is not None else State.UNSHARDED
+        root = await run_blocking(broker.root_of)
+        if root is not None:
+            await self.process_shard(broker, info, own, ranges, root, stats)
+            return
         if state >= State.FOUND and state != State.SHRINKING:
-            return  # a shard: its root's sharder looks after it
+            return
         if info["deleted"]:
             if state in (State.SHARDED, State.SHRINKING):
-                await self.collapse(broker, info, own, ranges, stats, delete=True)
+                await self.collapse(broker, info, own, ranges, stats)
+            elif state == State.COLLAPSED:
+                await self.after_collapse(broker, info, own, ranges, stats)
             return
         if state == State.COLLAPSED:
             await self.after_collapse(broker, info, own, ranges, stats)
@@ -153,17 +171,60 @@ class Sharder(daemon.PeerSession):
                      own_name(info), sum(r.object_count for r in ranges))
         await self.collapse(broker, info, own, ranges, stats)
 
+    async def process_shard(self, broker: ContainerBroker, info: dict[str, Any],
+                            own: ShardRange | None, ranges: list[ShardRange], root: str,
+                            stats: dict[str, Any]) -> None:
+        """A shard that grew past the threshold splits as a root does; once its children
+        hold every row its root is told: the shard's range gone, theirs ACTIVE."""
+        if own is None or info["deleted"]:
+            return
+        state = own.state
+        if state == State.ACTIVE:
+            if info["object_count"] <= self.threshold:
+                return
+            own, ranges = await self.split(broker, info, root=root, own=own)
+            stats["shards_split"] += 1
+            state = State.SHARDING
+        if state == State.SHARDING:
+            stats["sharding"] += 1
+            if not await self.cleave(broker, info, own, live(ranges), stats, root=root):
+                return
+            own, ranges = await run_blocking(broker.get_ranges)
+            state = State.SHARDED
+        if state == State.SHARDED:
+            await self.forward(broker, live(ranges), stats)  # late updates to the children
+            progress = await run_blocking(broker.get_progress)
+            if progress.get("root_told"):
+                return
+            self._exit_at("shard-switched")
+            # Tell the root, every pass until a quorum of its replicas took it: from then on
+            # it routes to and lists the children (its replicator tells the others). Until
+            # then this shard redirects updates to them and lists through them.
+            ranges = await self.refresh_stats(broker, info, own, live(ranges))
+            gone = ShardRange(**{**own.to_dict(), "deleted": 1,
+                                 "timestamp": own.state_timestamp})
+            account, _, container = root.partition("/")
+            if await self.client.push_ranges(account, container, [gone, *ranges]):
+                progress["root_told"] = Timestamp.now().internal
+                await run_blocking(broker.set_progress, progress)
+            else:
+                log.warning("%s: could not tell root %s of its children yet", own.name, root)
+
     # -- split ---------------------------------------------------------------------------
     async def split(self, broker: ContainerBroker, info: dict[str, Any],
-                    manual: bool = False) -> tuple[ShardRange, list[ShardRange]]:
+                    manual: bool = False, root: str | None = None,
+                    own: ShardRange | None = None) -> tuple[ShardRange, list[ShardRange]]:
         """`manual`: an operator's split; if the container is under shrink_threshold
-        already, the automatic collapse then leaves it alone (else it would undo it)."""
+        already, the automatic collapse then leaves it alone (else it would undo it).
+        `root`, `own`: a shard splitting its range, named after its root."""
         points = await run_blocking(broker.find_split_points, self.rows_per_shard,
                                     self.rows_per_shard // 4)
         ts = Timestamp.now().internal
-        ranges = ranges_from_points(info["account"], info["container"], points, ts)
-        own = ShardRange(name=own_name(info), timestamp=ts, state=State.SHARDING,
-                         state_timestamp=ts)
+        root_account, _, root_container = (root or own_name(info)).partition("/")
+        lower, upper = (own.lower, own.upper) if own is not None else ("", "")
+        ranges = ranges_from_points(root_account, root_container, points, ts, lower, upper)
+        own = ShardRange(name=own_name(info), timestamp=own.timestamp if own else ts,
+                         lower=lower, upper=upper, state=State.SHARDING, state_timestamp=ts)
         _, old = await run_blocking(broker.get_ranges)
         ranges += [ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts})
                    for r in live(old)]  # a collapsed root's former shards
@@ -180,10 +241,12 @@ class Sharder(daemon.PeerSession):
 
     # -- cleave --------------------------------------------------------------------------
     async def cleave(self, broker: ContainerBroker, info: dict[str, Any], own: ShardRange | None,
-                     ranges: list[ShardRange], stats: dict[str, Any]) -> bool:
-        """Copy every range not yet cleaved; True once the root switched to sharded."""
+                     ranges: list[ShardRange], stats: dict[str, Any],
+                     root: str | None = None) -> bool:
+        """Copy every range not yet cleaved; True once the DB switched to sharded. `root`:
+        the DB is a shard of that root, which is told of the children at the switch."""
         assert own is not None
-        root = own_name(info)
+        root = root or own_name(info)
         progress = await run_blocking(broker.get_progress)
         progress.setdefault("cursors", {})
         for r in ranges:
@@ -221,14 +284,25 @@ class Sharder(daemon.PeerSession):
         if not await self.forward(broker, live(all_ranges), stats):
             return False
         ts = Timestamp.now().internal
-        done = [_with_state(r, State.ACTIVE, ts) for r in live(all_ranges)
-                if r.state == State.CLEAVED]
+        done = []
+        for r in live(all_ranges):
+            if r.state == State.CLEAVED:
+                count, nbytes = await run_blocking(broker.count_range, r.lower, r.upper)
+                done.append(ShardRange(**{**r.to_dict(), "state": int(State.ACTIVE),
+                                          "state_timestamp": ts, "object_count": count,
+                                          "bytes_used": nbytes, "meta_timestamp": ts}))
         own = _with_state(own, State.SHARDED, ts)
         await run_blocking(broker.set_progress, progress, [*done, own])
         _, all_ranges = await run_blocking(broker.get_ranges)
         await self.client.push_ranges(info["account"], info["container"], [own, *all_ranges])
-        log.info("%s is sharded: %d shards", root, len(live(all_ranges)))
+        log.info("%s is sharded: %d shards", own.name, len(live(all_ranges)))
         return True
+
+    @staticmethod
+    def _exit_at(point: str) -> None:
+        if os.environ.get(EXIT_AT_ENV) == point:
+            log.warning("%s=%s: exiting abruptly", EXIT_AT_ENV, point)
+            os._exit(9)
 
     def _count_batch(self) -> None:
         self.batches_sent += 1
@@ -288,8 +362,9 @@ class Sharder(daemon.PeerSession):
     # -- collapse ------------------------------------------------------------------------
     async def collapse(self, broker: ContainerBroker, info: dict[str, Any],
                        own: ShardRange | None, ranges: list[ShardRange],
-                       stats: dict[str, Any], delete: bool = False) -> None:
-        """Bring every shard's rows back into the root, then make it unsharded again."""
+                       stats: dict[str, Any]) -> None:
+        """Bring every shard's rows back into the root, then make it unsharded again. The
+        shards stay (redirecting to the root) for `shrunk_grace`, then go if empty."""
         assert own is not None
         stats["collapsing"] += 1
         if own.state != State.SHRINKING:
@@ -309,13 +384,8 @@ class Sharder(daemon.PeerSession):
             await self.client.push_ranges(r.account, r.container, [ShardRange(
                 name=r.name, timestamp=r.timestamp, lower=r.lower, upper=r.upper,
                 state=State.SHRUNK, state_timestamp=ts)])
-        gone = []
-        for r in targets:
-            if delete and not await self.client.delete_shard(r):
-                return
-            gone.append(ShardRange(**{**r.to_dict(), "state": int(State.SHRUNK),
-                                      "state_timestamp": ts, "deleted": int(delete),
-                                      "timestamp": ts if delete else r.timestamp}))
+        gone = [ShardRange(**{**r.to_dict(), "state": int(State.SHRUNK),
+                              "state_timestamp": ts}) for r in targets]
         own = _with_state(own, State.COLLAPSED, ts)
         progress = await run_blocking(broker.get_progress)
         progress["collapsed_at"] = ts

@@ -41,6 +41,9 @@ from swiftlite.common.threadpool import run_blocking
 from swiftlite.obj.shard_routes import ShardRoutes
 
 log = logging.getLogger("swiftlite.object.updates")
+# Redirects an update follows: root -> shard, and a shard that split in turn -> its child
+# (until its root hears of the children); a bound, too, on a loop of stale ranges.
+MAX_HOPS = 3
 
 
 def _row(method: str, obj: str, headers: dict[str, str]) -> dict[str, Any]:
@@ -121,13 +124,6 @@ class ContainerUpdater:
         per_device = [(d, t) for d, t in per_device if t]
         if not per_device:
             return
-        shard = self.routes.lookup(account, container, obj)
-        if shard is not None:  # a shard we were redirected to lately holds this name
-            mapped = [(d, [st for t in targets for st in self.routes.targets(
-                account, container, *shard, t)]) for d, targets in per_device]
-            if all(t for _, t in mapped):
-                account, container = shard
-                per_device = mapped
         if txid:
             headers = dict(headers, **{"X-Trans-Id": txid})
         if len(per_device) == 1:
@@ -165,9 +161,10 @@ class ContainerUpdater:
 
     async def _send_all(self, device_path: str, method: str, account: str, container: str,
                         obj: str, headers: dict[str, str], targets: list[dict[str, Any]]) -> None:
+        shard = self.routes.lookup(account, container, obj)
         try:
             results = await asyncio.gather(
-                *(self._send_lane(method, account, container, obj, headers, t)
+                *(self._send_target(method, account, container, obj, headers, t, shard)
                   for t in targets))
         except Exception:
             log.exception("container update %s /%s/%s/%s to %s failed; saving it for the "
@@ -189,6 +186,20 @@ class ContainerUpdater:
             except Exception:
                 log.exception("could not save async update for /%s/%s/%s", account,
                               container, obj)
+
+    async def _send_target(self, method: str, account: str, container: str, obj: str,
+                           headers: dict[str, str], target: dict[str, Any],
+                           shard: tuple[str, str] | None) -> bool:
+        """To the shard a redirect named lately (batched like any update), else, or if that
+        fails (the shard moved or is gone), to the root replica as the proxy said."""
+        if shard is not None:
+            shard_targets = self.routes.targets(account, container, *shard, target)
+            oks = [await self._send_lane(method, *shard, obj, headers, st)
+                   for st in shard_targets]
+            if oks and all(oks):
+                return True
+            self.routes.forget(account, container)
+        return await self._send_lane(method, account, container, obj, headers, target)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -264,7 +275,8 @@ class ContainerUpdater:
 
     async def _send_batch(self, account: str, container: str,
                           sections: list[tuple[str, int, list[dict[str, Any]]]],
-                          target: dict[str, Any], txid: str | None) -> list[bool]:
+                          target: dict[str, Any], txid: str | None, hops: int = MAX_HOPS,
+                          root: tuple[str, str] | None = None) -> list[bool]:
         """MERGE /{dev}/{part}/{a}/{c} with a msgpack list of rows (the container server's
         batch form of the single-object PUT/DELETE); several replicas' rows go as sections
         of one MERGE (see common.replica_groups). One success flag per section."""
@@ -287,7 +299,8 @@ class ContainerUpdater:
             data = await resp.read()
             if 200 <= resp.status < 300:
                 redirected = await self._follow_batch(account, container, sections, target,
-                                                      resp.headers, data, txid)
+                                                      resp.headers, data, txid, hops,
+                                                      root or (account, container))
                 if len(sections) == 1:
                     return [redirected[0]]
                 statuses = parse_statuses(resp.headers.get(SECTION_STATUSES), len(sections))
@@ -306,11 +319,15 @@ class ContainerUpdater:
     async def _follow_batch(self, account: str, container: str,
                             sections: list[tuple[str, int, list[dict[str, Any]]]],
                             target: dict[str, Any], headers: Any, data: bytes,
-                            txid: str | None) -> list[bool]:
+                            txid: str | None, hops: int, root: tuple[str, str]) -> list[bool]:
         """Send the rows a batch answer redirected to their shards; per section, whether
-        all of its rows landed."""
+        all of its rows landed (not if `hops` redirects were followed already)."""
         if not headers.get(REDIRECTS):
             return [True] * len(sections)
+        if hops <= 0:
+            log.warning("container batch update to /%s/%s: redirected too many times",
+                        account, container)
+            return [False] * len(sections)
         try:
             per_section = parse_groups(msgpack.unpackb(data, raw=False))
         except (ValueError, TypeError) as exc:
@@ -321,20 +338,22 @@ class ContainerUpdater:
             ok = True
             root_target = dict(target, device=dev, partition=part)
             for sa, sc, lower, upper, rows in groups:
-                self.routes.learn(account, container, sa, sc, lower, upper)
+                self.routes.learn(*root, sa, sc, lower, upper)
                 shard_targets = self.routes.targets(account, container, sa, sc, root_target)
                 if not shard_targets:
                     ok = False
                 for st in shard_targets:
                     got = await self._send_batch(sa, sc, [(st["device"], st["partition"], rows)],
-                                                 st, txid)
+                                                 st, txid, hops - 1, root)
                     ok = ok and got[0]
             oks.append(ok)
         return oks + [False] * (len(sections) - len(oks))
 
     async def _send_one(self, method: str, account: str, container: str, obj: str,
                         headers: dict[str, str], target: dict[str, Any],
-                        follow: bool = True) -> bool:
+                        hops: int = MAX_HOPS, root: tuple[str, str] | None = None) -> bool:
+        """`hops`: redirects still to follow (a shard that split in turn redirects again);
+        routes learnt are kept under the `root` container."""
         assert self.pool is not None
         path = node_path(target, target["partition"], account, container, obj)
         where = f"{target['ip']}:{target['port']}{path}"
@@ -343,12 +362,13 @@ class ContainerUpdater:
             await resp.read()
             if 200 <= resp.status < 300:
                 return True
-            shard = parse_redirect(resp.headers) if resp.status == 301 and follow else None
+            shard = parse_redirect(resp.headers) if resp.status == 301 and hops > 0 else None
             if shard is not None:
                 sa, sc, lower, upper = shard
-                self.routes.learn(account, container, sa, sc, lower, upper)
+                root = root or (account, container)
+                self.routes.learn(*root, sa, sc, lower, upper)
                 shard_targets = self.routes.targets(account, container, sa, sc, target)
-                oks = [await self._send_one(method, sa, sc, obj, headers, st, follow=False)
+                oks = [await self._send_one(method, sa, sc, obj, headers, st, hops - 1, root)
                        for st in shard_targets]
                 return bool(oks) and all(oks)
             log.warning("container update %s %s -> %d", method, where, resp.status)

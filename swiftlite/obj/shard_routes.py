@@ -5,8 +5,10 @@ that holds it (common.shard_redirect). The object server then sends the update t
 shard's replica in the same position of the container ring's primaries as the root replica
 it was meant for (so three root replicas map to three shard replicas, not nine sends), and
 remembers the shard's range for `ttl` seconds so later updates go straight to the shard.
-If anything about that fails, the update is saved for the root as any failure is, and the
-updater follows the redirect in its turn: an update is never dropped.
+If sending to a cached shard fails (it moved, or is gone), the route is forgotten and the
+update goes to the root; if anything about that fails, the update is saved for the root
+as any failure is, and the updater follows the redirect in its turn: an update is never
+dropped.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class ShardRoutes:
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[(account, container)] = entries
+
+    def forget(self, account: str, container: str) -> None:
+        self._cache.pop((account, container), None)
 
     def lookup(self, account: str, container: str, obj: str) -> tuple[str, str] | None:
         entries = self._cache.get((account, container))

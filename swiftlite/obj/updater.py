@@ -32,6 +32,7 @@ from swiftlite.common.devices import device_roots
 from swiftlite.common.shard_redirect import parse_redirect
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.obj.container_updates import MAX_HOPS
 from swiftlite.obj.shard_routes import ShardRoutes
 
 log = logging.getLogger("swiftlite.object-updater")
@@ -77,8 +78,9 @@ class Updater(daemon.PeerSession):
         self.routes = ShardRoutes(conf)
 
     async def send(self, record: dict[str, Any], target: dict[str, Any],
-                   follow: bool = True) -> int:
-        """The target's status, or 0 when it could not be reached."""
+                   hops: int = MAX_HOPS) -> int:
+        """The target's status, or 0 when it could not be reached; a redirect to a shard is
+        followed `hops` times (a shard that split in turn redirects again)."""
         assert self.session is not None
         path = quote_path(target["device"], target["partition"]) + record["path"]
         try:
@@ -90,19 +92,20 @@ class Updater(daemon.PeerSession):
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.debug("update %s %s failed: %r", record["method"], path, exc)
             return 0
-        if shard is None or not follow:
+        if shard is None or hops <= 0:
             return resp.status
-        return await self._follow(record, target, *shard)
+        return await self._follow(record, target, hops, *shard)
 
-    async def _follow(self, record: dict[str, Any], target: dict[str, Any], shard_account: str,
-                      shard_container: str, lower: str, upper: str) -> int:
+    async def _follow(self, record: dict[str, Any], target: dict[str, Any], hops: int,
+                      shard_account: str, shard_container: str, lower: str, upper: str) -> int:
         """Send an object update a root redirected on to its shard: 2xx once it landed."""
         account, container, obj = unquote(record["path"][1:]).split("/", 2)
-        self.routes.learn(account, container, shard_account, shard_container, lower, upper)
+        root = record.get("root") or (account, container)
+        self.routes.learn(*root, shard_account, shard_container, lower, upper)
         targets = self.routes.targets(account, container, shard_account, shard_container,
                                       target)
-        moved = dict(record, path=quote_path(shard_account, shard_container, obj))
-        statuses = [await self.send(moved, t, follow=False) for t in targets]
+        moved = dict(record, path=quote_path(shard_account, shard_container, obj), root=root)
+        statuses = [await self.send(moved, t, hops - 1) for t in targets]
         return 202 if statuses and all(200 <= s < 300 for s in statuses) else 0
 
     async def update_one(self, dev_path: str, path: str, record: dict[str, Any],

@@ -7,6 +7,10 @@ client's query within the segment's bounds (sent apart from the markers), with t
 cut to what is still wanted, in raw rows; the rows are rendered once in the client's
 format.
 
+A shard that is itself sharding or sharded (it grew past the threshold and its root has
+not heard of its children yet) answers with its own segments, and the proxy walks those
+within the shard's bounds, up to `MAX_DEPTH` levels.
+
 Delimiter roll-ups that span a boundary are not repeated: the next segment is asked with
 the last entry (object or subdir) as its marker, and a DB's walk neither lists that subdir
 again nor anything under it (forward: it skips past it; reverse: the marker is the upper
@@ -15,6 +19,7 @@ bound, every name under the subdir sorts above it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -34,6 +39,7 @@ RECORD_TYPE = "X-Backend-Record-Type"
 SHARDING_STATE = "X-Backend-Sharding-State"
 LOWER = "X-Backend-Listing-Lower"  # a raw listing's bounds, quoted (see db.listing)
 UPPER = "X-Backend-Listing-Upper"
+MAX_DEPTH = 4  # shards of shards the proxy follows before it lists a DB's own rows
 
 # fetch(segment, marker, end_marker, limit) -> raw rows of the segment's DB, within the
 # segment's bounds (sent apart from the markers: a bound never hides a subdir)
@@ -53,6 +59,17 @@ def wanted(p: ListingParams, lower: str, upper: str, marker: str | None) -> bool
     if lo is not None and upper and upper <= lo:
         return False
     return not (hi is not None and lower and lower >= hi)
+
+
+def clip(segments: list[dict[str, str]], lower: str, upper: str) -> list[dict[str, str]]:
+    """`segments` cut to lower < name <= upper ('' unbounded), empty ones left out."""
+    out = []
+    for seg in segments:
+        lo = max(seg["lower"], lower)
+        hi = min(seg["upper"], upper) if seg["upper"] and upper else seg["upper"] or upper
+        if not hi or lo < hi:
+            out.append({**seg, "lower": lo, "upper": hi})
+    return out
 
 
 async def walk_segments(segments: list[dict[str, str]], p: ListingParams,
@@ -85,7 +102,7 @@ async def listing(proxy, request: web.Request, container: str, root: BackendResp
         passthrough["reverse"] = "true"
 
     async def fetch(seg: dict[str, str], marker: str | None, end_marker: str | None,
-                    limit: int) -> list[tuple]:
+                    limit: int, parent: str, depth: int) -> list[tuple]:
         acct, cont = seg["name"].split("/", 1)
         query = dict(passthrough, format="json", limit=str(limit))
         if marker is not None:
@@ -93,17 +110,28 @@ async def listing(proxy, request: web.Request, container: str, root: BackendResp
         if end_marker is not None:
             query["end_marker"] = end_marker
         part = proxy.container_ring.get_part(acct, cont)
-        headers = {**extra, RECORD_TYPE: "raw", LOWER: quote(seg["lower"], safe=""),
-                   UPPER: quote(seg["upper"], safe="")}
+        # A segment of the DB that named it is that DB's own rows; any other may be a shard
+        # that split in turn ("nested": its segments if so, else its rows).
+        nested = seg["name"] != parent and depth < MAX_DEPTH
+        headers = {**extra, RECORD_TYPE: "nested" if nested else "raw",
+                   LOWER: quote(seg["lower"], safe=""), UPPER: quote(seg["upper"], safe="")}
         resp = await read_any(proxy, request, proxy.container_ring, part, "GET", (acct, cont),
                               urlencode(query), headers)
         if resp.status == 204:
             return []
+        if nested and is_segmented(resp):
+            subs = clip(json.loads(resp.body)["segments"], seg["lower"], seg["upper"])
+            sub = dataclasses.replace(params, marker=marker, end_marker=end_marker,
+                                      limit=limit)
+            return await walk_segments(
+                subs, sub, lambda s, m, e, n: fetch(s, m, e, n, seg["name"], depth + 1))
         if resp.status != 200:
             raise HTTPError(503, "a shard of the container could not be listed")
         return [tuple(r) for r in msgpack.unpackb(resp.body, raw=False)]
 
-    rows = await walk_segments(segments, params, fetch)
+    root_name = json.loads(root.body).get("name", "")
+    rows = await walk_segments(
+        segments, params, lambda s, m, e, n: fetch(s, m, e, n, root_name, 0))
     body, ctype = render_body(rows, params.out_format, "container", container)
     headers: dict[str, Any] = dict(client_headers(root.headers))
     headers.pop("Content-Type", None)

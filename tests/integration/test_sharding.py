@@ -6,8 +6,10 @@ deletes, DELETE of a sharded container."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 from xml.etree import ElementTree
 
 import pytest
@@ -15,7 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from swiftclient import ClientException
 
+from swiftlite.common.config import load_config
+from swiftlite.container.sharder import EXIT_AT_ENV
 from swiftlite.db.listing import Bounds, ListingParams, next_after, walk
+from swiftlite.ring import Ring
 from tests.helpers import http_request, wait_for
 from tests.sharding_support import (
     THRESHOLD,
@@ -24,6 +29,7 @@ from tests.sharding_support import (
     listing_names,
     put_many,
     run_daemon,
+    run_threads,
     sharding_cluster,
     shards,
     split,
@@ -114,16 +120,19 @@ def test_updates_are_redirected_to_shards(cluster):
 def test_delete_sharded_container(cluster):
     conn = cluster.connection()
     conn.put_container("del")
-    names = [f"d{i:05d}" for i in range(250)]
+    names = [f"d{i:05d}" for i in range(150)]
     put_many(cluster, "del", names)
-    split(cluster, "AUTH_test/del", 100)
-    assert shards(cluster, "AUTH_test/del")["state"] == "sharded"
+    # An operator's split of a container under shrink_threshold: kept, not collapsed.
+    split(cluster, "AUTH_test/del", 50)
+    state = shards(cluster, "AUTH_test/del")
+    assert state["state"] == "sharded"
     with pytest.raises(ClientException) as exc:
         conn.delete_container("del")
     assert exc.value.http_status == 409
-    for n in names[:-1]:
-        conn.delete_object("del", n)
+    run_threads(lambda chunk: [cluster.connection().delete_object("del", n) for n in chunk],
+                [names[:-1][i::6] for i in range(6)])
     sharder(cluster)  # refreshes the counts: one object left
+    assert shards(cluster, "AUTH_test/del")["state"] == "sharded"
     with pytest.raises(ClientException) as exc:
         conn.delete_container("del")
     assert exc.value.http_status == 409
@@ -133,10 +142,26 @@ def test_delete_sharded_container(cluster):
     with pytest.raises(ClientException) as exc:
         conn.head_container("del")
     assert exc.value.http_status == 404
+    sharder(cluster)  # the deleted root's rows come back from its shards
+    sharder(cluster)  # and its (empty) shards go
+    after = shards(cluster, "AUTH_test/del")
+    assert after["state"] == "collapsed" and after["ranges"] == []
+    for r in state["ranges"]:
+        acct, cont = r["name"].split("/", 1)
+        assert backend_status(cluster, acct, cont) == {404}
     # Made again, the container starts empty and unsharded.
     conn.put_container("del")
     conn.put_object("del", "again", b"1")
     assert listing_names(conn, "del") == ["again"]
+
+
+def backend_status(c, account: str, container: str) -> set[int]:
+    """The HEAD status of each replica of a container, asked of its servers directly."""
+    conf = load_config(c.nodes[0]["conf"], "container-server")
+    part, nodes = Ring.from_conf(conf, "container").get_nodes(account, container)
+    return {http_request(f"http://{n['ip']}:{n['port']}", "HEAD",
+                         f"/{n['device']}/{part}/{quote(account, safe='')}/"
+                         f"{quote(container, safe='')}")[0] for n in nodes}
 
 
 def test_collapse_after_mass_deletes(cluster):
@@ -192,7 +217,7 @@ def listed(cluster):
     return conn
 
 
-def model_listing(p: ListingParams) -> list[str]:
+def model_listing(p: ListingParams, names: list[str] = MODEL_NAMES) -> list[str]:
     def fetch(b: Bounds, prefix, limit, reverse):
         def ok(n):
             if b.lo is not None and (n < b.lo or (n == b.lo and not b.lo_incl)):
@@ -203,7 +228,7 @@ def model_listing(p: ListingParams) -> list[str]:
                 up = next_after(prefix)
                 return n >= prefix and (up is None or n < up)
             return True
-        rows = [(n, "0000000001.00000", 1, "x", "e") for n in MODEL_NAMES if ok(n)]
+        rows = [(n, "0000000001.00000", 1, "x", "e") for n in names if ok(n)]
         return (rows[::-1] if reverse else rows)[:limit]
     return [r[0] for r in walk(fetch, p)]
 
@@ -250,3 +275,68 @@ def test_listing_path_param(listed):
                                               prefix="a/", delimiter="/", reverse=False,
                                               out_format="json", path="a/"))
     assert "a/-/" in got and "a/-/a" not in got
+
+
+def test_operator_view(cluster, listed):
+    """`swiftlite shards` text, `swiftlite status` and /metrics show the sharder."""
+    out = subprocess.run([sys.executable, "-m", "swiftlite.cli", "shards", "--root",
+                          cluster.root, "AUTH_test/model"], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert "AUTH_test/model: sharded" in out and out.count(" active ") >= 5
+    status = subprocess.run([sys.executable, "-m", "swiftlite.cli", "status", "--root",
+                             cluster.root], capture_output=True, text=True, timeout=60).stdout
+    assert "container-sharder:" in status and "cleaved_rows=" in status
+    port = cluster.nodes[0]["servers"]["object"]["port"]
+    _, _, body = http_request(f"http://127.0.0.1:{port}", "GET", "/metrics")
+    assert b'daemon="container-sharder"' in body
+
+
+def test_shards_split_when_they_grow(tmp_path):
+    """A shard past the threshold splits as a root does; the root then routes to and
+    lists its children (own small-threshold cluster)."""
+    c = sharding_cluster(str(tmp_path), threshold=200, batch=50)
+    try:
+        conn = c.connection()
+        conn.put_container("grow")
+        model = [f"m{i:04d}" for i in range(150)]
+        put_many(c, "grow", model)
+        split(c, "AUTH_test/grow", 100)  # two shards: 100 and 50 rows
+        assert len(shards(c, "AUTH_test/grow")["ranges"]) == 2
+        more = [f"a{i:04d}" for i in range(300)]  # all in the first shard: 400 > 200
+        put_many(c, "grow", more)
+        # The shard splits; the sharder dies before the root hears of the children.
+        assert run_daemon(c, "container-sharder", env={EXIT_AT_ENV: "shard-switched"}) == 9
+        assert len(shards(c, "AUTH_test/grow")["ranges"]) == 2
+        # Updates go root -> split shard -> child, and the listing walks through the split
+        # shard to its children (its own rows no longer change: these are not in them).
+        late = [f"a{i:04d}y" for i in range(0, 300, 7)]
+        put_many(c, "grow", late)
+        gone = more[::11]
+        run_threads(lambda chunk: [conn.delete_object("grow", n) for n in chunk], [gone])
+        names = sorted(set(model + more + late) - set(gone))
+        assert listing_names(conn, "grow") == names
+        for kw in ({"marker": "a0100", "limit": 37}, {"end_marker": "a0150y", "limit": 500},
+                   {"prefix": "a01", "delimiter": "5"}, {"marker": "a0299", "limit": 5}):
+            _, rows = conn.get_container("grow", **kw)
+            got = [r.get("name", r.get("subdir")) for r in rows]
+            p = ListingParams(**{"limit": 10000, "marker": None, "end_marker": None,
+                                 "prefix": None, "delimiter": None, "reverse": False,
+                                 "out_format": "json", **kw})
+            assert got == model_listing(p, names), kw
+        assert run_daemon(c, "object-updater") == 0
+        sharder(c)  # the root hears of the children
+        sharder(c)  # and has their counts
+        state = shards(c, "AUTH_test/grow")
+        assert state["state"] == "sharded" and len(state["ranges"]) >= 4
+        assert all(r["state"] == "active" for r in state["ranges"])
+        assert sum(r["object_count"] for r in state["ranges"]) == len(names)
+        assert listing_names(conn, "grow") == names
+        assert int(conn.head_container("grow")["x-container-object-count"]) == len(names)
+        extra = [f"a{i:04d}x" for i in range(0, 300, 30)]
+        put_many(c, "grow", extra)  # to the children
+        converge(c)
+        assert listing_names(conn, "grow") == sorted(names + extra)
+        assert int(conn.head_container("grow")["x-container-object-count"]) == \
+            len(names) + len(extra)
+    finally:
+        c.stop()
