@@ -15,58 +15,21 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from loadtests.container_server import ContainerServer as Server  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
 from swiftlite.container.broker import ContainerBroker  # noqa: E402
 from swiftlite.db.paths import db_file  # noqa: E402
 
 ACCOUNT, CONTAINER = "AUTH_bench", "big"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, root: str, extra: str) -> None:
-        self.conf = os.path.join(root, f"c-{uuid.uuid4().hex[:6]}.conf")
-        with open(self.conf, "w") as f:
-            f.write(f"[DEFAULT]\ndevices = {root}/node\n[container-server]\n"
-                    f"log_level = WARNING\n{extra}\n")
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "swiftlite.cli", "server", "container", "-c", self.conf,
-             "--port", str(self.port)], start_new_session=True)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthcheck", timeout=1)
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("container server did not start")
-
-    def url(self, *parts: str) -> str:
-        return f"http://127.0.0.1:{self.port}/sda/0/" + "/".join(parts)
-
-    def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        self.proc.wait(10)
 
 
 async def updates_per_second(server: Server, container: str, total: int,

@@ -30,18 +30,16 @@ import os
 import random
 import secrets
 import shutil
-import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from urllib.parse import quote, urlencode
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from loadtests.container_server import ContainerServer as Server  # noqa: E402
 from swiftlite.common import signing  # noqa: E402
 from swiftlite.common.client import make_session  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
@@ -64,44 +62,6 @@ SPACING = 10  # stored names are every 10th number: new names fall between them
 
 def name_of(i: int) -> str:
     return f"img/{i:012d}.jpg"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, root: str) -> None:
-        self.conf = os.path.join(root, "container.conf")
-        with open(self.conf, "w") as f:
-            f.write(f"[DEFAULT]\ndevices = {root}/node\n[container-server]\n"
-                    "log_level = WARNING\nio_threads = 8\n")
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "swiftlite.cli", "server", "container", "-c", self.conf,
-             "--port", str(self.port)], start_new_session=True)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthcheck", timeout=1)
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("container server did not start")
-
-    def url(self, account: str, container: str, obj: str | None = None) -> str:
-        path = f"/sda/0/{quote(account, safe='')}/{quote(container, safe='')}"
-        if obj is not None:
-            path += "/" + quote(obj, safe="/")
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        self.proc.wait(10)
 
 
 def make_db(root: str, account: str, container: str, first: int, count: int) -> str:
@@ -261,7 +221,7 @@ def main() -> None:
                 # The build wrote GBs without fsync: flush them now, or their writeback
                 # competes with the updates' fsyncs and the figures measure the page cache.
                 os.sync()
-                srv = Server(root)
+                srv = Server(root, "io_threads = 8")
                 try:
                     lst = asyncio.run(listing(srv, container, size, sharded))
                     rates = {pat: asyncio.run(updates(srv, container, size, ranges,
