@@ -20,11 +20,10 @@ import tempfile
 import time
 import uuid
 
-import aiohttp
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from loadtests.container_server import ContainerServer as Server  # noqa: E402
+from swiftlite.common.client import make_session  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
 from swiftlite.container.broker import ContainerBroker  # noqa: E402
 from swiftlite.db.paths import db_file  # noqa: E402
@@ -34,7 +33,7 @@ ACCOUNT, CONTAINER = "AUTH_bench", "big"
 
 async def updates_per_second(server: Server, container: str, total: int,
                              concurrency: int) -> tuple[float, dict[str, str]]:
-    async with aiohttp.ClientSession() as http:
+    async with make_session(1.0, 60.0) as http:
         async with http.put(server.url(ACCOUNT, container),
                             headers={"X-Timestamp": Timestamp.now().internal}) as r:
             assert r.status == 201, r.status
@@ -85,7 +84,7 @@ def fill(broker: ContainerBroker, target: int, checkpoints: list[int], batch: in
 
 async def list_time(server: Server, container: str) -> list[tuple[str, float, int]]:
     out = []
-    async with aiohttp.ClientSession() as http:
+    async with make_session(1.0, 60.0) as http:
         for label, params in [("first 10,000 (json)", {"format": "json"}),
                               ("first 10,000 (plain)", {}),
                               ("10,000 from a middle marker (json)",

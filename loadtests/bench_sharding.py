@@ -28,7 +28,6 @@ import asyncio
 import json
 import os
 import random
-import secrets
 import shutil
 import sqlite3
 import statistics
@@ -40,7 +39,6 @@ from urllib.parse import quote, urlencode
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from loadtests.container_server import ContainerServer as Server  # noqa: E402
-from swiftlite.common import signing  # noqa: E402
 from swiftlite.common.client import make_session  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
 from swiftlite.container.broker import ContainerBroker  # noqa: E402
@@ -199,8 +197,6 @@ def main() -> None:
     sizes = [parse_size(s) for s in args.sizes.split(",") if s]
     root = args.root or tempfile.mkdtemp(prefix="bench_sharding-")
     os.makedirs(os.path.join(root, "node", "sda"), exist_ok=True)
-    os.environ.setdefault(signing.ENV, secrets.token_urlsafe(32))  # the server inherits it
-    signing.configure({})
     print(f"config: sizes={sizes} rows_per_shard={args.rows_per_shard:,} "
           f"updates={args.updates:,} concurrency={args.concurrency} db_synchronous=FULL "
           f"(WAL) group_commit io_threads=8 workers=1 cpus={os.cpu_count()} root={root}",

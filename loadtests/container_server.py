@@ -1,9 +1,12 @@
 """One container server process for the DB benchmarks (bench_db, bench_sharding): its own
-config under `root`, a free port, device `sda`."""
+config under `root`, a free port, device `sda`. The benchmark's process and the server share
+a backend secret (made up for the run) so the benchmark's `make_session` requests are
+signed as the server requires."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -12,6 +15,8 @@ import time
 import urllib.request
 import uuid
 from urllib.parse import quote
+
+from swiftlite.common import signing
 
 
 def free_port() -> int:
@@ -23,6 +28,8 @@ def free_port() -> int:
 class ContainerServer:
     def __init__(self, root: str, extra: str = "") -> None:
         """`extra`: more lines for the [container-server] section."""
+        os.environ.setdefault(signing.ENV, secrets.token_urlsafe(32))  # the server inherits it
+        signing.configure({})
         self.conf = os.path.join(root, f"c-{uuid.uuid4().hex[:6]}.conf")
         with open(self.conf, "w") as f:
             f.write(f"[DEFAULT]\ndevices = {root}/node\n[container-server]\n"
