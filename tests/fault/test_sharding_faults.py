@@ -22,6 +22,7 @@ from tests.sharding_support import (
     put_many,
     run_daemon,
     run_threads,
+    set_conf,
     sharding_cluster,
     shards,
 )
@@ -106,6 +107,8 @@ def replica_views(c, account: str, container: str) -> list[tuple[list, list]]:
 
 def test_node_down_while_sharding_converges(tmp_path):
     c = sharding_cluster(str(tmp_path), nodes=3, devices=1, batch=50)
+    for node in c.nodes:  # shards of 80 rows: kept as split, not merged with a neighbour
+        set_conf(node["conf"], "container-sharder", shrink_threshold=20)
     try:
         conn = c.connection()
         conn.put_container("down")
