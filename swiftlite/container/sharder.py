@@ -27,15 +27,34 @@ kill -9 between the switch and telling the root loses nothing; each pass tells i
 until a quorum of the root's replicas took it. The root's ranges thus stay one flat list of
 leaves, however often its shards split.
 
-Shrinking: a sharded root whose shards together hold fewer than `shrink_threshold` live
-rows collapses (or when an operator says so, `swiftlite shards ... shrink`): the root stops
-redirecting (it takes updates itself again), pulls every row of every shard replica,
-tombstones too, changed after a per-replica ROWID point (newest wins, so the order of
-arrival does not matter), and becomes COLLAPSED: unsharded, listed from its own rows. For
-`shrunk_grace` seconds after, each pass pulls again, in case an object server still sent an
-update to a shard from its route cache. Merging neighbouring shards one by one is not done
-yet: a root collapses as a whole. A deleted sharded root (empty: it counts its shards) is
-collapsed the same way; the (empty) shards are deleted once `shrunk_grace` is over.
+Merging: a shard left with fewer than `shrink_threshold` live rows (counts as refreshed
+this pass) is merged into its smaller neighbour, if the two hold at most `rows_per_shard`
+(so the result never splits again); up to MAX_MERGES disjoint pairs at once per root, each
+resumed from its recorded phase (progress `merges`):
+  copy: the donor's range SHRINKING in the root (same transaction as the merge's record);
+    every donor replica's rows changed past its pull point (tombstones too) sent to a
+    quorum of the acceptor's replicas, which store them unlisted (listings read a shard
+    only within its segment's bounds); then the acceptor's own row widened (newer
+    timestamp) on its replicas; then in one root transaction the acceptor's range widened
+    and the donor's deleted (newer timestamps, so every root replica comes to agree), and
+    pushed. A root replica lists those names from the donor before and from the acceptor
+    after, never from both nor from neither (an update that reached the donor between
+    the copy and the switch shows once the next phase pulls it, moments later);
+  switched: the donor told it is SHRUNK (it redirects updates to the root, which routes
+    them to the acceptor), then what reached it since the copy pulled across, each row to
+    the range holding its name now;
+  told: pulled again each pass for `shrunk_grace` seconds, then the donor DELETEd (a SHRUNK
+    shard counts as empty: its rows were handed on) and the merge forgotten.
+
+Collapsing: a sharded root whose shards together hold fewer than `shrink_threshold` live
+rows collapses as a whole (or when an operator says so, `swiftlite shards ... shrink`): the
+root stops redirecting (it takes updates itself again), pulls every row of every shard
+replica (and of the donors of merges under way), tombstones too, changed after a
+per-replica ROWID point (newest wins, so the order of arrival does not matter), and becomes
+COLLAPSED: unsharded, listed from its own rows. For `shrunk_grace` seconds after, each pass
+pulls again, in case an object server still sent an update to a shard from its route
+cache; then the shards are deleted. A deleted sharded root (empty: it counts its shards) is
+collapsed the same way.
 """
 
 from __future__ import annotations
