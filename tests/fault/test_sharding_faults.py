@@ -226,3 +226,54 @@ def tiles(ranges: list[dict]) -> bool:
     bounds = [(r["lower"], r["upper"]) for r in ranges]
     return bool(bounds) and bounds[0][0] == "" and bounds[-1][1] == "" and all(
         a[1] == b[0] and a[1] for a, b in zip(bounds, bounds[1:], strict=False))
+
+
+def test_collapse_takes_over_a_merge_under_way(tmp_path):
+    """The sharder killed just after a merge switched the root (the donor not yet told);
+    then nearly everything is deleted: the root collapses, pulling the donor too (its
+    range already left the root's table), and nothing is lost; the shards then go."""
+    c = sharding_cluster(str(tmp_path), threshold=400, batch=50)
+    try:
+        conn = c.connection()
+        conn.put_container("mc")
+        model = {f"o{i:04d}": 1 for i in range(600)}
+        put_many(c, "mc", model)
+        manual_split(c, "AUTH_test/mc", 100)
+        assert run_daemon(c, "container-sharder") == 0
+        before = shards(c, "AUTH_test/mc")["ranges"]
+        gone = [f"o{i:04d}" for i in range(200, 400) if i % 50]
+        run_threads(lambda chunk: [c.connection().delete_object("mc", n) for n in chunk],
+                    [gone[i::8] for i in range(8)])
+        for n in gone:
+            del model[n]
+        assert run_daemon(c, "container-sharder", env={EXIT_AT_ENV: "merge-switched"}) == 9
+        assert len(shards(c, "AUTH_test/mc")["ranges"]) == 5
+        # Late updates into the donor (an object server's route cache still names it).
+        late = [f"o{i:04d}-late" for i in range(200, 300, 10)]
+        put_many(c, "mc", late, threads=2)
+        model.update(dict.fromkeys(late, 1))
+        rest = [n for n in model if n not in late and n not in ("o0250", "o0350")]
+        run_threads(lambda chunk: [c.connection().delete_object("mc", n) for n in chunk],
+                    [rest[i::8] for i in range(8)])
+        for n in rest:
+            del model[n]
+        assert len(model) < 40  # under shrink_threshold
+        assert run_daemon(c, "container-sharder") == 0
+        assert run_daemon(c, "object-updater") == 0
+        assert run_daemon(c, "container-sharder") == 0  # grace 0: the former shards go
+        state = shards(c, "AUTH_test/mc")
+        assert state["state"] == "collapsed" and state["ranges"] == []
+        assert listing_names(conn, "mc") == sorted(model)
+        assert int(conn.head_container("mc")["x-container-object-count"]) == len(model)
+        conf = load_config(c.nodes[0]["conf"], "container-server")
+        ring = Ring.from_conf(conf, "container")
+        for r in before:
+            acct, cont = r["name"].split("/", 1)
+            part, nodes = ring.get_nodes(acct, cont)
+            for n in nodes:
+                st, _, _ = http_request(f"http://{n['ip']}:{n['port']}", "HEAD",
+                                        f"/{n['device']}/{part}/{quote(acct, safe='')}/"
+                                        f"{quote(cont, safe='')}")
+                assert st == 404, r["name"]
+    finally:
+        c.stop()
