@@ -40,6 +40,8 @@ class ContainerBroker(ShardingMixin, DatabaseBroker):
         return info
 
     def _empty_locked(self, conn: sqlite3.Connection) -> bool:
+        if self._retired_locked(conn):
+            return True  # a merged-away shard: its rows were handed on, it can go
         totals = self._sharded_totals_locked(conn)
         return super()._empty_locked(conn) if totals is None else totals[0] == 0
 

@@ -122,6 +122,13 @@ class ShardingMixin:
             (int(State.ACTIVE), int(State.SHRINKING), self._own_name(conn))).fetchone()
         return int(row[0]), int(row[1])
 
+    def _retired_locked(self, conn: sqlite3.Connection) -> bool:
+        """A shard merged back into its root or into a neighbour (own row SHRUNK): every
+        row it holds was copied on, so it counts as empty for a DELETE."""
+        own = conn.execute("SELECT state FROM shard_range WHERE name = ?",
+                           (self._own_name(conn),)).fetchone()
+        return own is not None and own[0] == State.SHRUNK
+
     def sharding_info_locked(self, conn: sqlite3.Connection, info: dict[str, Any]) -> None:
         own = conn.execute("SELECT state FROM shard_range WHERE name = ?",
                            (self._own_name(conn),)).fetchone()

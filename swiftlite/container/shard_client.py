@@ -20,7 +20,7 @@ from swiftlite.common.client import node_path, node_url
 from swiftlite.common.shard_redirect import CLEAVING
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.shard_ranges import ShardRange, State
-from swiftlite.container.shard_server import RECORD_TYPE, SHARD_RANGE
+from swiftlite.container.shard_server import RECORD_TYPE, SHARD_RANGE, SHARDING_STATE
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.container-sharder")
@@ -50,13 +50,15 @@ class ShardClient:
             return 0
 
     async def _all(self, account: str, container: str, method: str,
-                   headers: dict[str, str], body: bytes | None = None) -> bool:
-        """The request to every primary of the DB; True when a quorum answered 2xx."""
+                   headers: dict[str, str], body: bytes | None = None,
+                   also_ok: tuple[int, ...] = ()) -> bool:
+        """The request to every primary of the DB; True when a quorum answered 2xx (or a
+        status in `also_ok`)."""
         part, nodes = self.ring.get_nodes(account, container)
         statuses = await asyncio.gather(*(
             self._one(n, method, node_path(n, part, account, container), headers, body)
             for n in nodes))
-        return sum(200 <= s < 300 for s in statuses) >= quorum(len(nodes))
+        return sum(200 <= s < 300 or s in also_ok for s in statuses) >= quorum(len(nodes))
 
     async def create_shard(self, root: str, r: ShardRange) -> bool:
         """PUT the shard container, its own row (bounds) and its root with it."""
@@ -67,8 +69,10 @@ class ShardClient:
         return await self._all(r.account, r.container, "PUT", headers)
 
     async def delete_shard(self, r: ShardRange) -> bool:
+        """DELETE a retired shard; True once a quorum of its replicas is gone (404: it was
+        already, or never made there)."""
         headers = {"X-Timestamp": Timestamp.now().internal}
-        return await self._all(r.account, r.container, "DELETE", headers)
+        return await self._all(r.account, r.container, "DELETE", headers, also_ok=(404,))
 
     async def send_rows(self, r: ShardRange, rows: Iterable[dict[str, Any]]) -> bool:
         """Copy rows (tombstones too) into the shard: one MERGE per replica."""
@@ -113,6 +117,12 @@ class ShardClient:
 
     async def stats(self, r: ShardRange) -> tuple[int, int] | None:
         """(objects, bytes) of a shard from its first primary that answers."""
+        got = await self.head(r)
+        return got[:2] if got is not None else None
+
+    async def head(self, r: ShardRange) -> tuple[int, int, int] | None:
+        """(objects, bytes, its own sharding state) of a shard from its first primary that
+        answers."""
         part, nodes = self.ring.get_nodes(r.account, r.container)
         for node in nodes:
             try:
@@ -121,7 +131,8 @@ class ShardClient:
                     await resp.read()
                     if resp.status // 100 == 2:
                         return (int(resp.headers["X-Container-Object-Count"]),
-                                int(resp.headers["X-Container-Bytes-Used"]))
+                                int(resp.headers["X-Container-Bytes-Used"]),
+                                int(resp.headers.get(SHARDING_STATE, "0")))
             except (aiohttp.ClientError, OSError, TimeoutError, KeyError, ValueError):
                 continue
         return None

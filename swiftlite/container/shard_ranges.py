@@ -187,3 +187,48 @@ def covers(ranges: Sequence[ShardRange]) -> bool:
             return False
         prev = r.upper
     return prev == ""
+
+
+def merge_pairs(ranges: Sequence[ShardRange], shrink_threshold: int, rows_per_shard: int,
+                busy: Iterable[str] = (), limit: int = 4,
+                ) -> list[tuple[ShardRange, ShardRange]]:
+    """(donor, acceptor) pairs of small neighbouring shards to merge, from a sharded root's
+    live ranges (in order, with fresh counts): a donor is an ACTIVE range holding fewer than
+    `shrink_threshold` rows, its acceptor the smaller of its ACTIVE neighbours with which it
+    holds at most `rows_per_shard` rows (so the merged shard never splits again). Emptiest
+    donors first; no range is in two pairs, nor in `busy` (merges under way)."""
+    used = set(busy)
+    pairs: list[tuple[ShardRange, ShardRange]] = []
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i].object_count)
+    for i in order:
+        if len(pairs) >= limit:
+            break
+        d = ranges[i]
+        if d.name in used or d.state != State.ACTIVE or d.object_count >= shrink_threshold:
+            continue
+        options = [n for n in neighbours(ranges, i)
+                   if n.name not in used and n.state == State.ACTIVE
+                   and d.object_count + n.object_count <= rows_per_shard]
+        if options:
+            a = min(options, key=lambda n: n.object_count)
+            pairs.append((d, a))
+            used |= {d.name, a.name}
+    return pairs
+
+
+def neighbours(ranges: Sequence[ShardRange], i: int) -> list[ShardRange]:
+    """The ranges touching ranges[i] (live, in order): the one ending at its lower bound,
+    the one starting at its upper bound."""
+    r = ranges[i]
+    out = []
+    if i > 0 and r.lower and ranges[i - 1].upper == r.lower:
+        out.append(ranges[i - 1])
+    if i + 1 < len(ranges) and r.upper and ranges[i + 1].lower == r.upper:
+        out.append(ranges[i + 1])
+    return out
+
+
+def merged_bounds(a: ShardRange, b: ShardRange) -> tuple[str, str]:
+    """(lower, upper) of two neighbouring ranges taken together."""
+    first, second = (a, b) if a.upper and a.upper == b.lower else (b, a)
+    return first.lower, second.upper

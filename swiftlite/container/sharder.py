@@ -27,15 +27,34 @@ kill -9 between the switch and telling the root loses nothing; each pass tells i
 until a quorum of the root's replicas took it. The root's ranges thus stay one flat list of
 leaves, however often its shards split.
 
-Shrinking: a sharded root whose shards together hold fewer than `shrink_threshold` live
-rows collapses (or when an operator says so, `swiftlite shards ... shrink`): the root stops
-redirecting (it takes updates itself again), pulls every row of every shard replica,
-tombstones too, changed after a per-replica ROWID point (newest wins, so the order of
-arrival does not matter), and becomes COLLAPSED: unsharded, listed from its own rows. For
-`shrunk_grace` seconds after, each pass pulls again, in case an object server still sent an
-update to a shard from its route cache. Merging neighbouring shards one by one is not done
-yet: a root collapses as a whole. A deleted sharded root (empty: it counts its shards) is
-collapsed the same way; the (empty) shards are deleted once `shrunk_grace` is over.
+Merging: a shard left with fewer than `shrink_threshold` live rows (counts as refreshed
+this pass) is merged into its smaller neighbour, if the two hold at most `rows_per_shard`
+(so the result never splits again); up to MAX_MERGES disjoint pairs at once per root, each
+resumed from its recorded phase (progress `merges`):
+  copy: the donor's range SHRINKING in the root (same transaction as the merge's record);
+    every donor replica's rows changed past its pull point (tombstones too) sent to a
+    quorum of the acceptor's replicas, which store them unlisted (listings read a shard
+    only within its segment's bounds); then the acceptor's own row widened (newer
+    timestamp) on its replicas; then in one root transaction the acceptor's range widened
+    and the donor's deleted (newer timestamps, so every root replica comes to agree), and
+    pushed. A root replica lists those names from the donor before and from the acceptor
+    after, never from both nor from neither (an update that reached the donor between
+    the copy and the switch shows once the next phase pulls it, moments later);
+  switched: the donor told it is SHRUNK (it redirects updates to the root, which routes
+    them to the acceptor), then what reached it since the copy pulled across, each row to
+    the range holding its name now;
+  told: pulled again each pass for `shrunk_grace` seconds, then the donor DELETEd (a SHRUNK
+    shard counts as empty: its rows were handed on) and the merge forgotten.
+
+Collapsing: a sharded root whose shards together hold fewer than `shrink_threshold` live
+rows collapses as a whole (or when an operator says so, `swiftlite shards ... shrink`): the
+root stops redirecting (it takes updates itself again), pulls every row of every shard
+replica (and of the donors of merges under way), tombstones too, changed after a
+per-replica ROWID point (newest wins, so the order of arrival does not matter), and becomes
+COLLAPSED: unsharded, listed from its own rows. For `shrunk_grace` seconds after, each pass
+pulls again, in case an object server still sent an update to a shard from its route
+cache; then the shards are deleted. A deleted sharded root (empty: it counts its shards) is
+collapsed the same way.
 """
 
 from __future__ import annotations
@@ -43,6 +62,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -60,6 +80,9 @@ from swiftlite.container.shard_ranges import (
     State,
     find,
     live,
+    merge_pairs,
+    merged_bounds,
+    neighbours,
     ranges_from_points,
 )
 from swiftlite.db.replicator import local_dbs
@@ -70,8 +93,16 @@ NAME = "container-sharder"
 # Test hook: exit abruptly (as kill -9 would) after this many cleave batches in a process.
 EXIT_AFTER_ENV = "SWIFTLITE_SHARDER_EXIT_AFTER"
 # Test hook: exit abruptly at a named point ("shard-switched": a shard that split has
-# switched to sharded and told its replicas, not yet its root).
+# switched to sharded and told its replicas, not yet its root; the MERGE_POINTS, in order,
+# the steps of merging a small shard into its neighbour).
 EXIT_AT_ENV = "SWIFTLITE_SHARDER_EXIT_AT"
+MERGE_POINTS = ("merge-marked", "merge-copying", "merge-copied", "merge-acceptor-grown",
+                "merge-switched", "merge-donor-told")
+MAX_MERGES = 4  # merges under way at once per root (disjoint pairs)
+
+Rows = list[dict[str, Any]]
+# Where pulled rows go: [(range, its rows)], or None when a row has nowhere to go.
+Dest = Callable[[Rows], "list[tuple[ShardRange, Rows]] | None"]
 
 
 class Sharder(daemon.PeerSession):
@@ -113,7 +144,7 @@ class Sharder(daemon.PeerSession):
     async def run_pass(self, stats: dict[str, Any]) -> None:
         for k in ("sharding", "sharded", "shards", "cleaved_rows", "forwarded_rows",
                   "shards_created", "roots_split", "shards_split", "collapsing", "collapsed",
-                  "pulled_rows"):
+                  "pulled_rows", "merging", "shards_merged", "merged_deleted"):
             stats[k] = 0
         await self.ring.refresh()
         jobs = await run_blocking(self._jobs)
@@ -163,9 +194,15 @@ class Sharder(daemon.PeerSession):
             stats["sharded"] += 1
             stats["shards"] += len(live(ranges))
             await self.forward(broker, live(ranges), stats)
-            ranges = await self.refresh_stats(broker, info, own, live(ranges))
-            if sum(r.object_count for r in ranges) >= self.shrink_threshold or \
-                    (await run_blocking(broker.get_progress)).get("manual"):
+            progress = await run_blocking(broker.get_progress)
+            # An acceptor still being copied into counts its donor's rows too: not yet.
+            copying = {m["acceptor"] for m in progress.get("merges", {}).values()
+                       if m["phase"] == "copy"}
+            ranges = await self.refresh_stats(broker, info, own, live(ranges), copying)
+            if progress.get("manual"):
+                return  # an operator's split: neither collapsed nor merged on its own
+            if sum(r.object_count for r in ranges) >= self.shrink_threshold:
+                await self.merge(broker, info, own, ranges, stats)
                 return
             log.info("%s: %d rows in its shards, under shrink_threshold: collapsing",
                      own_name(info), sum(r.object_count for r in ranges))
@@ -274,9 +311,8 @@ class Sharder(daemon.PeerSession):
                 self._count_batch()
             r = _with_state(r, State.CLEAVED)
             await run_blocking(broker.set_progress, progress, [r])
-            own_now, all_ranges = await run_blocking(broker.get_ranges)
-            await self.client.push_ranges(info["account"], info["container"],
-                                          [own_now or own, *all_ranges])
+            await self._push_root(broker, info, own)
+            _, all_ranges = await run_blocking(broker.get_ranges)
             # Rows that came in behind the cursor while it moved: to the shard now.
             if not await self.forward(broker, live(all_ranges), stats):
                 return False
@@ -341,12 +377,15 @@ class Sharder(daemon.PeerSession):
     # -- a sharded root ------------------------------------------------------------------
     async def refresh_stats(self, broker: ContainerBroker, info: dict[str, Any],
                             own: ShardRange | None, ranges: list[ShardRange],
+                            skip: set[str] | frozenset[str] = frozenset(),
                             ) -> list[ShardRange]:
-        """The shards' counts into the root's ranges (the root's HEAD sums them); returns
-        the live ranges as they are now."""
+        """The shards' counts into the root's ranges (the root's HEAD sums them), but for
+        those named in `skip`; returns the live ranges as they are now."""
         changed = []
         ts = Timestamp.now().internal
         for r in ranges:
+            if r.name in skip:
+                continue
             got = await self.client.stats(r)
             if got is not None and got != (r.object_count, r.bytes_used):
                 changed.append(ShardRange(**{**r.to_dict(), "object_count": got[0],
@@ -364,41 +403,59 @@ class Sharder(daemon.PeerSession):
                        own: ShardRange | None, ranges: list[ShardRange],
                        stats: dict[str, Any]) -> None:
         """Bring every shard's rows back into the root, then make it unsharded again. The
-        shards stay (redirecting to the root) for `shrunk_grace`, then go if empty."""
+        shards stay (redirecting to the root) for `shrunk_grace`, then go."""
         assert own is not None
         stats["collapsing"] += 1
         if own.state != State.SHRINKING:
             own = _with_state(own, State.SHRINKING)
             await run_blocking(broker.set_progress, await run_blocking(broker.get_progress),
                                [own])
-            _, all_ranges = await run_blocking(broker.get_ranges)
-            await self.client.push_ranges(info["account"], info["container"],
-                                          [own, *all_ranges])
-        targets = [r for r in live(ranges) if r.state != State.SHRUNK]
-        if not await self.pull(broker, own, targets, stats):
+            await self._push_root(broker, info, own)
+        # The donors of merges under way: their range may have left the root's table
+        # already while rows that reached them late are not yet in their acceptor.
+        progress = await run_blocking(broker.get_progress)
+        listed = {r.name for r in live(ranges)}
+        donors = [ShardRange.from_dict(m["donor"]) for m in progress.get("merges", {}).values()
+                  if m["donor"]["name"] not in listed]
+        targets = [r for r in live(ranges) if r.state != State.SHRUNK] + donors
+        if not await self.pull(broker, targets, to(own), stats):
             return  # a replica did not answer: again next pass
         ts = Timestamp.now().internal
         for r in targets:
-            # The shard now sends updates on to the root (an object server's route cache
-            # may still name it); what reached it before it heard is pulled again later.
-            await self.client.push_ranges(r.account, r.container, [ShardRange(
-                name=r.name, timestamp=r.timestamp, lower=r.lower, upper=r.upper,
-                state=State.SHRUNK, state_timestamp=ts)])
-        gone = [ShardRange(**{**r.to_dict(), "state": int(State.SHRUNK),
-                              "state_timestamp": ts}) for r in targets]
+            await self.tell_shrunk(r, ts)
+        # The donors come back into the table (SHRUNK) so the grace passes pull them too.
+        gone = [ShardRange(**{**r.to_dict(), "state": int(State.SHRUNK), "state_timestamp": ts,
+                              **({"deleted": 0, "timestamp": ts} if r in donors else {})})
+                for r in targets]
         own = _with_state(own, State.COLLAPSED, ts)
         progress = await run_blocking(broker.get_progress)
         progress["collapsed_at"] = ts
+        progress.pop("merges", None)
         await run_blocking(broker.set_progress, progress, [own, *gone])
-        _, all_ranges = await run_blocking(broker.get_ranges)
-        await self.client.push_ranges(info["account"], info["container"], [own, *all_ranges])
+        await self._push_root(broker, info, own)
         stats["collapsed"] += 1
         log.info("%s collapsed back into its root", own.name)
 
-    async def pull(self, broker: ContainerBroker, own: ShardRange, ranges: list[ShardRange],
-                   stats: dict[str, Any]) -> bool:
-        """Merge rows changed in each replica of each shard since the last pull into every
-        replica of the root (a quorum); True when every shard replica answered."""
+    async def tell_shrunk(self, r: ShardRange, ts: str) -> bool:
+        """Tell a retired shard it is SHRUNK: it sends updates on to its root from then on
+        (an object server's route cache may still name it); what reached it before it heard
+        is pulled again later."""
+        return await self.client.push_ranges(r.account, r.container, [ShardRange(
+            name=r.name, timestamp=r.timestamp, lower=r.lower, upper=r.upper,
+            state=State.SHRUNK, state_timestamp=ts)])
+
+    async def _push_root(self, broker: ContainerBroker, info: dict[str, Any],
+                         own: ShardRange) -> None:
+        """Every range of the DB (and its own row) to every replica of the DB."""
+        own_now, all_ranges = await run_blocking(broker.get_ranges)
+        await self.client.push_ranges(info["account"], info["container"],
+                                      [own_now or own, *all_ranges])
+
+    async def pull(self, broker: ContainerBroker, ranges: list[ShardRange], dest: Dest,
+                   stats: dict[str, Any], exit_point: str | None = None) -> bool:
+        """Merge rows (tombstones too) changed in each replica of each of `ranges` since the
+        last pull (a ROWID point per replica, in the progress) into the ranges `dest` sends
+        them to, a quorum of each; True when every replica answered and every row went."""
         ok = True
         for r in ranges:
             for i in range(self.client.replica_count(r)):
@@ -412,31 +469,195 @@ class Sharder(daemon.PeerSession):
                         break
                     if not rows:
                         break
-                    if not await self.client.send_rows(own, rows):
+                    groups = dest(rows)
+                    if groups is None:
                         return False
+                    for target, group in groups:
+                        if group and not await self.client.send_rows(target, group):
+                            return False
                     progress["pulled"][key] = rows[-1]["ROWID"]
                     await run_blocking(broker.set_progress, progress)
                     stats["pulled_rows"] += len(rows)
+                    if exit_point:
+                        self._exit_at(exit_point)
         return ok
 
     async def after_collapse(self, broker: ContainerBroker, info: dict[str, Any],
                              own: ShardRange | None, ranges: list[ShardRange],
                              stats: dict[str, Any]) -> None:
         """Pull updates that reached the former shards late, for `shrunk_grace` seconds;
-        then forget the shards."""
+        then delete them (their rows are the root's now) and forget them."""
         shrunk = [r for r in live(ranges) if r.state == State.SHRUNK]
         if not shrunk:
             return
         assert own is not None
-        await self.pull(broker, own, shrunk, stats)
+        await self.pull(broker, shrunk, to(own), stats)
         progress = await run_blocking(broker.get_progress)
         since = float(Timestamp.parse(progress.get("collapsed_at", "0")))
         if time.time() - since > self.shrunk_grace:
-            for r in shrunk:  # gone if empty (the root was emptied); else left on disk
+            for r in shrunk:
                 await self.client.delete_shard(r)
             ts = Timestamp.now().internal
             await run_blocking(broker.merge_ranges, [
                 ShardRange(**{**r.to_dict(), "deleted": 1, "timestamp": ts}) for r in shrunk])
+
+    # -- merging small neighbours --------------------------------------------------------
+    async def merge(self, broker: ContainerBroker, info: dict[str, Any],
+                    own: ShardRange | None, ranges: list[ShardRange],
+                    stats: dict[str, Any]) -> None:
+        """Small shards merged into a neighbour (`ranges`: live, fresh counts): the merges
+        under way go on from where they stopped; new pairs start while fewer than
+        MAX_MERGES are under way. Progress: `merges` {donor: {donor range, acceptor name,
+        phase: copy|switched|told}} and the pull points, with the range states."""
+        assert own is not None
+        progress = await run_blocking(broker.get_progress)
+        merges = progress.setdefault("merges", {})
+        busy = {n for m in merges.values() for n in (m["donor"]["name"], m["acceptor"])}
+        marked: list[ShardRange] = []
+        changed = False
+        for i, r in enumerate(ranges):
+            # A donor marked by another replica's sharder (the leader moved): this one
+            # merges it again from the start (copying twice is harmless).
+            if r.state == State.SHRINKING and r.name not in merges:
+                free = [n for n in neighbours(ranges, i)
+                        if n.name not in busy and n.state == State.ACTIVE]
+                if free:
+                    a = min(free, key=lambda n: n.object_count)
+                    merges[r.name] = {"donor": r.to_dict(), "acceptor": a.name, "phase": "copy"}
+                    busy |= {r.name, a.name}
+                else:
+                    marked.append(_with_state(r, State.ACTIVE))
+                changed = True
+        for d, a in merge_pairs(ranges, self.shrink_threshold, self.rows_per_shard, busy,
+                                MAX_MERGES - len(merges)):
+            d = _with_state(d, State.SHRINKING)
+            merges[d.name] = {"donor": d.to_dict(), "acceptor": a.name, "phase": "copy"}
+            marked.append(d)
+            changed = True
+            log.info("%s: merging %s (%d rows) into %s (%d rows)", own.name, d.name,
+                     d.object_count, a.name, a.object_count)
+        if changed:
+            await run_blocking(broker.set_progress, progress, marked)
+            await self._push_root(broker, info, own)
+            self._exit_at("merge-marked")
+        for name in sorted(merges):
+            await self._merge_one(broker, info, own, name, stats)
+        stats["merging"] += len((await run_blocking(broker.get_progress)).get("merges", {}))
+
+    async def _merge_one(self, broker: ContainerBroker, info: dict[str, Any], own: ShardRange,
+                         donor_name: str, stats: dict[str, Any]) -> None:
+        """One merge, from its recorded phase on:
+        copy: the donor's rows (every replica, since its pull points) into the acceptor,
+          which keeps those outside its bounds unlisted; then the acceptor's own bounds
+          grown, then in the root, in one transaction, the acceptor's range grown and the
+          donor's deleted (listings switch from the donor's rows to the acceptor's at once);
+        switched: the donor told it is SHRUNK (it redirects updates to the root, which
+          routes them to the acceptor), then its rows changed since pulled again;
+        told: each pass pulls again, for `shrunk_grace` seconds; then the donor is
+          deleted and the merge forgotten."""
+        progress = await run_blocking(broker.get_progress)
+        m = progress["merges"][donor_name]
+        donor = ShardRange.from_dict(m["donor"])
+        if m["phase"] == "copy":
+            ranges = live((await run_blocking(broker.get_ranges))[1])
+            i = next((i for i, r in enumerate(ranges) if r.name == donor_name), None)
+            acceptor = None if i is None else next(
+                (n for n in neighbours(ranges, i) if n.name == m["acceptor"]), None)
+            got = await self.client.head(acceptor) if acceptor is not None else None
+            if i is None or acceptor is None or (got is not None and got[2] != State.ACTIVE):
+                # The acceptor split meanwhile: the donor stays (it may merge again later).
+                log.info("%s: merge of %s given up", own.name, donor_name)
+                back = [] if i is None else [_with_state(ranges[i], State.ACTIVE)]
+                await self._end_merge(broker, donor_name, back)
+                return
+            if got is None:
+                return  # the acceptor did not answer: again next pass
+            current = ranges[i]
+            if not await self.pull(broker, [donor], to(acceptor, current), stats,
+                                   "merge-copying"):
+                return
+            self._exit_at("merge-copied")
+            lower, upper = merged_bounds(current, acceptor)
+            ts = Timestamp.now().internal
+            if not await self.client.push_ranges(acceptor.account, acceptor.container, [
+                    ShardRange(name=acceptor.name, timestamp=ts, lower=lower, upper=upper,
+                               state=State.ACTIVE)]):  # bounds only: the state is older
+                return
+            self._exit_at("merge-acceptor-grown")
+            got2 = await self.client.stats(acceptor)  # every row it holds is in its bounds now
+            count, nbytes = got2 if got2 is not None else (
+                acceptor.object_count + current.object_count,
+                acceptor.bytes_used + current.bytes_used)
+            grown = ShardRange(**{**acceptor.to_dict(), "timestamp": ts, "lower": lower,
+                                  "upper": upper, "object_count": count, "bytes_used": nbytes,
+                                  "meta_timestamp": ts})
+            gone = ShardRange(**{**current.to_dict(), "timestamp": ts, "deleted": 1,
+                                 "state": int(State.SHRUNK), "state_timestamp": ts})
+            await self._set_phase(broker, donor_name, {"phase": "switched"}, [grown, gone])
+            await self._push_root(broker, info, own)
+            stats["shards_merged"] += 1
+            log.info("%s: %s merged into %s", own.name, donor_name, acceptor.name)
+            self._exit_at("merge-switched")
+            m["phase"] = "switched"
+        ranges = live((await run_blocking(broker.get_ranges))[1])
+        if m["phase"] == "switched":
+            ts = Timestamp.now().internal
+            if not await self.tell_shrunk(donor, ts):
+                return
+            # What reached the donor between the copy and the switch.
+            if not await self.pull(broker, [donor], by_name(ranges, donor), stats):
+                return
+            await self._set_phase(broker, donor_name, {"phase": "told", "told_at": ts})
+            self._exit_at("merge-donor-told")
+            m.update(phase="told", told_at=ts)
+        if m["phase"] == "told":
+            if not await self.pull(broker, [donor], by_name(ranges, donor), stats):
+                return
+            if time.time() - float(Timestamp.parse(m["told_at"])) <= self.shrunk_grace:
+                return
+            if not await self.client.delete_shard(donor):
+                return
+            await self._end_merge(broker, donor_name)
+            stats["merged_deleted"] += 1
+
+    async def _set_phase(self, broker: ContainerBroker, donor_name: str,
+                         change: dict[str, Any], ranges: list[ShardRange] | None = None,
+                         ) -> None:
+        progress = await run_blocking(broker.get_progress)
+        progress["merges"][donor_name].update(change)
+        await run_blocking(broker.set_progress, progress, ranges or [])
+
+    async def _end_merge(self, broker: ContainerBroker, donor_name: str,
+                         ranges: list[ShardRange] | None = None) -> None:
+        progress = await run_blocking(broker.get_progress)
+        progress.get("merges", {}).pop(donor_name, None)
+        pulled = progress.get("pulled", {})
+        for key in [k for k in pulled if k.rpartition("|")[0] == donor_name]:
+            del pulled[key]
+        await run_blocking(broker.set_progress, progress, ranges or [])
+
+
+def to(target: ShardRange, within: ShardRange | None = None) -> Dest:
+    """Pulled rows all to `target` (only those `within` a range's bounds, if given)."""
+    def dest(rows: Rows) -> list[tuple[ShardRange, Rows]]:
+        return [(target, [x for x in rows if within is None or within.includes(x["name"])])]
+    return dest
+
+
+def by_name(ranges: list[ShardRange], within: ShardRange) -> Dest:
+    """Pulled rows of a merged-away shard (those in its bounds) each to the range that
+    holds its name now."""
+    def dest(rows: Rows) -> list[tuple[ShardRange, Rows]] | None:
+        groups: dict[str, tuple[ShardRange, Rows]] = {}
+        for row in rows:
+            if not within.includes(row["name"]):
+                continue
+            r = find(ranges, row["name"])
+            if r is None:
+                return None
+            groups.setdefault(r.name, (r, []))[1].append(row)
+        return list(groups.values())
+    return dest
 
 
 def own_name(info: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
-"""Sharding under faults: the sharder killed (as kill -9 would) mid-cleave at several points
-resumes without losing a row; a container node down while a container is sharded comes
-back and every replica of the root and of its shards converges."""
+"""Sharding under faults: the sharder killed (as kill -9 would) mid-cleave at several points,
+or at each step of merging two small shards, resumes without losing a row; a container
+node down while a container is sharded comes back and every replica of the root and of its
+shards converges."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from urllib.parse import quote
 import pytest
 
 from swiftlite.common.config import load_config
-from swiftlite.container.sharder import EXIT_AFTER_ENV
+from swiftlite.container.sharder import EXIT_AFTER_ENV, EXIT_AT_ENV, MERGE_POINTS
 from swiftlite.ring import Ring
 from tests.helpers import http_request
 from tests.sharding_support import (
@@ -20,6 +21,8 @@ from tests.sharding_support import (
     manual_split,
     put_many,
     run_daemon,
+    run_threads,
+    set_conf,
     sharding_cluster,
     shards,
 )
@@ -104,6 +107,8 @@ def replica_views(c, account: str, container: str) -> list[tuple[list, list]]:
 
 def test_node_down_while_sharding_converges(tmp_path):
     c = sharding_cluster(str(tmp_path), nodes=3, devices=1, batch=50)
+    for node in c.nodes:  # shards of 80 rows: kept as split, not merged with a neighbour
+        set_conf(node["conf"], "container-sharder", shrink_threshold=20)
     try:
         conn = c.connection()
         conn.put_container("down")
@@ -134,5 +139,141 @@ def test_node_down_while_sharding_converges(tmp_path):
             assert views[0][1] == views[1][1] == views[2][1], name
             held += views[0][1]
         assert sorted(held) == sorted(model)
+    finally:
+        c.stop()
+
+
+def test_sharder_killed_at_each_merge_step_resumes(tmp_path):
+    """Two neighbouring shards emptied by deletes are merged by a sharder killed at every
+    step in turn, with updates into the merging range between kills: after each kill the
+    listing is the model; the last pass finishes the merge and deletes the donor."""
+    c = sharding_cluster(str(tmp_path), threshold=400, batch=20)
+    try:
+        conn = c.connection()
+        conn.put_container("mk")
+        model = {f"o{i:04d}": 1 for i in range(600)}
+        put_many(c, "mk", model)
+        manual_split(c, "AUTH_test/mk", 100)
+        assert run_daemon(c, "container-sharder") == 0
+        before = shards(c, "AUTH_test/mk")["ranges"]
+        assert [r["upper"] for r in before] == ["o0099", "o0199", "o0299", "o0399", "o0499", ""]
+        gone = [f"o{i:04d}" for i in range(200, 400) if i % 50]
+        run_threads(lambda chunk: [c.connection().delete_object("mk", n) for n in chunk],
+                    [gone[i::8] for i in range(8)])
+        for n in gone:
+            del model[n]
+        rnd = random.Random(11)
+
+        def check(step: str) -> None:
+            _, rows = conn.get_container("mk", full_listing=True)
+            got = {r["name"]: r["bytes"] for r in rows}
+            assert len(rows) == len(got), f"a name listed twice after {step}"
+            assert got == model, (step, set(got) ^ set(model))
+
+        def churn_merging() -> None:
+            """PUTs, overwrites and DELETEs in the two merging ranges."""
+            for _ in range(30):
+                mine = sorted(n for n in model if "o0199" < n <= "o0399")
+                op = rnd.random()
+                if op < 0.5 or not mine:
+                    name = f"o{rnd.randrange(200, 399):04d}-{rnd.randrange(10**6)}"
+                    conn.put_object("mk", name, b"n" * 3)
+                    model[name] = 3
+                elif op < 0.8:
+                    name = rnd.choice(mine)
+                    conn.delete_object("mk", name)
+                    del model[name]
+                else:
+                    name = rnd.choice(mine)
+                    conn.put_object("mk", name, b"ow")
+                    model[name] = 2
+
+        for point in MERGE_POINTS:
+            assert run_daemon(c, "container-sharder", env={EXIT_AT_ENV: point}) == 9, point
+            state = shards(c, "AUTH_test/mk")
+            assert state["state"] == "sharded"
+            assert tiles(state["ranges"]), point
+            kinds = sorted(r["state"] for r in state["ranges"])
+            if MERGE_POINTS.index(point) < MERGE_POINTS.index("merge-switched"):
+                assert kinds == ["active"] * 5 + ["shrinking"], point  # `swiftlite shards`
+            else:
+                assert kinds == ["active"] * 5, point
+            check(point)
+            churn_merging()
+        assert run_daemon(c, "container-sharder") == 0
+        after = shards(c, "AUTH_test/mk")["ranges"]
+        assert len(after) == 5 and tiles(after)
+        donors = {r["name"] for r in before} - {r["name"] for r in after}
+        assert len(donors) == 1
+        acct, cont = donors.pop().split("/", 1)
+        conf = load_config(c.nodes[0]["conf"], "container-server")
+        part, nodes = Ring.from_conf(conf, "container").get_nodes(acct, cont)
+        for n in nodes:  # gone from every replica (shrunk_grace 0)
+            st, _, _ = http_request(f"http://{n['ip']}:{n['port']}", "HEAD",
+                                    f"/{n['device']}/{part}/{quote(acct, safe='')}/"
+                                    f"{quote(cont, safe='')}")
+            assert st == 404
+        check("the last pass")
+        churn_merging()
+        converge(c)
+        check("converge")
+        assert int(conn.head_container("mk")["x-container-object-count"]) == len(model)
+    finally:
+        c.stop()
+
+
+def tiles(ranges: list[dict]) -> bool:
+    bounds = [(r["lower"], r["upper"]) for r in ranges]
+    return bool(bounds) and bounds[0][0] == "" and bounds[-1][1] == "" and all(
+        a[1] == b[0] and a[1] for a, b in zip(bounds, bounds[1:], strict=False))
+
+
+def test_collapse_takes_over_a_merge_under_way(tmp_path):
+    """The sharder killed just after a merge switched the root (the donor not yet told);
+    then nearly everything is deleted: the root collapses, pulling the donor too (its
+    range already left the root's table), and nothing is lost; the shards then go."""
+    c = sharding_cluster(str(tmp_path), threshold=400, batch=50)
+    try:
+        conn = c.connection()
+        conn.put_container("mc")
+        model = {f"o{i:04d}": 1 for i in range(600)}
+        put_many(c, "mc", model)
+        manual_split(c, "AUTH_test/mc", 100)
+        assert run_daemon(c, "container-sharder") == 0
+        before = shards(c, "AUTH_test/mc")["ranges"]
+        gone = [f"o{i:04d}" for i in range(200, 400) if i % 50]
+        run_threads(lambda chunk: [c.connection().delete_object("mc", n) for n in chunk],
+                    [gone[i::8] for i in range(8)])
+        for n in gone:
+            del model[n]
+        assert run_daemon(c, "container-sharder", env={EXIT_AT_ENV: "merge-switched"}) == 9
+        assert len(shards(c, "AUTH_test/mc")["ranges"]) == 5
+        # Late updates into the donor (an object server's route cache still names it).
+        late = [f"o{i:04d}-late" for i in range(200, 300, 10)]
+        put_many(c, "mc", late, threads=2)
+        model.update(dict.fromkeys(late, 1))
+        rest = [n for n in model if n not in late and n not in ("o0250", "o0350")]
+        run_threads(lambda chunk: [c.connection().delete_object("mc", n) for n in chunk],
+                    [rest[i::8] for i in range(8)])
+        for n in rest:
+            del model[n]
+        assert len(model) < 40  # under shrink_threshold
+        assert run_daemon(c, "container-sharder") == 0
+        assert run_daemon(c, "object-updater") == 0
+        assert run_daemon(c, "container-sharder") == 0  # grace 0: the former shards go
+        state = shards(c, "AUTH_test/mc")
+        assert state["state"] == "collapsed" and state["ranges"] == []
+        assert listing_names(conn, "mc") == sorted(model)
+        assert int(conn.head_container("mc")["x-container-object-count"]) == len(model)
+        conf = load_config(c.nodes[0]["conf"], "container-server")
+        ring = Ring.from_conf(conf, "container")
+        for r in before:
+            acct, cont = r["name"].split("/", 1)
+            part, nodes = ring.get_nodes(acct, cont)
+            for n in nodes:
+                st, _, _ = http_request(f"http://{n['ip']}:{n['port']}", "HEAD",
+                                        f"/{n['device']}/{part}/{quote(acct, safe='')}/"
+                                        f"{quote(cont, safe='')}")
+                assert st == 404, r["name"]
     finally:
         c.stop()

@@ -15,7 +15,9 @@ from swiftlite.container.shard_ranges import (
     covers,
     find,
     live,
+    merge_pairs,
     merge_range,
+    merged_bounds,
     ranges_from_points,
     route,
     shard_account,
@@ -191,3 +193,45 @@ def test_find_with_bisect_matches_linear_scan():
     for x in ["a", "b", "b0", "c", "d", "e", "f", "g", "zz"]:
         i = bisect.bisect_left(points, x)
         assert find(ranges, x) is ranges[i]
+
+
+# -- merging small neighbours ------------------------------------------------------------------
+def tiled(counts: list[int]) -> list[ShardRange]:
+    bounds = ["", *(f"n{i:02d}" for i in range(1, len(counts))), ""]
+    return [sr(name=f".s/r{i}", lower=bounds[i], upper=bounds[i + 1], state=State.ACTIVE,
+               object_count=n) for i, n in enumerate(counts)]
+
+
+def test_merge_pairs_small_donor_into_smaller_neighbour():
+    ranges = tiled([100, 100, 3, 5, 100, 100])
+    pairs = merge_pairs(ranges, shrink_threshold=40, rows_per_shard=200)
+    assert [(d.name, a.name) for d, a in pairs] == [(".s/r2", ".s/r3")]
+    assert merged_bounds(*pairs[0]) == ("n02", "n04") == merged_bounds(pairs[0][1], pairs[0][0])
+
+
+def test_merge_pairs_limits():
+    # Never past rows_per_shard, never a range in two pairs, nor one busy, at most `limit`.
+    ranges = tiled([10, 195, 10, 10, 10, 10, 10, 10])
+    pairs = merge_pairs(ranges, 40, 200, busy={".s/r7"}, limit=2)
+    names = [n for d, a in pairs for n in (d.name, a.name)]
+    assert len(pairs) == 2 and len(set(names)) == 4 and ".s/r7" not in names
+    assert all(d.object_count + a.object_count <= 200 for d, a in pairs)
+    assert merge_pairs(tiled([10, 195]), 40, 200) == []
+    assert merge_pairs(tiled([50, 50]), 40, 200) == []  # no donor under the threshold
+    shrinking = tiled([10, 10])
+    shrinking[1].state = State.SHRINKING
+    assert merge_pairs(shrinking, 40, 200) == []
+
+
+@given(st.lists(st.integers(0, 120), min_size=1, max_size=12))
+def test_merge_pairs_keep_the_tiling(counts):
+    """Applying every pair leaves ranges that still tile the namespace."""
+    ranges = tiled(counts)
+    pairs = merge_pairs(ranges, 40, 150, limit=20)
+    out = {r.name: r for r in ranges}
+    for d, a in pairs:
+        lower, upper = merged_bounds(d, a)
+        assert d.object_count < 40 and d.object_count + a.object_count <= 150
+        del out[d.name]
+        out[a.name] = sr(name=a.name, lower=lower, upper=upper, state=State.ACTIVE)
+    assert covers(live(out.values()))
