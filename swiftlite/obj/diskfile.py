@@ -151,10 +151,8 @@ IOV_MAX = 1024  # Linux's limit on buffers per writev
 def _write_all(fd: int, chunks: list[bytes]) -> int:
     """Write every chunk, in order, with as few syscalls as possible and without joining
     them first (a join copied each 1 MiB body once per replica)."""
-    if len(chunks) == 1:
-        bufs: list = [memoryview(chunks[0])]
-    else:
-        bufs = [memoryview(c) for c in chunks if c]
+    # Empty chunks left out: writev of nothing returns 0, which would never end the loop.
+    bufs = [memoryview(c) for c in chunks if c]
     total = sum(len(b) for b in bufs)
     while bufs:
         n = os.writev(fd, bufs[:IOV_MAX])

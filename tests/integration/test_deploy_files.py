@@ -13,22 +13,13 @@ import sys
 import pytest
 
 from swiftlite.cli import DAEMONS
-from swiftlite.common import hashing, signing
+from swiftlite.common import signing
 from swiftlite.common.config import load_sections
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 STORAGE_IPS = ["172.28.0.11", "172.28.0.12", "172.28.0.13"]
 PORTS = {"object": 6200, "container": 6201, "account": 6202}
-
-
-@pytest.fixture(autouse=True)
-def _keep_hash_affixes():
-    """Loading a config sets the process's [hash] affixes: put back what other tests in
-    this process use."""
-    saved = hashing._PREFIX, hashing._SUFFIX
-    yield
-    hashing._PREFIX, hashing._SUFFIX = saved
 
 
 def ring_devices(path: str) -> set[tuple[str, int, str]]:

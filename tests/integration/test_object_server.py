@@ -456,7 +456,8 @@ async def test_quarantine_on_corrupt_full_get(server, client):
     o = name()
     path = f"/sdb/9/a/c/{o}"
     body = b"A" * 1000
-    await call(client, server, "PUT", path, {"X-Timestamp": ts()}, body)
+    st, _, got = await call(client, server, "PUT", path, {"X-Timestamp": ts()}, body)
+    assert st == 201, (st, got)
     dev = os.path.join(server.devices, "sdb")
     h = hash_path("a", "c", o)
     (f,) = diskfile.current_paths(dev, 9, h)

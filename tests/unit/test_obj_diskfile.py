@@ -247,3 +247,13 @@ def test_a_body_in_more_pieces_than_one_writev_takes_is_written_in_order(dev):
     info = diskfile.open_object(dev, 0, H, 1 << 20, True)
     assert info.body == body and info.etag_ok
     info.close()
+
+
+@pytest.mark.parametrize("pieces", [[], [b""], [b"", b""]])
+def test_an_empty_body_in_any_pieces_is_written(dev, pieces):
+    """A zero-byte PUT whose body came as one empty chunk must not spin in writev."""
+    w = diskfile.DataWriter(dev, 0, H)
+    w.put(pieces, {"name": "/a/c/o", "Content-Type": "x/y"}, "1700000000.00000")
+    info = diskfile.open_object(dev, 0, H, 1 << 20, True)
+    assert info.body == b"" and info.etag_ok
+    info.close()
