@@ -128,8 +128,9 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
 
     Replicas are tried in random order; 404s and errors fall through to the next (and to
     handoffs); a replica whose data is older than a tombstone seen elsewhere is skipped.
-    None (404) only when a quorum said so, counting primaries' 404s and handoffs' tombstones
-    (a handoff that never held the object proves nothing), as Swift; else 503: replicas
+    None (404) only when a quorum said so, counting primaries' 404s, handoffs' tombstones
+    (a handoff that never held the object proves nothing) and the skipped stale replicas,
+    as Swift; else 503: replicas
     that could not be reached must not make an object look deleted.
     """
     ring = proxy.object_ring
@@ -169,7 +170,10 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
             data_ts = _ts(resp.headers.get("X-Timestamp"))
             if newest_tombstone and data_ts and data_ts < newest_tombstone \
                     and resp.status < 300:
-                resp.release()  # a stale replica: a newer delete exists elsewhere
+                # A stale replica: a newer delete exists elsewhere (in flight, say). It
+                # counts toward the 404: else a DELETE racing this GET made it a 503.
+                resp.release()
+                not_found += 1
                 continue
             winner = resp
             break
