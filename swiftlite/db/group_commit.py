@@ -17,9 +17,14 @@ from swiftlite.common.threadpool import run_blocking
 
 
 class GroupCommitter:
-    def __init__(self, commit: Callable[[list[Any]], Any], max_batch: int = 1000) -> None:
-        """`commit(items)` is blocking and applies all items in one transaction."""
+    def __init__(self, commit: Callable[[list[Any]], Any], max_batch: int = 1000,
+                 gate: asyncio.Semaphore | None = None) -> None:
+        """`commit(items)` is blocking and applies all items in one transaction. `gate`:
+        shared by the DBs of a device, it bounds their commits in flight; a DB waiting for
+        it keeps gathering updates, so many DBs updated at once (a sharded container's
+        shards) still commit in batches instead of a few rows per commit each."""
         self._commit = commit
+        self._gate = gate
         self._max_batch = max(1, max_batch)
         self._pending: list[tuple[list[Any], asyncio.Future]] = []
         self._task: asyncio.Task | None = None
@@ -50,19 +55,26 @@ class GroupCommitter:
     async def _run(self) -> None:
         try:
             while self._pending:
-                batch = self._take_batch()
-                items = [i for entry in batch for i in entry[0]]
-                try:
-                    result = await run_blocking(self._commit, items)
-                except Exception as exc:  # every waiter in the batch sees the failure
-                    for _, fut in batch:
-                        if not fut.done():
-                            fut.set_exception(exc)
-                    continue
-                self.batches += 1
-                self.items += len(items)
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_result(result)
+                if self._gate is not None:
+                    async with self._gate:
+                        await self._commit_batch()
+                else:
+                    await self._commit_batch()
         finally:
             self._task = None
+
+    async def _commit_batch(self) -> None:
+        batch = self._take_batch()  # after the gate: what came in while waiting goes too
+        items = [i for entry in batch for i in entry[0]]
+        try:
+            result = await run_blocking(self._commit, items)
+        except Exception as exc:  # every waiter in the batch sees the failure
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        self.batches += 1
+        self.items += len(items)
+        for _, fut in batch:
+            if not fut.done():
+                fut.set_result(result)

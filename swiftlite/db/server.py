@@ -8,6 +8,7 @@ containers). Handlers take (request, broker, dev_path); sub-item handlers also t
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
@@ -67,6 +68,9 @@ class DBServer:
             raise ValueError("db_synchronous must be FULL, NORMAL or EXTRA")
         self.synchronous = synchronous
         self.max_batch = conf.get_int("db_max_batch", 1000)
+        # Commits in flight per device across its DBs (0: no bound); see GroupCommitter.
+        self.commit_concurrency = conf.get_int("db_commit_concurrency", 0)
+        self._gates: dict[str, asyncio.Semaphore] = {}
         self.busy_timeout = conf.get_float("db_busy_timeout", 25.0)
         self.brokers: BrokerCache[Any] = BrokerCache(
             self.new_broker, conf.get_int("db_cache_size", 1024))
@@ -82,8 +86,17 @@ class DBServer:
         b = self.broker_class(path, synchronous=self.synchronous,
                               busy_timeout=self.busy_timeout)
         b.committer = GroupCommitter(  # type: ignore[attr-defined]
-            self.merge_function(b), self.commit_batch())
+            self.merge_function(b), self.commit_batch(), self._gate(path))
         return b
+
+    def _gate(self, path: str) -> asyncio.Semaphore | None:
+        if self.commit_concurrency <= 0:
+            return None
+        device = os.path.relpath(path, self.devices.devices).split(os.sep, 1)[0]
+        gate = self._gates.get(device)
+        if gate is None:
+            gate = self._gates[device] = asyncio.Semaphore(self.commit_concurrency)
+        return gate
 
     def merge_function(self, broker: Any) -> Callable[[list[dict[str, Any]]], int]:
         """What the group committer runs on a batch of rows (blocking)."""

@@ -62,3 +62,40 @@ async def test_failures_reach_every_waiter(tmp_path):
     assert not gc.busy
     with pytest.raises(DatabaseNotFound):
         await gc.submit([row])
+
+
+async def test_a_shared_gate_bounds_commits_and_grows_batches():
+    """DBs sharing a device gate: at most `n` commits run at once, and a DB waiting for the
+    gate commits everything that came in meanwhile as one batch."""
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+    release = threading.Event()
+    seen: dict[str, list[list[int]]] = {}
+
+    def committer(name: str):
+        def commit(items):
+            nonlocal running, peak
+            with lock:
+                running += 1
+                peak = max(peak, running)
+            release.wait(5)
+            with lock:
+                running -= 1
+            seen.setdefault(name, []).append(list(items))
+            return len(items)
+        return commit
+
+    gate = asyncio.Semaphore(1)
+    a = GroupCommitter(committer("a"), gate=gate)
+    b = GroupCommitter(committer("b"), gate=gate)
+    first = asyncio.create_task(a.submit([0]))
+    while running == 0:  # a's first commit holds the gate
+        await asyncio.sleep(0.001)
+    waiting = [asyncio.create_task(b.submit([i])) for i in range(1, 5)]
+    await asyncio.sleep(0.01)
+    assert running == 1  # b waits for the gate instead of committing beside a
+    release.set()
+    await asyncio.gather(first, *waiting)
+    assert peak == 1
+    assert seen == {"a": [[0]], "b": [[1, 2, 3, 4]]}  # b's four updates in one commit
