@@ -193,13 +193,16 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=20_000)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--root", default=None, help="scratch dir (default: a temp dir)")
+    ap.add_argument("--commit-concurrency", type=int, default=0,
+                    help="the container server's db_commit_concurrency (0: unbounded)")
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",") if s]
     root = args.root or tempfile.mkdtemp(prefix="bench_sharding-")
     os.makedirs(os.path.join(root, "node", "sda"), exist_ok=True)
     print(f"config: sizes={sizes} rows_per_shard={args.rows_per_shard:,} "
           f"updates={args.updates:,} concurrency={args.concurrency} db_synchronous=FULL "
-          f"(WAL) group_commit io_threads=8 workers=1 cpus={os.cpu_count()} root={root}",
+          f"(WAL) group_commit db_commit_concurrency={args.commit_concurrency} io_threads=8 "
+          f"workers=1 cpus={os.cpu_count()} root={root}",
           flush=True)
     results = []
     try:
@@ -217,7 +220,8 @@ def main() -> None:
                 # The build wrote GBs without fsync: flush them now, or their writeback
                 # competes with the updates' fsyncs and the figures measure the page cache.
                 os.sync()
-                srv = Server(root, "io_threads = 8")
+                srv = Server(root, "io_threads = 8\n"
+                             f"db_commit_concurrency = {args.commit_concurrency}")
                 try:
                     lst = asyncio.run(listing(srv, container, size, sharded))
                     rates = {pat: asyncio.run(updates(srv, container, size, ranges,
