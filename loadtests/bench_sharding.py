@@ -116,10 +116,11 @@ def new_names(size: int, total: int, pattern: str, seed: int) -> list[str]:
 
 
 async def updates(server: Server, container: str, size: int, ranges: list[ShardRange],
-                  total: int, concurrency: int, pattern: str) -> float:
-    # Warm up (connections, the server's broker cache) untimed, then measure.
+                  total: int, concurrency: int, pattern: str, seed: int = 2) -> float:
+    # Warm up (connections, the server's broker cache) untimed, then measure. Each run's
+    # seed gives it names of its own (append: past every earlier run's).
     await _updates(server, container, ranges, new_names(size, 500, pattern, 1), concurrency)
-    return await _updates(server, container, ranges, new_names(size, total, pattern, 2),
+    return await _updates(server, container, ranges, new_names(size, total, pattern, seed),
                           concurrency)
 
 
@@ -193,16 +194,20 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=20_000)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--root", default=None, help="scratch dir (default: a temp dir)")
-    ap.add_argument("--commit-concurrency", type=int, default=0,
-                    help="the container server's db_commit_concurrency (0: unbounded)")
+    ap.add_argument("--commit-concurrency", default="0",
+                    help="the container server's db_commit_concurrency (0: unbounded); "
+                         "comma-separated values are measured side by side, interleaved")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="update runs per value of --commit-concurrency (medians shown)")
     args = ap.parse_args()
+    gates = [int(g) for g in args.commit_concurrency.split(",") if g.strip()]
     sizes = [parse_size(s) for s in args.sizes.split(",") if s]
     root = args.root or tempfile.mkdtemp(prefix="bench_sharding-")
     os.makedirs(os.path.join(root, "node", "sda"), exist_ok=True)
     print(f"config: sizes={sizes} rows_per_shard={args.rows_per_shard:,} "
           f"updates={args.updates:,} concurrency={args.concurrency} db_synchronous=FULL "
-          f"(WAL) group_commit db_commit_concurrency={args.commit_concurrency} io_threads=8 "
-          f"workers=1 cpus={os.cpu_count()} root={root}",
+          f"(WAL) group_commit db_commit_concurrency={gates} repeats={args.repeats} "
+          f"io_threads=8 workers=1 cpus={os.cpu_count()} root={root}",
           flush=True)
     results = []
     try:
@@ -220,20 +225,34 @@ def main() -> None:
                 # The build wrote GBs without fsync: flush them now, or their writeback
                 # competes with the updates' fsyncs and the figures measure the page cache.
                 os.sync()
-                srv = Server(root, "io_threads = 8\n"
-                             f"db_commit_concurrency = {args.commit_concurrency}")
-                try:
-                    lst = asyncio.run(listing(srv, container, size, sharded))
-                    rates = {pat: asyncio.run(updates(srv, container, size, ranges,
-                                                      args.updates, args.concurrency, pat))
-                             for pat in ("uniform", "append")}
-                finally:
-                    srv.stop()
-                results.append((size, label, rates, lst))
-                print(f"{size:>11,} rows {label:<9} ({len(ranges) or 1:>3} DBs, built in "
-                      f"{built:5.1f}s): updates/s uniform {rates['uniform']:>6,.0f} "
-                      f"append {rates['append']:>6,.0f}   list 10,000 from the middle "
-                      f"{lst * 1000:7.1f} ms", flush=True)
+                lst = 0.0
+                runs: dict[int, dict[str, list[float]]] = {
+                    g: {"uniform": [], "append": []} for g in gates}
+                seed = 2
+                for rep in range(args.repeats):
+                    for g in gates[rep % len(gates):] + gates[:rep % len(gates)]:
+                        srv = Server(root, f"io_threads = 8\ndb_commit_concurrency = {g}")
+                        try:
+                            if not lst:  # before any update: the N rows it was built with
+                                lst = asyncio.run(listing(srv, container, size, sharded))
+                            for pat in ("uniform", "append"):
+                                seed += 1
+                                runs[g][pat].append(asyncio.run(updates(
+                                    srv, container, size, ranges, args.updates,
+                                    args.concurrency, pat, seed)))
+                        finally:
+                            srv.stop()
+                for g in gates:
+                    rates = {pat: statistics.median(v) for pat, v in runs[g].items()}
+                    tag = label if len(gates) == 1 else f"{label} g={g}"
+                    results.append((size, tag, rates, lst))
+                    every = "" if args.repeats == 1 else "  runs: " + " ".join(
+                        f"{pat} " + "/".join(f"{r:,.0f}" for r in v)
+                        for pat, v in runs[g].items())
+                    print(f"{size:>11,} rows {tag:<13} ({len(ranges) or 1:>3} DBs, built in "
+                          f"{built:5.1f}s): updates/s uniform {rates['uniform']:>6,.0f} "
+                          f"append {rates['append']:>6,.0f}   list 10,000 from the middle "
+                          f"{lst * 1000:7.1f} ms{every}", flush=True)
             shutil.rmtree(os.path.join(root, "node", "sda", "containers"), ignore_errors=True)
     finally:
         if args.root is None:
@@ -242,7 +261,7 @@ def main() -> None:
     print(f"relative to {sizes[0]:,} rows:")
     for size, label, rates, lst in results:
         b_rates, b_lst = base[label]
-        print(f"  {size:>11,} {label:<9} update rate uniform "
+        print(f"  {size:>11,} {label:<13} update rate uniform "
               f"{rates['uniform'] / b_rates['uniform']:5.0%} append "
               f"{rates['append'] / b_rates['append']:5.0%}   listing time {lst / b_lst:5.2f}x")
 

@@ -18,18 +18,22 @@ from swiftlite.common.threadpool import run_blocking
 
 class GroupCommitter:
     def __init__(self, commit: Callable[[list[Any]], Any], max_batch: int = 1000,
-                 gate: asyncio.Semaphore | None = None) -> None:
+                 gate: asyncio.Semaphore | None = None, gate_wait: float = 0.05) -> None:
         """`commit(items)` is blocking and applies all items in one transaction. `gate`:
         shared by the DBs of a device, it bounds their commits in flight; a DB waiting for
         it keeps gathering updates, so many DBs updated at once (a sharded container's
-        shards) still commit in batches instead of a few rows per commit each."""
+        shards) still commit in batches instead of a few rows per commit each. A DB waits
+        at most `gate_wait` seconds for it, then commits anyway: one DB stuck on a lock
+        or a slow disk must not hold up every other container of the device."""
         self._commit = commit
         self._gate = gate
+        self._gate_wait = gate_wait
         self._max_batch = max(1, max_batch)
         self._pending: list[tuple[list[Any], asyncio.Future]] = []
         self._task: asyncio.Task | None = None
         self.batches = 0
         self.items = 0
+        self.gate_timeouts = 0
 
     @property
     def busy(self) -> bool:
@@ -55,13 +59,38 @@ class GroupCommitter:
     async def _run(self) -> None:
         try:
             while self._pending:
-                if self._gate is not None:
-                    async with self._gate:
-                        await self._commit_batch()
-                else:
+                if self._gate is None:
                     await self._commit_batch()
+                    continue
+                if not await self._enter_gate(self._gate):
+                    self.gate_timeouts += 1  # its holders are slow: go on without it
+                    await self._commit_batch()
+                    continue
+                try:
+                    await self._commit_batch()
+                finally:
+                    self._gate.release()
         finally:
             self._task = None
+
+    async def _enter_gate(self, gate: asyncio.Semaphore) -> bool:
+        """Acquire `gate` within gate_wait; False if not. (Not wait_for: on 3.11 it can
+        drop an acquire that completes as the timeout fires, leaking a slot for good.)"""
+        acquire = asyncio.ensure_future(gate.acquire())
+        try:
+            done, _ = await asyncio.wait({acquire}, timeout=self._gate_wait)
+        except asyncio.CancelledError:  # shutting down: hand back a slot taken meanwhile
+            acquire.cancel()
+            acquire.add_done_callback(
+                lambda f: None if f.cancelled() or f.exception() else gate.release())
+            raise
+        if not done:
+            acquire.cancel()
+            try:
+                await acquire
+            except asyncio.CancelledError:
+                return False
+        return True  # acquired, possibly just as the wait ran out
 
     async def _commit_batch(self) -> None:
         batch = self._take_batch()  # after the gate: what came in while waiting goes too

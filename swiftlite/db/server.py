@@ -70,6 +70,7 @@ class DBServer:
         self.max_batch = conf.get_int("db_max_batch", 1000)
         # Commits in flight per device across its DBs (0: no bound); see GroupCommitter.
         self.commit_concurrency = conf.get_int("db_commit_concurrency", 0)
+        self.commit_gate_wait = conf.get_float("db_commit_gate_wait", 0.05)
         self._gates: dict[str, asyncio.Semaphore] = {}
         self.busy_timeout = conf.get_float("db_busy_timeout", 25.0)
         self.brokers: BrokerCache[Any] = BrokerCache(
@@ -86,7 +87,8 @@ class DBServer:
         b = self.broker_class(path, synchronous=self.synchronous,
                               busy_timeout=self.busy_timeout)
         b.committer = GroupCommitter(  # type: ignore[attr-defined]
-            self.merge_function(b), self.commit_batch(), self._gate(path))
+            self.merge_function(b), self.commit_batch(), self._gate(path),
+            self.commit_gate_wait)
         return b
 
     def _gate(self, path: str) -> asyncio.Semaphore | None:

@@ -87,8 +87,8 @@ async def test_a_shared_gate_bounds_commits_and_grows_batches():
         return commit
 
     gate = asyncio.Semaphore(1)
-    a = GroupCommitter(committer("a"), gate=gate)
-    b = GroupCommitter(committer("b"), gate=gate)
+    a = GroupCommitter(committer("a"), gate=gate, gate_wait=30)
+    b = GroupCommitter(committer("b"), gate=gate, gate_wait=30)
     first = asyncio.create_task(a.submit([0]))
     while running == 0:  # a's first commit holds the gate
         await asyncio.sleep(0.001)
@@ -99,3 +99,28 @@ async def test_a_shared_gate_bounds_commits_and_grows_batches():
     await asyncio.gather(first, *waiting)
     assert peak == 1
     assert seen == {"a": [[0]], "b": [[1, 2, 3, 4]]}  # b's four updates in one commit
+
+
+async def test_a_stuck_commit_holds_the_gate_only_for_gate_wait():
+    """One DB whose commit hangs (a lock, a slow disk) must not stall the device's other DBs:
+    they wait gate_wait at most, then commit beside it; no gate slot is lost."""
+    release = threading.Event()
+    started = threading.Event()
+
+    def stuck(items):
+        started.set()
+        release.wait(10)
+        return len(items)
+
+    gate = asyncio.Semaphore(1)
+    a = GroupCommitter(stuck, gate=gate, gate_wait=0.05)
+    b = GroupCommitter(lambda items: len(items), gate=gate, gate_wait=0.05)
+    first = asyncio.create_task(a.submit([0]))
+    while not started.is_set():
+        await asyncio.sleep(0.001)
+    assert await asyncio.wait_for(b.submit([1, 2]), 5) == 2  # done while a still hangs
+    assert not first.done() and b.gate_timeouts == 1
+    release.set()
+    assert await first == 1
+    assert not gate.locked()  # a gave its slot back and b never took one
+    assert await asyncio.wait_for(b.submit([3]), 5) == 1 and b.gate_timeouts == 1
