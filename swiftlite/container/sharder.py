@@ -25,7 +25,9 @@ then tells the root: its own range deleted, the children's ACTIVE. Until the roo
 heard, the shard redirects updates to its children and answers listings with them, so a
 kill -9 between the switch and telling the root loses nothing; each pass tells it again
 until a quorum of the root's replicas took it. The root's ranges thus stay one flat list of
-leaves, however often its shards split.
+leaves, however often its shards split. `shrunk_grace` seconds after the root heard (time
+for every root replica and object server route cache to learn the children), the split
+shard retires: told SHRUNK, every replica's rows pulled across to the children, DELETEd.
 
 Merging: a shard left with fewer than `shrink_threshold` live rows (counts as refreshed
 this pass) is merged into its smaller neighbour, if the two hold at most `rows_per_shard`
@@ -93,7 +95,8 @@ NAME = "container-sharder"
 # Test hook: exit abruptly (as kill -9 would) after this many cleave batches in a process.
 EXIT_AFTER_ENV = "SWIFTLITE_SHARDER_EXIT_AFTER"
 # Test hook: exit abruptly at a named point ("shard-switched": a shard that split has
-# switched to sharded and told its replicas, not yet its root; the MERGE_POINTS, in order,
+# switched to sharded and told its replicas, not yet its root; "split-retiring": a split
+# shard told SHRUNK, not yet pulled or deleted; the MERGE_POINTS, in order,
 # the steps of merging a small shard into its neighbour).
 EXIT_AT_ENV = "SWIFTLITE_SHARDER_EXIT_AT"
 MERGE_POINTS = ("merge-marked", "merge-copying", "merge-copied", "merge-acceptor-grown",
@@ -144,7 +147,8 @@ class Sharder(daemon.PeerSession):
     async def run_pass(self, stats: dict[str, Any]) -> None:
         for k in ("sharding", "sharded", "shards", "cleaved_rows", "forwarded_rows",
                   "shards_created", "roots_split", "shards_split", "collapsing", "collapsed",
-                  "pulled_rows", "merging", "shards_merged", "merged_deleted"):
+                  "pulled_rows", "merging", "shards_merged", "merged_deleted",
+                  "splits_retired"):
             stats[k] = 0
         await self.ring.refresh()
         jobs = await run_blocking(self._jobs)
@@ -216,6 +220,10 @@ class Sharder(daemon.PeerSession):
         if own is None or info["deleted"]:
             return
         state = own.state
+        if state == State.SHRUNK:  # a split shard being retired (a merged donor is not ours)
+            if (await run_blocking(broker.get_progress)).get("root_told"):
+                await self.retire_split(broker, own, live(ranges), stats)
+            return
         if state == State.ACTIVE:
             if info["object_count"] <= self.threshold:
                 return
@@ -232,6 +240,9 @@ class Sharder(daemon.PeerSession):
             await self.forward(broker, live(ranges), stats)  # late updates to the children
             progress = await run_blocking(broker.get_progress)
             if progress.get("root_told"):
+                told = float(Timestamp.parse(progress["root_told"]))
+                if time.time() - told > self.shrunk_grace:
+                    await self.retire_split(broker, own, live(ranges), stats)
                 return
             self._exit_at("shard-switched")
             # Tell the root, every pass until a quorum of its replicas took it: from then on
@@ -246,6 +257,24 @@ class Sharder(daemon.PeerSession):
                 await run_blocking(broker.set_progress, progress)
             else:
                 log.warning("%s: could not tell root %s of its children yet", own.name, root)
+
+    async def retire_split(self, broker: ContainerBroker, own: ShardRange,
+                           children: list[ShardRange], stats: dict[str, Any]) -> None:
+        """`shrunk_grace` after its root heard of the children, a split shard goes: its
+        replicas are told SHRUNK (an update a stale route still sends it goes on to the
+        root, which routes it to a child), every row of every replica is pulled across to
+        the child holding its name (a replica that took rows the leader never saw loses
+        none), then it is DELETEd. Each step is retried next pass until it succeeds."""
+        if own.state != State.SHRUNK:
+            if not await self.tell_shrunk(own, Timestamp.now().internal):
+                return
+            self._exit_at("split-retiring")
+        if not await self.pull(broker, [own], by_name(children, own), stats):
+            log.warning("%s: split shard not retired yet: could not pull every replica",
+                        own.name)
+            return
+        if await self.client.delete_shard(own):
+            stats["splits_retired"] += 1
 
     # -- split ---------------------------------------------------------------------------
     async def split(self, broker: ContainerBroker, info: dict[str, Any],

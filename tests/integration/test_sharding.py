@@ -30,6 +30,7 @@ from tests.sharding_support import (
     put_many,
     run_daemon,
     run_threads,
+    set_conf,
     sharding_cluster,
     shards,
     split,
@@ -295,13 +296,16 @@ def test_shards_split_when_they_grow(tmp_path):
     """A shard past the threshold splits as a root does; the root then routes to and
     lists its children (own small-threshold cluster)."""
     c = sharding_cluster(str(tmp_path), threshold=200, batch=50)
+    # The split shard stays until the test lets it retire.
+    set_conf(c.nodes[0]["conf"], "container-sharder", shrunk_grace=3600)
     try:
         conn = c.connection()
         conn.put_container("grow")
         model = [f"m{i:04d}" for i in range(150)]
         put_many(c, "grow", model)
         split(c, "AUTH_test/grow", 100)  # two shards: 100 and 50 rows
-        assert len(shards(c, "AUTH_test/grow")["ranges"]) == 2
+        first = {r["name"] for r in shards(c, "AUTH_test/grow")["ranges"]}
+        assert len(first) == 2
         more = [f"a{i:04d}" for i in range(300)]  # all in the first shard: 400 > 200
         put_many(c, "grow", more)
         # The shard splits; the sharder dies before the root hears of the children.
@@ -338,6 +342,23 @@ def test_shards_split_when_they_grow(tmp_path):
         assert listing_names(conn, "grow") == sorted(names + extra)
         assert int(conn.head_container("grow")["x-container-object-count"]) == \
             len(names) + len(extra)
+        # The split shard retires (shrunk_grace 0): told SHRUNK, then (after a kill -9
+        # there) its rows pulled to the children and it is deleted; nothing is lost.
+        set_conf(c.nodes[0]["conf"], "container-sharder", shrunk_grace=0)
+        (parent,) = first - {r["name"] for r in state["ranges"]}
+        acct, cont = parent.split("/", 1)
+        assert backend_status(c, acct, cont) == {204}  # there, until it retires
+        assert run_daemon(c, "container-sharder", env={EXIT_AT_ENV: "split-retiring"}) == 9
+        later = [f"a{i:04d}z" for i in range(0, 300, 50)]  # while it is SHRUNK
+        put_many(c, "grow", later)
+        sharder(c)
+        assert backend_status(c, acct, cont) == {404}
+        with open(f"{c.root}/run/node1/container-sharder.json") as f:
+            assert json.load(f)["splits_retired"] == 1
+        converge(c)
+        assert listing_names(conn, "grow") == sorted(names + extra + later)
+        assert int(conn.head_container("grow")["x-container-object-count"]) == \
+            len(names) + len(extra) + len(later)
     finally:
         c.stop()
 
