@@ -154,6 +154,19 @@ class _Conn(asyncio.Protocol):
             self.transport.close()
 
 
+def _take(buf: bytearray, n: int) -> bytes:
+    """The first `n` bytes of `buf`, removed from it: one copy (`bytes(buf[:n])` made two,
+    and the first body bytes arrive in `buf` with the headers, up to 256 KiB)."""
+    if n == len(buf):
+        data = bytes(buf)
+        buf.clear()
+        return data
+    with memoryview(buf) as view:
+        data = view[:n].tobytes()
+    del buf[:n]
+    return data
+
+
 class Response:
     """Status and headers at once; the body is read on demand."""
 
@@ -228,8 +241,7 @@ class Response:
             await conn.wait_data(self._timeout)
         if buf:
             n = min(len(buf), self._remaining, max_size)
-            data = bytes(buf[:n])
-            del buf[:n]
+            data = _take(buf, n)
         else:  # as received, uncopied (uvloop reads at most 256 KiB at a time)
             data = parts.popleft()
             n = len(data)
@@ -250,8 +262,7 @@ class Response:
                 while not buf:
                     await conn.wait_data(self._timeout)
                 n = min(len(buf), self._remaining)
-                data = bytes(buf[:n])
-                del buf[:n]
+                data = _take(buf, n)
                 self._remaining -= n
                 return data
             if self._remaining == 0:  # expect CRLF closing the previous chunk
