@@ -197,6 +197,10 @@ def main() -> None:
     ap.add_argument("--commit-concurrency", default="0",
                     help="the container server's db_commit_concurrency (0: unbounded); "
                          "comma-separated values are measured side by side, interleaved")
+    ap.add_argument("--io-threads", type=int, default=8,
+                    help="the container server's io_threads (its default: 8)")
+    ap.add_argument("--synchronous", default="FULL", choices=("FULL", "NORMAL"),
+                    help="the container server's db_synchronous")
     ap.add_argument("--repeats", type=int, default=1,
                     help="update runs per value of --commit-concurrency (medians shown)")
     args = ap.parse_args()
@@ -205,9 +209,10 @@ def main() -> None:
     root = args.root or tempfile.mkdtemp(prefix="bench_sharding-")
     os.makedirs(os.path.join(root, "node", "sda"), exist_ok=True)
     print(f"config: sizes={sizes} rows_per_shard={args.rows_per_shard:,} "
-          f"updates={args.updates:,} concurrency={args.concurrency} db_synchronous=FULL "
+          f"updates={args.updates:,} concurrency={args.concurrency} "
+          f"db_synchronous={args.synchronous} "
           f"(WAL) group_commit db_commit_concurrency={gates} repeats={args.repeats} "
-          f"io_threads=8 workers=1 cpus={os.cpu_count()} root={root}",
+          f"io_threads={args.io_threads} workers=1 cpus={os.cpu_count()} root={root}",
           flush=True)
     results = []
     try:
@@ -231,7 +236,9 @@ def main() -> None:
                 seed = 2
                 for rep in range(args.repeats):
                     for g in gates[rep % len(gates):] + gates[:rep % len(gates)]:
-                        srv = Server(root, f"io_threads = 8\ndb_commit_concurrency = {g}")
+                        srv = Server(root, f"io_threads = {args.io_threads}\n"
+                                     f"db_commit_concurrency = {g}\n"
+                                     f"db_synchronous = {args.synchronous}")
                         try:
                             if not lst:  # before any update: the N rows it was built with
                                 lst = asyncio.run(listing(srv, container, size, sharded))
