@@ -213,3 +213,31 @@ def hash_owner(name: str, writers: int) -> int:
 def listing_names(conn, container: str, **kw: Any) -> list[str]:
     _, rows = conn.get_container(container, full_listing=True, **kw)
     return [r.get("name", r.get("subdir")) for r in rows]
+
+
+def memory_fetch(names: list[str]):
+    """A DB's listing fetch over a sorted list of names (the broker's query, in memory), for
+    swiftlite.db.listing.walk: the model listings are checked against."""
+    from swiftlite.db.listing import Bounds, next_after
+
+    def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool):
+        def ok(n: str) -> bool:
+            if b.lo is not None and (n < b.lo or (n == b.lo and not b.lo_incl)):
+                return False
+            if b.hi is not None and n >= b.hi:
+                return False
+            if prefix:
+                up = next_after(prefix)
+                if n < prefix or (up is not None and n >= up):
+                    return False
+            return True
+        rows = [(n, "0000000001.00000", 0, "x", "e") for n in names if ok(n)]
+        return (rows[::-1] if reverse else rows)[:limit]
+    return fetch
+
+
+def tiles(ranges: list[dict]) -> bool:
+    """Ranges (in order) cover '' to '' with no gap or overlap."""
+    bounds = [(r["lower"], r["upper"]) for r in ranges]
+    return bool(bounds) and bounds[0][0] == "" and bounds[-1][1] == "" and all(
+        a[1] == b[0] and a[1] for a, b in zip(bounds, bounds[1:], strict=False))

@@ -25,6 +25,7 @@ from tests.sharding_support import (
     set_conf,
     sharding_cluster,
     shards,
+    tiles,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sharding-faults")]
@@ -220,12 +221,6 @@ def test_sharder_killed_at_each_merge_step_resumes(tmp_path):
         assert int(conn.head_container("mk")["x-container-object-count"]) == len(model)
     finally:
         c.stop()
-
-
-def tiles(ranges: list[dict]) -> bool:
-    bounds = [(r["lower"], r["upper"]) for r in ranges]
-    return bool(bounds) and bounds[0][0] == "" and bounds[-1][1] == "" and all(
-        a[1] == b[0] and a[1] for a, b in zip(bounds, bounds[1:], strict=False))
 
 
 def test_collapse_takes_over_a_merge_under_way(tmp_path):

@@ -19,7 +19,7 @@ from swiftclient import ClientException
 
 from swiftlite.common.config import load_config
 from swiftlite.container.sharder import EXIT_AT_ENV
-from swiftlite.db.listing import Bounds, ListingParams, next_after, walk
+from swiftlite.db.listing import ListingParams, walk
 from swiftlite.ring import Ring
 from tests.helpers import http_request, wait_for
 from tests.sharding_support import (
@@ -27,6 +27,7 @@ from tests.sharding_support import (
     Storm,
     converge,
     listing_names,
+    memory_fetch,
     put_many,
     run_daemon,
     run_threads,
@@ -34,6 +35,7 @@ from tests.sharding_support import (
     sharding_cluster,
     shards,
     split,
+    tiles,
 )
 
 pytestmark = pytest.mark.xdist_group("sharding")
@@ -219,19 +221,7 @@ def listed(cluster):
 
 
 def model_listing(p: ListingParams, names: list[str] = MODEL_NAMES) -> list[str]:
-    def fetch(b: Bounds, prefix, limit, reverse):
-        def ok(n):
-            if b.lo is not None and (n < b.lo or (n == b.lo and not b.lo_incl)):
-                return False
-            if b.hi is not None and n >= b.hi:
-                return False
-            if prefix:
-                up = next_after(prefix)
-                return n >= prefix and (up is None or n < up)
-            return True
-        rows = [(n, "0000000001.00000", 1, "x", "e") for n in names if ok(n)]
-        return (rows[::-1] if reverse else rows)[:limit]
-    return [r[0] for r in walk(fetch, p)]
+    return [r[0] for r in walk(memory_fetch(names), p)]
 
 
 opt = st.one_of(st.none(), st.text(ALPHABET, min_size=1, max_size=3))
@@ -361,13 +351,6 @@ def test_shards_split_when_they_grow(tmp_path):
             len(names) + len(extra) + len(later)
     finally:
         c.stop()
-
-
-def tiles(ranges: list[dict]) -> bool:
-    """Ranges (in order) cover '' to '' with no gap or overlap."""
-    bounds = [(r["lower"], r["upper"]) for r in ranges]
-    return bool(bounds) and bounds[0][0] == "" and bounds[-1][1] == "" and all(
-        a[1] == b[0] and a[1] for a, b in zip(bounds, bounds[1:], strict=False))
 
 
 def test_small_neighbours_merge(tmp_path):

@@ -23,8 +23,9 @@ from swiftlite.container.shard_ranges import (
     shard_account,
     split_points,
 )
-from swiftlite.db.listing import Bounds, ListingParams, next_after, walk
+from swiftlite.db.listing import ListingParams, walk
 from swiftlite.proxy.shard_listing import walk_segments
+from tests.sharding_support import memory_fetch
 
 
 # -- split points ------------------------------------------------------------------------------
@@ -117,24 +118,6 @@ def test_route_only_cleaved_ranges_of_a_sharding_root():
 ALPHABET = "ab/-"
 
 
-def db_fetch(names: list[str]):
-    """A DB's fetch over a sorted list (the broker's query, in memory)."""
-    def fetch(b: Bounds, prefix: str | None, limit: int, reverse: bool):
-        def ok(n: str) -> bool:
-            if b.lo is not None and (n < b.lo or (n == b.lo and not b.lo_incl)):
-                return False
-            if b.hi is not None and n >= b.hi:
-                return False
-            if prefix:
-                up = next_after(prefix)
-                if n < prefix or (up is not None and n >= up):
-                    return False
-            return True
-        rows = [(n, "0000000001.00000", 0, "x", "e") for n in names if ok(n)]
-        return (rows[::-1] if reverse else rows)[:limit]
-    return fetch
-
-
 def params(**kw) -> ListingParams:
     base = {"limit": 10000, "marker": None, "end_marker": None, "prefix": None,
             "delimiter": None, "reverse": False, "out_format": "json"}
@@ -152,7 +135,7 @@ def sharded_listing(names: list[str], points: list[str], p: ListingParams) -> li
         q = params(limit=limit, marker=marker, end_marker=end_marker, prefix=p.prefix,
                    delimiter=p.delimiter, reverse=p.reverse, path=p.path,
                    lower=seg["lower"] or None, upper=seg["upper"] or None)
-        return walk(db_fetch(names), q)
+        return walk(memory_fetch(names), q)
 
     return asyncio.run(walk_segments(segs, p, fetch))
 
@@ -171,7 +154,7 @@ def test_listing_across_segments_equals_one_db(names, points, marker, end_marker
     points = sorted(points)
     p = params(marker=marker, end_marker=end_marker, prefix=prefix, delimiter=delimiter,
                reverse=reverse, limit=limit)
-    expected = walk(db_fetch(names), p)
+    expected = walk(memory_fetch(names), p)
     got = sharded_listing(names, points, params(**{**p.__dict__}))
     assert got == expected
 
@@ -184,7 +167,7 @@ def test_path_listing_across_segments(names, points, path, reverse):
     prefix = path.rstrip("/") + "/" if path else None
     p = params(prefix=prefix, delimiter="/", path=prefix or "", reverse=reverse)
     assert sharded_listing(names, sorted(points), params(**{**p.__dict__})) == \
-        walk(db_fetch(names), p)
+        walk(memory_fetch(names), p)
 
 
 def test_find_with_bisect_matches_linear_scan():
