@@ -152,9 +152,11 @@ class Storm:
 
     def _run(self, w: int) -> None:
         rnd = random.Random(self.seed * 1000 + w)
-        conn = self.c.connection()
-        mine = sorted(n for n in self.model if hash_owner(n, self.writers) == w)
         try:
+            conn = self.c.connection()
+            with self.lock:  # the other writers are already adding to the model
+                names = list(self.model)
+            mine = sorted(n for n in names if hash_owner(n, self.writers) == w)
             while not self.stop_event.is_set():
                 op = rnd.random()
                 if op < 0.4 or not mine:
