@@ -148,6 +148,8 @@ def build(args: Namespace) -> dict[str, Any]:
             sections[daemon] = {"interval": 30}
         if getattr(args, "shard_threshold", None):
             sections["container-sharder"]["shard_container_threshold"] = args.shard_threshold
+        if getattr(args, "delay_reaping", None):
+            sections["object-expirer"]["delay_reaping"] = args.delay_reaping
         _write(conf_path, _ini(sections))
         nodes.append({"name": f"node{n}", "ip": ring_ip, "zone": n, "ports": ports,
                       "bind": backend_bind, "workers": role_workers,

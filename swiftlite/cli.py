@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--no-daemons", action="store_true", help="start servers only")
     u.add_argument("--shard-threshold", type=int, default=None,
                    help="rows past which the sharder splits a container (default 1,000,000)")
+    u.add_argument("--delay-reaping", type=float, default=None,
+                   help="seconds the object-expirer leaves expired objects on disk (readable "
+                        "with X-Open-Expired, which this cluster allows; default 0)")
     u.set_defaults(func=cmd_up)
 
     n = sub.add_parser("node", help="run every server and daemon a config file names "

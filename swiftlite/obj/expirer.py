@@ -127,6 +127,9 @@ class Expirer(daemon.PeerSession):
         self.batch_size = max(1, conf.get_int("batch_size", 500))
         self.pacer = daemon.Pacer(conf.get_float("expiring_objects_per_second", 200.0))
         self.check_peers = conf.get_bool("check_peers", True)
+        # Expired objects stay on disk this much longer: with allow_open_expired a client
+        # can still read them (X-Open-Expired) until they are reaped.
+        self.delay_reaping = max(0.0, conf.get_float("delay_reaping", 0.0))
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 10.0)
         ip, port = daemon.server_address(conf, "object")
@@ -162,7 +165,7 @@ class Expirer(daemon.PeerSession):
             stats[k] = 0
         await self.object_ring.refresh()
         await self.container_ring.refresh()
-        now = self.clock()
+        now = self.clock() - self.delay_reaping
         for dev_path in await run_blocking(self._devices):
             try:
                 await self.expire_device(dev_path, now, stats)

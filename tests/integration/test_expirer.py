@@ -46,11 +46,13 @@ def affixes(cluster) -> tuple[str, str]:
     return parser.get("hash", "hash_path_prefix"), parser.get("hash", "hash_path_suffix")
 
 
-async def expirer_pass(cluster, node: int = 0, now: float | None = None) -> dict:
+async def expirer_pass(cluster, node: int = 0, now: float | None = None,
+                       delay_reaping: float = 0.0) -> dict:
     """One pass of node `node`'s expirer in this process, as if the clock read `now`."""
     with cluster_hashing(*affixes(cluster)):
         conf = load_config(cluster.nodes[node]["conf"], "object-expirer")
         exp = Expirer(conf)
+        exp.delay_reaping = delay_reaping
         if now is not None:
             exp.clock = lambda: now
         stats = new_stats()
@@ -215,3 +217,18 @@ def test_a_stale_replica_does_not_expire_a_newer_version(cluster, conn):
         assert [e.delete_at for e in q.entries() if e.name == "/AUTH_test/stale/o"] == [t]
     finally:
         q.close()
+
+
+def test_delay_reaping_keeps_an_expired_object_until_it_has_passed(cluster, conn):
+    """delay_reaping: an object past its X-Delete-At stays on disk (readable with
+    X-Open-Expired) until the delay has passed too; then the pass expires it."""
+    conn.put_container("late")
+    t = int(time.time()) + 900
+    conn.put_object("late", "o", b"kept a while", headers={"X-Delete-At": str(t)})
+    assert all(s.endswith(".data") for s in replicas(cluster, "late/o").values())
+    asyncio.run(expirer_pass(cluster, now=t + 50, delay_reaping=60))
+    states = replicas(cluster, "late/o")
+    assert len(states) == 3 and all(s.endswith(".data") for s in states.values())
+    asyncio.run(expirer_pass(cluster, now=t + 61, delay_reaping=60))
+    states = replicas(cluster, "late/o")
+    assert len(states) == 3 and all(s.endswith(".ts") for s in states.values()), states
