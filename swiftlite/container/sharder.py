@@ -240,8 +240,7 @@ class Sharder(daemon.PeerSession):
             await self.forward(broker, live(ranges), stats)  # late updates to the children
             progress = await run_blocking(broker.get_progress)
             if progress.get("root_told"):
-                told = float(Timestamp.parse(progress["root_told"]))
-                if time.time() - told > self.shrunk_grace:
+                if self._grace_over(progress["root_told"]):
                     await self.retire_split(broker, own, live(ranges), stats)
                 return
             self._exit_at("shard-switched")
@@ -257,6 +256,10 @@ class Sharder(daemon.PeerSession):
                 await run_blocking(broker.set_progress, progress)
             else:
                 log.warning("%s: could not tell root %s of its children yet", own.name, root)
+
+    def _grace_over(self, since: str) -> bool:
+        """Whether `shrunk_grace` seconds have passed since the timestamp `since`."""
+        return time.time() - float(Timestamp.parse(since)) > self.shrunk_grace
 
     async def retire_split(self, broker: ContainerBroker, own: ShardRange,
                            children: list[ShardRange], stats: dict[str, Any]) -> None:
@@ -522,8 +525,7 @@ class Sharder(daemon.PeerSession):
         assert own is not None
         await self.pull(broker, shrunk, to(own), stats)
         progress = await run_blocking(broker.get_progress)
-        since = float(Timestamp.parse(progress.get("collapsed_at", "0")))
-        if time.time() - since > self.shrunk_grace:
+        if self._grace_over(progress.get("collapsed_at", "0")):
             for r in shrunk:
                 await self.client.delete_shard(r)
             ts = Timestamp.now().internal
@@ -642,7 +644,7 @@ class Sharder(daemon.PeerSession):
         if m["phase"] == "told":
             if not await self.pull(broker, [donor], by_name(ranges, donor), stats):
                 return
-            if time.time() - float(Timestamp.parse(m["told_at"])) <= self.shrunk_grace:
+            if not self._grace_over(m["told_at"]):
                 return
             if not await self.client.delete_shard(donor):
                 return

@@ -59,17 +59,15 @@ class GroupCommitter:
     async def _run(self) -> None:
         try:
             while self._pending:
-                if self._gate is None:
-                    await self._commit_batch()
-                    continue
-                if not await self._enter_gate(self._gate):
+                gate = self._gate
+                held = gate is not None and await self._enter_gate(gate)
+                if gate is not None and not held:
                     self.gate_timeouts += 1  # its holders are slow: go on without it
-                    await self._commit_batch()
-                    continue
                 try:
                     await self._commit_batch()
                 finally:
-                    self._gate.release()
+                    if held and gate is not None:
+                        gate.release()
         finally:
             self._task = None
 
