@@ -9,7 +9,7 @@ big transactions, much faster than HTTP PUTs): unsharded, one DB of N rows; and 
 root in the sharded state with ceil(N / rows_per_shard) ACTIVE ranges, each a shard DB of
 its rows (what the sharder leaves behind with shard_container_threshold = 2 x
 rows_per_shard). Then over HTTP, against one real container server (one worker,
-db_synchronous=FULL, group commit):
+db_synchronous=FULL, group commit, the device update log unless `--update-log off`):
 
 - updates: `--updates` object PUT updates of new names, `--concurrency` at a time, in two
   patterns: uniform (random keys spread over the namespace) and append (time-ordered keys
@@ -19,6 +19,9 @@ db_synchronous=FULL, group commit):
 - listing: 10,000 names from a marker in the middle, json, median of 5; sharded, the
   proxy's walk over the root's segments (swiftlite.proxy.shard_listing) fetching each
   shard's rows as the proxy does, then rendering them.
+
+Each update run prints its rate and the CPU time per update of the server and of this
+process (the two share the machine's cores: on 2 cores the server runs near one core).
 """
 
 from __future__ import annotations
@@ -141,9 +144,24 @@ async def _updates(server: Server, container: str, ranges: list[ShardRange],
                 async with http.put(server.url(acct, cont, name), headers=h) as resp:
                     assert resp.status == 201, resp.status
 
+        c0 = cpu_seconds(server)
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return total / (time.perf_counter() - t0)
+        el = time.perf_counter() - t0
+        c1 = cpu_seconds(server)
+        if total > 500:  # not the warm-up
+            print(f"    run: {total / el:,.0f} updates/s; CPU per update: server "
+                  f"{(c1[0] - c0[0]) / total * 1e6:.0f} us, this benchmark "
+                  f"{(c1[1] - c0[1]) / total * 1e6:.0f} us", flush=True)
+        return total / el
+
+
+def cpu_seconds(server: Server) -> tuple[float, float]:
+    """CPU seconds (user + system) used so far by the server and by this process."""
+    with open(f"/proc/{server.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+            sum(os.times()[:2]))
 
 
 async def listing(server: Server, container: str, size: int, sharded: bool) -> float:
@@ -201,17 +219,24 @@ def main() -> None:
                     help="the container server's io_threads (its default: 8)")
     ap.add_argument("--synchronous", default="FULL", choices=("FULL", "NORMAL"),
                     help="the container server's db_synchronous")
+    ap.add_argument("--update-log", default="on",
+                    help="the container server's db_update_log: on, off, or on,off to "
+                         "measure both side by side, interleaved")
     ap.add_argument("--repeats", type=int, default=1,
                     help="update runs per value of --commit-concurrency (medians shown)")
     args = ap.parse_args()
-    gates = [int(g) for g in args.commit_concurrency.split(",") if g.strip()]
+    logs = [v.strip() for v in args.update_log.split(",") if v.strip()]
+    # What is measured side by side: (db_commit_concurrency, db_update_log) pairs.
+    gates = [(int(g), lg) for g in args.commit_concurrency.split(",") if g.strip()
+             for lg in logs]
     sizes = [parse_size(s) for s in args.sizes.split(",") if s]
     root = args.root or tempfile.mkdtemp(prefix="bench_sharding-")
     os.makedirs(os.path.join(root, "node", "sda"), exist_ok=True)
     print(f"config: sizes={sizes} rows_per_shard={args.rows_per_shard:,} "
           f"updates={args.updates:,} concurrency={args.concurrency} "
           f"db_synchronous={args.synchronous} "
-          f"(WAL) group_commit db_commit_concurrency={gates} repeats={args.repeats} "
+          f"(WAL) group_commit db_commit_concurrency={args.commit_concurrency} "
+          f"db_update_log={args.update_log} repeats={args.repeats} "
           f"io_threads={args.io_threads} workers=1 cpus={os.cpu_count()} root={root}",
           flush=True)
     results = []
@@ -237,7 +262,8 @@ def main() -> None:
                 for rep in range(args.repeats):
                     for g in gates[rep % len(gates):] + gates[:rep % len(gates)]:
                         srv = Server(root, f"io_threads = {args.io_threads}\n"
-                                     f"db_commit_concurrency = {g}\n"
+                                     f"db_commit_concurrency = {g[0]}\n"
+                                     f"db_update_log = {g[1] == 'on'}\n"
                                      f"db_synchronous = {args.synchronous}")
                         try:
                             if not lst:  # before any update: the N rows it was built with
@@ -251,12 +277,16 @@ def main() -> None:
                             srv.stop()
                 for g in gates:
                     rates = {pat: statistics.median(v) for pat, v in runs[g].items()}
-                    tag = label if len(gates) == 1 else f"{label} g={g}"
+                    tag = label
+                    if len(args.commit_concurrency.split(",")) > 1:
+                        tag += f" g={g[0]}"
+                    if len(logs) > 1:
+                        tag += f" log={g[1]}"
                     results.append((size, tag, rates, lst))
                     every = "" if args.repeats == 1 else "  runs: " + " ".join(
                         f"{pat} " + "/".join(f"{r:,.0f}" for r in v)
                         for pat, v in runs[g].items())
-                    print(f"{size:>11,} rows {tag:<13} ({len(ranges) or 1:>3} DBs, built in "
+                    print(f"{size:>11,} rows {tag:<21} ({len(ranges) or 1:>3} DBs, built in "
                           f"{built:5.1f}s): updates/s uniform {rates['uniform']:>6,.0f} "
                           f"append {rates['append']:>6,.0f}   list 10,000 from the middle "
                           f"{lst * 1000:7.1f} ms{every}", flush=True)
@@ -268,7 +298,7 @@ def main() -> None:
     print(f"relative to {sizes[0]:,} rows:")
     for size, label, rates, lst in results:
         b_rates, b_lst = base[label]
-        print(f"  {size:>11,} {label:<13} update rate uniform "
+        print(f"  {size:>11,} {label:<21} update rate uniform "
               f"{rates['uniform'] / b_rates['uniform']:5.0%} append "
               f"{rates['append'] / b_rates['append']:5.0%}   listing time {lst / b_lst:5.2f}x")
 

@@ -52,10 +52,10 @@ class AccountServer(DBServer):
 
     def merge_function(self, broker: AccountBroker):
         """Container reports only land in a live account: a deleted one answers 404."""
-        def merge(rows: list[dict[str, Any]]) -> int:
+        def merge(rows: list[dict[str, Any]], **kw: Any) -> int:
             if broker.is_deleted():
                 raise DatabaseNotFound(broker.db_file)
-            return broker.merge_items(rows)
+            return broker.merge_items(rows, **kw)
         return merge
 
     async def put(self, request: web.Request, broker: AccountBroker,
@@ -83,7 +83,7 @@ class AccountServer(DBServer):
                "object_count": req_int(request, "X-Object-Count", 0),
                "bytes_used": req_int(request, "X-Bytes-Used", 0)}
         try:
-            await broker.committer.submit([row])  # type: ignore[attr-defined]
+            await self.commit_items(broker, [row])
         except DatabaseNotFound:
             return error(404, "Account Not Found")
         return web.Response(status=201)

@@ -296,7 +296,7 @@ class ContainerServer(DBServer):
     async def _commit(self, broker: ContainerBroker, dev_path: str,
                       rows: list[dict[str, Any]]) -> web.Response | None:
         try:
-            await broker.committer.submit(rows)  # type: ignore[attr-defined]
+            await self.commit_items(broker, rows)
         except DatabaseNotFound:
             return error(404, "Container Not Found")
         self.reporter.mark_dirty(broker, dev_path)

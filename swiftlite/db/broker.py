@@ -114,6 +114,10 @@ def _write_txn(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
+class Busy(Exception):
+    """Another writer held the DB past the caller's `wait`; nothing was applied."""
+
+
 class DatabaseBroker:
     """Base broker; subclasses define the item table and how its rows merge."""
 
@@ -124,13 +128,18 @@ class DatabaseBroker:
     LISTING_COLUMNS: tuple[str, ...] = ()  # a listing row (of live items), name first
 
     def __init__(self, db_file: str, synchronous: str = "FULL", busy_timeout: float = 25.0,
-                 account: str = "", container: str | None = None) -> None:
+                 account: str = "", container: str | None = None,
+                 wal_autocheckpoint: int | None = None) -> None:
+        """`wal_autocheckpoint`: WAL pages after which a commit checkpoints (None: SQLite's
+        1000). An update-log server raises it: its log's rotation checkpoints the DBs."""
         self.db_file = db_file
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
+        self.wal_autocheckpoint = wal_autocheckpoint
         self.account = account
         self.container = container
         self._conn: sqlite3.Connection | None = None
+        self._relaxed: float | None = None  # see _set_relaxed
         self._lock = threading.Lock()
         # In-process counters: how many item transactions merged how many updates.
         self.item_commits = 0
@@ -144,20 +153,39 @@ class DatabaseBroker:
         # FULL: every commit fsyncs the WAL, so an acknowledged update survives power loss.
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         conn.execute("PRAGMA temp_store=MEMORY")
+        if self.wal_autocheckpoint is not None:
+            conn.execute(f"PRAGMA wal_autocheckpoint={int(self.wal_autocheckpoint)}")
         return conn
 
     def _get_conn(self) -> sqlite3.Connection:
-        if self._conn is None:
+        conn = self._conn
+        if conn is None:
             if not os.path.exists(self.db_file):
                 raise DatabaseNotFound(self.db_file)
-            self._conn = self._connect(self.db_file)
-        return self._conn
+            conn = self._conn = self._connect(self.db_file)
+        elif self._relaxed is not None:
+            self._set_relaxed(conn, None)  # this write must flush and may wait its turn
+        return conn
+
+    def _set_relaxed(self, conn: sqlite3.Connection, wait: float | None) -> None:
+        """Switch the connection between the server's settings (None) and those of an
+        update-log commit round: no WAL flush, SQLite's lock waited for `wait` seconds at
+        most. A round leaves the connection relaxed (rounds come one after another on a
+        busy DB); any other use switches it back first. Caller holds self._lock."""
+        if wait is None:
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        else:
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+        self._relaxed = wait
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+                self._relaxed = None
 
     def exists(self) -> bool:
         return self._conn is not None or os.path.exists(self.db_file)
@@ -340,16 +368,41 @@ class DatabaseBroker:
         """Subclass: apply rows newest-wins inside the open transaction; returns rows changed."""
         raise NotImplementedError
 
-    def merge_items(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Apply a batch of item rows in ONE transaction (one fsync); returns rows changed."""
+    def merge_items(self, rows: Iterable[Mapping[str, Any]], durable: bool = True,
+                    wait: float | None = None) -> int:
+        """Apply a batch of item rows in ONE transaction (one fsync); returns rows changed.
+
+        `durable=False` (an update-log commit round, swiftlite.db.device_commit): commit
+        without flushing the WAL (the log makes the rows durable), and wait at most `wait`
+        seconds for this DB's locks (this process's and SQLite's), else raise Busy with
+        nothing applied."""
         rows = [dict(r) for r in rows]
-        with self._lock:
-            conn = self._get_conn()
-            with _write_txn(conn):
-                changed = self._merge_items_locked(conn, rows)
+        relaxed = not durable
+        if relaxed and wait is None:
+            raise ValueError("an unflushed merge needs a bound on its wait")
+        if not self._lock.acquire(timeout=wait if relaxed else -1):
+            raise Busy(self.db_file)
+        try:
+            if relaxed:
+                conn = self._conn
+                if conn is None:
+                    conn = self._get_conn()
+                if self._relaxed != wait:
+                    self._set_relaxed(conn, wait)
+            else:
+                conn = self._get_conn()
+            try:
+                with _write_txn(conn):
+                    changed = self._merge_items_locked(conn, rows)
+            except sqlite3.OperationalError as exc:
+                if relaxed and "locked" in str(exc):
+                    raise Busy(self.db_file) from exc  # rolled back: nothing applied
+                raise
             self.item_commits += 1
             self.items_merged += len(rows)
             return changed
+        finally:
+            self._lock.release()
 
     def get_items_since(self, row_id: int, limit: int) -> list[dict[str, Any]]:
         """Rows changed after `row_id` (a peer's sync point), oldest change first."""

@@ -26,6 +26,7 @@ class GroupCommitter:
         at most `gate_wait` seconds for it, then commits anyway: one DB stuck on a lock
         or a slow disk must not hold up every other container of the device."""
         self._commit = commit
+        self.merge = commit  # what a device commit round applies a batch with
         self._gate = gate
         self._gate_wait = gate_wait
         self._max_batch = max(1, max_batch)
