@@ -150,9 +150,11 @@ class DBServer:
         self.reclaimer = asyncio.create_task(reclaim_loop(
             self.brokers.values, self.reclaim_age, self.reclaim_interval))
         self.log_keeper: asyncio.Task | None = None
+        # Before serving: what a crash left in the logs is back in the DBs first (also when
+        # the log has since been turned off, or its segments would never be replayed).
+        replayer = self.update_log or UpdateLog(self.devices.devices, self.kind)
+        await replayer.replay_orphans(self._replay)
         if self.update_log is not None:
-            # Before serving: what a crash left in the logs is back in the DBs first.
-            await self.update_log.replay_orphans(self._replay)
             self.log_keeper = asyncio.create_task(self._keep_log(self.update_log))
 
     async def on_cleanup(self, app: web.Application) -> None:
