@@ -16,6 +16,18 @@ from typing import Any
 from swiftlite.common.threadpool import run_blocking
 
 
+def take_batch(pending: list[tuple[list[Any], asyncio.Future]], max_batch: int,
+               ) -> list[tuple[list[Any], asyncio.Future]]:
+    """Pop the oldest (items, future) entries of `pending` holding at most `max_batch`
+    items in all (at least one entry, however many items it has)."""
+    batch, count = [], 0
+    while pending and (not batch or count + len(pending[0][0]) <= max_batch):
+        entry = pending.pop(0)
+        batch.append(entry)
+        count += len(entry[0])
+    return batch
+
+
 class GroupCommitter:
     def __init__(self, commit: Callable[[list[Any]], Any], max_batch: int = 1000,
                  gate: asyncio.Semaphore | None = None, gate_wait: float = 0.05) -> None:
@@ -49,13 +61,7 @@ class GroupCommitter:
         return await asyncio.shield(fut)
 
     def _take_batch(self) -> list[tuple[list[Any], asyncio.Future]]:
-        batch, count = [], 0
-        while self._pending and (not batch or count + len(self._pending[0][0])
-                                 <= self._max_batch):
-            entry = self._pending.pop(0)
-            batch.append(entry)
-            count += len(entry[0])
-        return batch
+        return take_batch(self._pending, self._max_batch)
 
     async def _run(self) -> None:
         try:

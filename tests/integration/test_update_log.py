@@ -23,13 +23,16 @@ from tests.helpers import ServerProcess, async_wait_for, free_port
 ACCOUNT = "AUTH_ul"
 
 
-def _server(tmp_path, extra: str = "") -> tuple[ServerProcess, str]:
+def _server(tmp_path, extra: str = "") -> tuple[ServerProcess, str, str, str]:
+    """(server, devices, its container `c`'s URL, c's DB path)."""
     devices = tmp_path / "node"
     (devices / "sda").mkdir(parents=True, exist_ok=True)
     conf = tmp_path / "c.conf"
     conf.write_text(f"[DEFAULT]\ndevices = {devices}\n[container-server]\nio_threads = 4\n"
                     f"{extra}\n")
-    return ServerProcess("container", str(conf), free_port()), str(devices)
+    srv = ServerProcess("container", str(conf), free_port())
+    return (srv, str(devices), f"http://127.0.0.1:{srv.port}/sda/0/{ACCOUNT}/c",
+            db_file(str(devices), "sda", "container", 0, ACCOUNT, "c"))
 
 
 def _segments(devices: str) -> list[str]:
@@ -68,9 +71,7 @@ async def test_acknowledged_updates_come_back_from_the_log_when_the_db_lost_them
     """A power loss can drop the WAL frames a commit round wrote without flushing; the log
     holds them. Stand-in: kill -9 the server, put back the DB as it was before the updates
     (flushed, holding none of them), restart: every acknowledged update is listed again."""
-    srv, devices = _server(tmp_path, "db_update_log_seconds = 600")
-    base = f"http://127.0.0.1:{srv.port}/sda/0/{ACCOUNT}/c"
-    path = db_file(devices, "sda", "container", 0, ACCOUNT, "c")
+    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 600")
     srv.start()
     try:
         async with aiohttp.ClientSession() as http:
@@ -114,9 +115,7 @@ async def test_acknowledged_updates_come_back_from_the_log_when_the_db_lost_them
 
 
 async def test_clean_stop_and_rotation_leave_nothing_to_replay(tmp_path):
-    srv, devices = _server(tmp_path, "db_update_log_seconds = 0.5")
-    base = f"http://127.0.0.1:{srv.port}/sda/0/{ACCOUNT}/c"
-    path = db_file(devices, "sda", "container", 0, ACCOUNT, "c")
+    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 0.5")
     srv.start()
     try:
         async with aiohttp.ClientSession() as http:
@@ -140,7 +139,7 @@ async def test_clean_stop_and_rotation_leave_nothing_to_replay(tmp_path):
 async def test_a_db_held_by_another_writer_does_not_stall_the_device(tmp_path):
     """Another process holds container A's write lock: an update to A waits for it (and
     lands once it is free), while updates to B on the same device go through meanwhile."""
-    srv, devices = _server(tmp_path)
+    srv, devices, _, _ = _server(tmp_path)
     base_a = f"http://127.0.0.1:{srv.port}/sda/0/{ACCOUNT}/a"
     base_b = f"http://127.0.0.1:{srv.port}/sda/0/{ACCOUNT}/b"
     srv.start()
@@ -173,8 +172,7 @@ async def test_a_db_held_by_another_writer_does_not_stall_the_device(tmp_path):
 
 @pytest.mark.parametrize("setting", ["db_update_log = false", "db_synchronous = NORMAL"])
 async def test_without_the_log_updates_commit_as_before(tmp_path, setting):
-    srv, devices = _server(tmp_path, setting)
-    base = f"http://127.0.0.1:{srv.port}/sda/0/{ACCOUNT}/c"
+    srv, devices, base, _ = _server(tmp_path, setting)
     srv.start()
     try:
         async with aiohttp.ClientSession() as http:
