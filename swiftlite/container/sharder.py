@@ -480,8 +480,10 @@ class Sharder(daemon.PeerSession):
                          own: ShardRange) -> None:
         """Every range of the DB (and its own row) to every replica of the DB."""
         own_now, all_ranges = await run_blocking(broker.get_ranges)
-        await self.client.push_ranges(info["account"], info["container"],
-                                      [own_now or own, *all_ranges])
+        if not await self.client.push_ranges(info["account"], info["container"],
+                                             [own_now or own, *all_ranges]):
+            log.warning("%s: shard ranges reached fewer than a quorum of its replicas "
+                        "(replication or the next pass brings them)", own.name)
 
     async def pull(self, broker: ContainerBroker, ranges: list[ShardRange], dest: Dest,
                    stats: dict[str, Any], exit_point: str | None = None) -> bool:
@@ -523,6 +525,9 @@ class Sharder(daemon.PeerSession):
         if not shrunk:
             return
         assert own is not None
+        # Again each pass of the grace: a replica the collapse's push missed (busy, down)
+        # stops routing to the former shards now, not only once replication reaches it.
+        await self._push_root(broker, info, own)
         await self.pull(broker, shrunk, to(own), stats)
         progress = await run_blocking(broker.get_progress)
         if self._grace_over(progress.get("collapsed_at", "0")):
