@@ -9,6 +9,8 @@ Config, dispatch, POST, DELETE, HEAD and GET are shared with the container serve
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -50,13 +52,9 @@ class AccountServer(DBServer):
         super().__init__(conf)
         self.item_handlers = {"PUT": self.container_update}
 
-    def merge_function(self, broker: AccountBroker):
+    def merge_function(self, broker: AccountBroker) -> Callable[..., int]:
         """Container reports only land in a live account: a deleted one answers 404."""
-        def merge(rows: list[dict[str, Any]], **kw: Any) -> int:
-            if broker.is_deleted():
-                raise DatabaseNotFound(broker.db_file)
-            return broker.merge_items(rows, **kw)
-        return merge
+        return functools.partial(broker.merge_items, require_live=True)
 
     async def put(self, request: web.Request, broker: AccountBroker,
                   dev_path: str) -> web.StreamResponse:

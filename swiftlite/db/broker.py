@@ -369,13 +369,13 @@ class DatabaseBroker:
         raise NotImplementedError
 
     def merge_items(self, rows: Iterable[Mapping[str, Any]], durable: bool = True,
-                    wait: float | None = None) -> int:
+                    wait: float | None = None, require_live: bool = False) -> int:
         """Apply a batch of item rows in ONE transaction (one fsync); returns rows changed.
 
         `durable=False` (an update-log commit round, swiftlite.db.device_commit): commit
         without flushing the WAL (the log makes the rows durable), and wait at most `wait`
         seconds for this DB's locks (this process's and SQLite's), else raise Busy with
-        nothing applied."""
+        nothing applied. `require_live`: a deleted DB takes nothing (DatabaseNotFound)."""
         rows = [dict(r) for r in rows]
         relaxed = not durable
         if relaxed and wait is None:
@@ -391,6 +391,8 @@ class DatabaseBroker:
                     self._set_relaxed(conn, wait)
             else:
                 conn = self._get_conn()
+            if require_live and self._is_deleted_locked(conn):
+                raise DatabaseNotFound(self.db_file)
             try:
                 with _write_txn(conn):
                     changed = self._merge_items_locked(conn, rows)
