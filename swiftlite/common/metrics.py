@@ -116,6 +116,22 @@ def init() -> None:
     _m["flush"] = Histogram("swiftlite_batch_commit_seconds",
                             "Time to write, flush and rename one batch",
                             buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5))
+    _m["db_round"] = Histogram("swiftlite_db_commit_round_updates",
+                               "Container/account updates committed per device round "
+                               "(one update-log flush each)",
+                               buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1000))
+    _m["db_round_dbs"] = Histogram("swiftlite_db_commit_round_dbs",
+                                   "DBs committed per device round",
+                                   buckets=(1, 2, 4, 8, 16, 32, 64))
+    _m["db_round_time"] = Histogram("swiftlite_db_commit_round_seconds",
+                                    "Time to apply a device round and flush its log",
+                                    buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1,
+                                             .25, .5, 1))
+    _m["db_deferred"] = Counter("swiftlite_db_commit_deferred",
+                                "DB batches a device round left to the DB's own commit "
+                                "(another writer held the DB)")
+    _m["db_replayed"] = Counter("swiftlite_db_update_log_replayed_segments",
+                                "Update-log segments a crash left, replayed")
     _m["cache"] = Counter("swiftlite_proxy_object_cache_lookups",
                           "Object cache lookups by result (hit, miss, unsynced: a miss "
                           "because this worker has not heard other hosts' writes lately)",
@@ -165,6 +181,20 @@ def batch_committed(objects: int, seconds: float) -> None:
     if _m:
         _m["batch_size"].observe(objects)
         _m["flush"].observe(seconds)
+
+
+def db_round(updates: int, dbs: int, seconds: float, deferred: int) -> None:
+    if _m:
+        _m["db_round"].observe(updates)
+        _m["db_round_dbs"].observe(dbs)
+        _m["db_round_time"].observe(seconds)
+        if deferred:
+            _m["db_deferred"].inc(deferred)
+
+
+def update_log_replayed(segments: int) -> None:
+    if _m and segments:
+        _m["db_replayed"].inc(segments)
 
 
 def cache_lookup(result: str) -> None:

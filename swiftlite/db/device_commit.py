@@ -20,9 +20,11 @@ device's round.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
+from swiftlite.common import metrics
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import Busy
 from swiftlite.db.update_log import DeviceLog, UpdateLog, encode
@@ -90,12 +92,16 @@ class DeviceCommitter:
         try:
             while self._dbs:
                 work = self._take_round()
+                started = time.monotonic()
                 try:
                     outcomes, retire = await run_blocking(self._round, work)
                 except Exception as exc:  # the log's flush failed: nobody's rows are durable
                     outcomes, retire = [(False, exc)] * len(work), None
                 self._ulog.retire(retire, self._log.dev_path)
                 self.rounds += 1
+                metrics.db_round(sum(len(items) for _, _, items in work), len(work),
+                                 time.monotonic() - started,
+                                 sum(ok is None for ok, _ in outcomes))
                 for (db, batch, items), (ok, value) in zip(work, outcomes, strict=True):
                     if ok is None:  # busy: its own committer waits and flushes the DB
                         self.deferred += 1

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from swiftlite.common import recon
+from swiftlite.common import metrics, recon
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import check_account, check_container, check_object
 from swiftlite.common.devices import DeviceChecker, meta_devices
@@ -153,7 +153,7 @@ class DBServer:
         # Before serving: what a crash left in the logs is back in the DBs first (also when
         # the log has since been turned off, or its segments would never be replayed).
         replayer = self.update_log or UpdateLog(self.devices.devices, self.kind)
-        await replayer.replay_orphans(self._replay)
+        metrics.update_log_replayed(await replayer.replay_orphans(self._replay))
         if self.update_log is not None:
             self.log_keeper = asyncio.create_task(self._keep_log(self.update_log))
 
@@ -173,7 +173,7 @@ class DBServer:
             try:
                 for dc in self.device_commits.values():
                     dc.tick()
-                await ulog.replay_orphans(self._replay)
+                metrics.update_log_replayed(await ulog.replay_orphans(self._replay))
             except Exception:
                 log.exception("update log upkeep")
 

@@ -105,6 +105,23 @@ def test_object_server_reports_its_node(cluster):
     assert total(obj_port, "swiftlite_threadpool_threads") >= 1
 
 
+def test_container_server_reports_its_commit_rounds(cluster):
+    """Object updates reach the container server's device rounds (swiftlite.db
+    .device_commit): every update of the PUTs is counted in some round."""
+    port = cluster.nodes[0]["servers"]["container"]["port"]
+    before = total(port, "swiftlite_db_commit_round_updates_sum")
+    conn = cluster.connection()
+    conn.put_container("round-metrics")
+    for i in range(10):
+        conn.put_object("round-metrics", f"o{i}", b"x")
+    # 10 PUTs x 3 replicas, each replica's update to its own container DB (the object
+    # servers' updates may come in a moment after the 201s).
+    wait_for(lambda: total(port, "swiftlite_db_commit_round_updates_sum") - before >= 30,
+             10, what="30 updates counted in commit rounds")
+    assert total(port, "swiftlite_db_commit_round_seconds_count") >= 1
+    assert total(port, "swiftlite_db_commit_round_dbs_sum") >= 1
+
+
 def test_request_types():
     from swiftlite.common.metrics import request_type
 
@@ -141,7 +158,9 @@ def test_grafana_dashboard_asks_only_for_exported_series(cluster):
     conn.get_object("dash", "o")
     cluster.run_daemon(0, "object-auditor")
     names: set[str] = set()
-    for port in (cluster.info["proxy"]["port"], cluster.nodes[0]["servers"]["object"]["port"]):
+    servers = cluster.nodes[0]["servers"]
+    for port in (cluster.info["proxy"]["port"], servers["object"]["port"],
+                 servers["container"]["port"]):
         status, body = get(port, "/metrics")
         assert status == 200
         for family in text_string_to_metric_families(body.decode()):
