@@ -27,6 +27,7 @@ from typing import Any
 from swiftlite.common import metrics
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import Busy
+from swiftlite.db.group_commit import take_batch
 from swiftlite.db.update_log import DeviceLog, UpdateLog, encode
 
 # (items, future) entries of one DB waiting for a round, with what merges them.
@@ -70,19 +71,10 @@ class DeviceCommitter:
             self._task = asyncio.create_task(self._run())
         return await asyncio.shield(fut)
 
-    @property
-    def busy(self) -> bool:
-        return self._task is not None
-
     def _take_round(self) -> list[tuple[_DB, _Waiting, list[Any]]]:
         work = []
         for path, db in list(self._dbs.items()):
-            batch, count = [], 0
-            while db.waiting and (not batch or count + len(db.waiting[0][0])
-                                  <= self._max_batch):
-                entry = db.waiting.pop(0)
-                batch.append(entry)
-                count += len(entry[0])
+            batch = take_batch(db.waiting, self._max_batch)
             if not db.waiting:
                 del self._dbs[path]
             work.append((db, batch, [i for entry in batch for i in entry[0]]))
