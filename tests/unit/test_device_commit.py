@@ -1,0 +1,116 @@
+"""Device commit rounds (swiftlite.db.device_commit) on real container DBs and a real update
+log: updates to many DBs share rounds and one log flush each, a failing or busy DB affects
+only its own callers, and a failed log flush fails every caller of the round."""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import sqlite3
+import time
+
+from swiftlite.common.timestamp import Timestamp
+from swiftlite.container.broker import ContainerBroker
+from swiftlite.db.broker import DatabaseNotFound
+from swiftlite.db.device_commit import DeviceCommitter
+from swiftlite.db.group_commit import GroupCommitter
+from swiftlite.db.update_log import DeviceLog, UpdateLog, decode
+
+
+def _row(name: str) -> dict:
+    return {"name": name, "created_at": Timestamp.parse(time.time()).internal, "size": 1,
+            "content_type": "t", "etag": "e", "deleted": 0}
+
+
+def _broker(devices: str, name: str) -> ContainerBroker:
+    b = ContainerBroker(os.path.join(devices, "sda", "containers", f"{name}.db"),
+                        account="a", container=name)
+    b.put_db(Timestamp.now().internal, {})
+    b.committer = GroupCommitter(b.merge_items)  # type: ignore[attr-defined]
+    return b
+
+
+def _setup(tmp_path, log_class: type[DeviceLog] = DeviceLog
+           ) -> tuple[str, UpdateLog, DeviceCommitter]:
+    devices = str(tmp_path)
+    ulog = UpdateLog(devices, "container", max_age=600)
+    dlog = ulog._logs["sda"] = log_class(os.path.join(devices, "sda"), "container",
+                                         ulog.token, ulog.max_bytes, ulog.max_age)
+    return devices, ulog, DeviceCommitter(dlog, ulog)
+
+
+def _logged(devices: str) -> list[tuple[str, list]]:
+    out = []
+    for seg in glob.glob(os.path.join(devices, "sda", "containers_log", "*.log")):
+        with open(seg, "rb") as f:
+            out += list(decode(f.read()))
+    return out
+
+
+def _submit(dc: DeviceCommitter, b: ContainerBroker, names: list[str]):
+    rel = os.path.join("containers", os.path.basename(b.db_file))  # as under the device
+    return dc.submit(b, b.merge_items, rel, [_row(n) for n in names])
+
+
+async def test_updates_to_many_dbs_share_rounds_and_are_logged_once_each(tmp_path):
+    devices, ulog, dc = _setup(tmp_path)
+    dbs = [_broker(devices, f"c{i}") for i in range(5)]
+    await asyncio.gather(*(_submit(dc, dbs[i % 5], [f"o{i}"]) for i in range(40)))
+    for b in dbs:
+        assert b.get_info()["object_count"] == 8
+        assert b.item_commits < 8  # batched within the DB too
+    assert dc.items == 40
+    assert dc.rounds < 40 and ulog.flushes == dc.rounds  # one log flush per round
+    logged = _logged(devices)
+    assert sorted(r["name"] for _, rows in logged for r in rows) == sorted(
+        f"o{i}" for i in range(40))
+    await ulog.close()
+    assert _logged(devices) == []  # retired: the DBs flushed, the segment deleted
+
+
+async def test_a_failing_db_fails_only_its_callers(tmp_path):
+    devices, ulog, dc = _setup(tmp_path)
+    good = _broker(devices, "good")
+    bad = _broker(devices, "bad")
+    bad.close()
+    os.unlink(bad.db_file)  # deleted under the server (a retired shard, say)
+    results = await asyncio.gather(_submit(dc, good, ["g1"]), _submit(dc, bad, ["b1"]),
+                                   _submit(dc, good, ["g2"]), return_exceptions=True)
+    assert not isinstance(results[0], Exception) and not isinstance(results[2], Exception)
+    assert isinstance(results[1], DatabaseNotFound)
+    assert good.get_info()["object_count"] == 2
+    assert {rel for rel, _ in _logged(devices)} == {os.path.join("containers", "good.db")}
+    await ulog.close()
+
+
+async def test_a_busy_db_commits_on_its_own_without_holding_up_the_round(tmp_path):
+    devices, ulog, dc = _setup(tmp_path)
+    free = _broker(devices, "free")
+    held = _broker(devices, "held")
+    other = sqlite3.connect(held.db_file, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write lock, say
+    blocked = asyncio.ensure_future(_submit(dc, held, ["h1"]))
+    await _submit(dc, free, ["f1"])
+    await asyncio.wait_for(_submit(dc, free, ["f2"]), 5)  # rounds go on meanwhile
+    assert not blocked.done() and dc.deferred == 1
+    other.execute("ROLLBACK")
+    other.close()
+    await asyncio.wait_for(blocked, 30)
+    assert held.get_info()["object_count"] == 1
+    assert held.committer.batches == 1  # type: ignore[attr-defined]  # its own commit
+    await ulog.close()
+
+
+class _FailingLog(DeviceLog):
+    def write(self, records):
+        raise OSError(28, "No space left on device")
+
+
+async def test_a_failed_log_flush_fails_every_caller_of_the_round(tmp_path):
+    devices, ulog, dc = _setup(tmp_path, _FailingLog)
+    a, b = _broker(devices, "a"), _broker(devices, "b")
+    results = await asyncio.gather(_submit(dc, a, ["x"]), _submit(dc, b, ["y"]),
+                                   return_exceptions=True)
+    assert all(isinstance(r, OSError) for r in results)  # not durable: nobody gets a 2xx
+    await ulog.close()
