@@ -113,7 +113,10 @@ class _Segment:
     """One open segment: its fd holds the flock until the segment is retired."""
 
     def __init__(self, directory: str, name: str) -> None:
-        os.makedirs(directory, exist_ok=True)
+        try:  # the log's own directory only: a device that vanished (a failed disk
+            os.mkdir(directory)  # unmounted, renamed away) must not come back empty here
+        except FileExistsError:
+            pass
         self.path = os.path.join(directory, name)
         # Created and locked under a dot name, then renamed in: a scanner never sees (and
         # takes for a dead worker's) a segment its owner has not locked yet.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from swiftlite.db.update_log import UpdateLog, decode, encode
 
 ROWS = [{"name": "a", "created_at": "1.00000", "size": 1}, {"name": "b", "deleted": 1}]
@@ -66,3 +68,14 @@ async def test_replay_drops_rows_of_a_db_that_is_gone_and_paths_outside_the_devi
     assert [os.path.basename(p) for p in calls] == ["gone.db", "ok.db"]
     assert not seg.exists()
     assert ulog.replayed_records == 3
+
+
+def test_the_log_never_recreates_a_device_that_is_gone(tmp_path):
+    """A failed disk renamed or unmounted away: writing the log must fail, not make an
+    empty directory where the device was (the object server would take it for the disk
+    and put objects on it)."""
+    ulog = UpdateLog(str(tmp_path), "container")
+    dl = ulog.device_log("d1")  # tmp_path/d1 does not exist
+    with pytest.raises(FileNotFoundError):
+        dl.write([("containers/1/x.db", encode("containers/1/x.db", ROWS))])
+    assert not (tmp_path / "d1").exists()
