@@ -97,7 +97,15 @@ def test_storm_while_sharding_loses_nothing(cluster):
         row = next(x for x in containers if x["name"] == "storm")
         return row["count"] == len(model) and all(not n.startswith("\x00") for n in names)
 
-    wait_for(account_right, 30, what="the account's listing to count the shards' rows")
+    try:
+        wait_for(account_right, 15, what="the account's listing to count the shards' rows")
+    except AssertionError:
+        # Each root replica reports its own totals, the newest report wins: a replica the
+        # last count refresh missed (a push timed out on a loaded machine) may report
+        # after the others. The sharder's next pass refreshes every replica again.
+        for i in range(len(cluster.nodes)):
+            assert run_daemon(cluster, "container-sharder", i) == 0
+        wait_for(account_right, 15, what="the account's listing to count the shards' rows")
 
 
 def test_updates_are_redirected_to_shards(cluster):
