@@ -169,11 +169,18 @@ class DBReplicator(daemon.PeerSession):
                     log.warning("%s %s/%s: %s", self.kind, part, hexhash, exc)
                     stats["failures"] += 1
                     ok = False
+            if is_primary:
+                await self.after_sync(broker, os.path.join(self.devices, dev["device"]),
+                                      info, stats)
         finally:
             await run_blocking(broker.close)
         if not is_primary and ok and peers:
             await run_blocking(remove_db, path)
             stats["handoff_removed"] += 1
+
+    async def after_sync(self, broker: DatabaseBroker, dev_path: str, info: dict[str, Any],
+                         stats: dict[str, Any]) -> None:
+        """A role's work on each primary DB after its sync (`info` as the pass read it)."""
 
     def _jobs(self) -> list[tuple[dict[str, Any], int, str, str]]:
         jobs = []
@@ -202,7 +209,8 @@ class DBReplicator(daemon.PeerSession):
         await asyncio.gather(*(one(*j) for j in jobs))
 
 
-def run(conf: Section, broker_class: type[DatabaseBroker], once: bool = False) -> int:
+def run(conf: Section, broker_class: type[DatabaseBroker], once: bool = False,
+        replicator_class: type[DBReplicator] = DBReplicator) -> int:
     """The daemon's entry point body; each role's replicator module names its broker."""
-    rep = DBReplicator(conf, broker_class)
+    rep = replicator_class(conf, broker_class)
     return daemon.run(conf, rep.name, rep.run_pass, once, rep.setup, rep.teardown)

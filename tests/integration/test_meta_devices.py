@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from swiftlite.common import hashing
 from swiftlite.common.config import load_sections
 from swiftlite.common.hashing import hash_path
+from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.paths import db_file
 from swiftlite.ring import Ring
@@ -120,6 +122,30 @@ def test_replicator_restores_a_container_replica_removed_from_a_meta_device(clus
     assert ContainerBroker(lost).get_info()["object_count"] == 5
     assert [o["name"] for o in conn.get_container("restore")[1]] == [f"o{i}"
                                                                        for i in range(5)]
+
+
+def test_replicator_reports_totals_that_moved_without_a_report(cluster):
+    """Rows that reach a container replica other than through its server (replication, a
+    shard count refresh) change its totals with no report from the server; the container
+    replicator's pass reports them, so the account follows."""
+    conn = cluster.connection()
+    conn.put_container("sweep")
+    for i in range(3):
+        conn.put_object("sweep", f"o{i}", b"xy")
+
+    def account_row() -> dict:
+        return {c["name"]: c for c in conn.get_account()[1]}["sweep"]
+
+    wait_for(lambda: account_row()["count"] == 3, 15, what="the account to count 3")
+    now = time.time()
+    rows = [{"name": f"r{i}", "created_at": Timestamp.parse(now).internal, "size": 5,
+             "content_type": "t", "etag": "e", "deleted": 0} for i in range(2)]
+    for path in container_dbs(cluster, "sweep"):  # as a peer's replication would
+        ContainerBroker(path).merge_items(rows)
+    assert account_row()["count"] == 3  # nobody told the account
+    cluster.run_daemon(0, "container-replicator")
+    wait_for(lambda: account_row()["count"] == 5 and account_row()["bytes"] == 16, 15,
+             what="the replicator's report of 5 objects, 16 bytes")
 
 
 def test_account_updates_saved_on_meta_devices_are_replayed_and_reported(cluster):
