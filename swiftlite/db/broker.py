@@ -131,7 +131,7 @@ class DatabaseBroker:
                  account: str = "", container: str | None = None,
                  wal_autocheckpoint: int | None = None) -> None:
         """`wal_autocheckpoint`: WAL pages after which a commit checkpoints (None: SQLite's
-        1000). An update-log server raises it: its log's rotation checkpoints the DBs."""
+        1000). An update-log server raises it (small commits over many DBs)."""
         self.db_file = db_file
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout

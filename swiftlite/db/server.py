@@ -89,7 +89,7 @@ class DBServer:
                 conf.get_int("db_update_log_bytes", 16 << 20),
                 conf.get_float("db_update_log_seconds", 10.0))
             # Small commits spread over many DBs would otherwise checkpoint each WAL every
-            # few hundred rows, inside the commit round; the log's rotation checkpoints them.
+            # few hundred rows, inside the commit round.
             self.wal_autocheckpoint = conf.get_int("db_wal_autocheckpoint", 10000)
         self.busy_timeout = conf.get_float("db_busy_timeout", 25.0)
         self.brokers: BrokerCache[Any] = BrokerCache(

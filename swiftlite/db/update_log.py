@@ -12,7 +12,7 @@ means the update survives a power loss, in the log if not yet in the DB.
 Segments are `<device>/<kind>s_log/<worker>-<seq>.log`, each held under an exclusive
 `flock` by the worker that writes it (a worker has one log per device). When a segment
 passes `db_update_log_bytes` or `db_update_log_seconds`, the worker starts the next one,
-then flushes the WAL and the main file of every DB the old one touched, and deletes it:
+then flushes the WAL of every DB the old one touched, and deletes it:
 the DBs themselves are flushed once per segment, not once per commit. A segment's entries
 were applied to their DBs before they were logged, so after that flush it holds nothing
 the DBs lack.
@@ -31,14 +31,12 @@ import errno
 import fcntl
 import logging
 import os
-import sqlite3
 import struct
 import time
 import uuid
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
-from urllib.parse import quote
 
 import msgpack
 
@@ -84,29 +82,22 @@ def decode(data: bytes) -> Iterator[tuple[str, list[dict[str, Any]]]]:
 
 
 def flush_db(path: str) -> None:
-    """Make what unflushed commits left in a DB durable: checkpoint its WAL into the main
-    file (SQLite flushes the WAL before and the file after), then fsync both ourselves."""
+    """fsync a DB's WAL, where the unflushed commits are (or, past a checkpoint, in the main
+    file, which SQLite flushes when a checkpoint completes, before the WAL is reused).
+
+    Only the WAL file is opened here, and no SQLite connection: closing a descriptor of the
+    DB file itself drops every POSIX lock this process's connections hold on it (fcntl
+    locks belong to the process), and another process's connection, closing, could then
+    take the DB for unused and delete the WAL under the server's connection, whose later
+    commits would go to a deleted file."""
     try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, timeout=5.0,
-                               isolation_level=None)
-    except sqlite3.OperationalError:
-        return  # gone (deleted, moved away): nothing left here to flush
+        fd = os.open(path + "-wal", os.O_RDONLY)
+    except FileNotFoundError:
+        return  # no WAL: every commit is in the main file, flushed by its checkpoint
     try:
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.DatabaseError as exc:  # busy or damaged: the fsyncs below still hold
-        log.warning("update log: checkpoint of %s: %s", path, exc)
+        os.fsync(fd)
     finally:
-        conn.close()
-    for name in (path + "-wal", path):
-        try:
-            fd = os.open(name, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        os.close(fd)
 
 
 class _Segment:
@@ -139,7 +130,7 @@ class _Segment:
         self.size += len(data)
 
     def retire(self, devices_dev: str) -> None:
-        """Flush every DB this segment touched, then delete it (blocking)."""
+        """Flush the WAL of every DB this segment touched, then delete it (blocking)."""
         for rel in sorted(self.dbs):
             flush_db(os.path.join(devices_dev, rel))
         try:

@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 
 import aiohttp
@@ -132,6 +134,36 @@ async def test_clean_stop_and_rotation_leave_nothing_to_replay(tmp_path):
         srv.stop()
         assert not _segments(devices)  # the stop retired the live one
         assert len(_rows_on_disk(path)) == 40
+    finally:
+        srv.stop()
+
+
+async def test_other_processes_see_every_update_after_segments_retire(tmp_path):
+    """Retiring a segment flushes its DBs without disturbing SQLite's locks: another
+    process that opens and closes the DB afterwards (the sharder, the replicator, the
+    `swiftlite shards` command) must not take it for unused and delete its WAL, or the
+    server's later commits would go to a deleted file. (An earlier version fsynced the DB
+    file through a descriptor of its own, and closing it dropped the server's locks.)"""
+    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 0.3")
+    srv.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            await _put_container(http, base)
+            for rnd in range(3):
+                for i in range(10):
+                    assert await _update(http, base, f"r{rnd}-{i}") == 201
+                await async_wait_for(lambda: not _segments(devices), 10,
+                                     what="the segment to be retired")
+                # Another process opens the DB and closes it (its close checkpoints and
+                # deletes the WAL if it thinks it is the last connection).
+                out = subprocess.run([sys.executable, "-c", (
+                    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]);"
+                    "print(c.execute('SELECT count(*) FROM object').fetchone()[0]);"
+                    "c.close()"), path], capture_output=True, text=True, check=True)
+                assert int(out.stdout) == 10 * (rnd + 1)
+            assert len(_rows_on_disk(path)) == 30
+            names, count = await _listing(http, base)
+            assert count == 30 and len(names) == 30
     finally:
         srv.stop()
 
