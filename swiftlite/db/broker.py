@@ -139,7 +139,7 @@ class DatabaseBroker:
         self.account = account
         self.container = container
         self._conn: sqlite3.Connection | None = None
-        self._relaxed: float | None = None  # see _set_relaxed
+        self._round_mode: tuple[str, float] | None = None  # see _set_round_mode
         self._lock = threading.Lock()
         # In-process counters: how many item transactions merged how many updates.
         self.item_commits = 0
@@ -163,29 +163,28 @@ class DatabaseBroker:
             if not os.path.exists(self.db_file):
                 raise DatabaseNotFound(self.db_file)
             conn = self._conn = self._connect(self.db_file)
-        elif self._relaxed is not None:
-            self._set_relaxed(conn, None)  # this write must flush and may wait its turn
+        elif self._round_mode is not None:
+            self._set_round_mode(conn, None)  # this write must flush and may wait its turn
         return conn
 
-    def _set_relaxed(self, conn: sqlite3.Connection, wait: float | None) -> None:
-        """Switch the connection between the server's settings (None) and those of an
-        update-log commit round: no WAL flush, SQLite's lock waited for `wait` seconds at
-        most. A round leaves the connection relaxed (rounds come one after another on a
-        busy DB); any other use switches it back first. Caller holds self._lock."""
-        if wait is None:
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-        else:
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
-        self._relaxed = wait
+    def _set_round_mode(self, conn: sqlite3.Connection, mode: tuple[str, float] | None,
+                        ) -> None:
+        """Switch the connection between the server's settings (None) and those of a device
+        commit round, (synchronous, wait): NORMAL when the update log flushes the rows,
+        and SQLite's lock waited for `wait` seconds at most. A round leaves the connection
+        so (rounds come one after another on a busy DB); any other use switches it back
+        first. Caller holds self._lock."""
+        sync, wait = mode if mode is not None else (self.synchronous, self.busy_timeout)
+        conn.execute(f"PRAGMA synchronous={sync}")
+        conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+        self._round_mode = mode
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-                self._relaxed = None
+                self._round_mode = None
 
     def exists(self) -> bool:
         return self._conn is not None or os.path.exists(self.db_file)
@@ -372,23 +371,24 @@ class DatabaseBroker:
                     wait: float | None = None, require_live: bool = False) -> int:
         """Apply a batch of item rows in ONE transaction (one fsync); returns rows changed.
 
-        `durable=False` (an update-log commit round, swiftlite.db.device_commit): commit
-        without flushing the WAL (the log makes the rows durable), and wait at most `wait`
+        `wait` (a device commit round, swiftlite.db.device_commit): wait at most that many
         seconds for this DB's locks (this process's and SQLite's), else raise Busy with
-        nothing applied. `require_live`: a deleted DB takes nothing (DatabaseNotFound)."""
+        nothing applied; with `durable=False`, commit without flushing the WAL (the round's
+        update log makes the rows durable). `require_live`: a deleted DB takes nothing
+        (DatabaseNotFound)."""
         rows = [dict(r) for r in rows]
-        relaxed = not durable
-        if relaxed and wait is None:
+        if not durable and wait is None:
             raise ValueError("an unflushed merge needs a bound on its wait")
-        if not self._lock.acquire(timeout=wait if relaxed else -1):
+        if not self._lock.acquire(timeout=-1 if wait is None else wait):
             raise Busy(self.db_file)
         try:
-            if relaxed:
+            if wait is not None:
                 conn = self._conn
                 if conn is None:
                     conn = self._get_conn()
-                if self._relaxed != wait:
-                    self._set_relaxed(conn, wait)
+                mode = (self.synchronous if durable else "NORMAL", wait)
+                if self._round_mode != mode:
+                    self._set_round_mode(conn, mode)
             else:
                 conn = self._get_conn()
             if require_live and self._is_deleted_locked(conn):
@@ -397,7 +397,7 @@ class DatabaseBroker:
                 with _write_txn(conn):
                     changed = self._merge_items_locked(conn, rows)
             except sqlite3.OperationalError as exc:
-                if relaxed and "locked" in str(exc):
+                if wait is not None and "locked" in str(exc):
                     raise Busy(self.db_file) from exc  # rolled back: nothing applied
                 raise
             self.item_commits += 1

@@ -9,7 +9,9 @@ device gathers what every DB of the device has waiting, and one thread job appli
 DB's batch in its own transaction without flushing it (`synchronous = NORMAL`), appends
 them all to the device's update log and flushes that once (swiftlite.db.update_log). The
 callers are answered after that flush: a 2xx still means durable. Updates that arrive
-during a round go into the next.
+during a round go into the next. A round of a single DB (time-ordered names all going to
+one container, say) commits it with its own WAL flush instead, as without the log: the
+log saves nothing there and would add its write.
 
 A DB another writer holds (a listing in progress, the replicator, another worker) is not
 waited for beyond `lock_wait`: its batch goes to that DB's own group committer instead,
@@ -46,11 +48,14 @@ class _DB:
 
 class DeviceCommitter:
     def __init__(self, dlog: DeviceLog, ulog: UpdateLog, max_batch: int = 1000,
-                 lock_wait: float = 0.02) -> None:
+                 lock_wait: float = 0.02, min_dbs: int = 2) -> None:
+        """`min_dbs`: a round with fewer DBs commits each durably (its own WAL flush, as
+        without the log): the log only pays when one flush stands in for several."""
         self._log = dlog
         self._ulog = ulog
         self._max_batch = max(1, max_batch)
         self._lock_wait = lock_wait
+        self._min_dbs = max(1, min_dbs)
         self._dbs: dict[str, _DB] = {}  # DBs with updates waiting, by path, in arrival order
         self._task: asyncio.Task | None = None
         self._deferring: set[asyncio.Task] = set()
@@ -118,10 +123,13 @@ class DeviceCommitter:
         segment the log rotated away from."""
         outcomes: list[tuple[bool | None, Any]] = []
         records: list[tuple[str, bytes]] = []
+        logged = len(work) >= self._min_dbs
         for db, _, items in work:
             try:
-                outcomes.append((True, db.merge(items, durable=False, wait=self._lock_wait)))
-                records.append((db.rel, encode(db.rel, items)))
+                outcomes.append((True, db.merge(items, durable=not logged,
+                                                wait=self._lock_wait)))
+                if logged:
+                    records.append((db.rel, encode(db.rel, items)))
             except Busy:
                 outcomes.append((None, None))
             except Exception as exc:

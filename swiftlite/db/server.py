@@ -82,6 +82,7 @@ class DBServer:
         self.update_log: UpdateLog | None = None
         self.device_commits: dict[str, DeviceCommitter] = {}
         self.commit_lock_wait = conf.get_float("db_commit_lock_wait", 0.02)
+        self.update_log_min_dbs = conf.get_int("db_update_log_min_dbs", 2)
         self.wal_autocheckpoint: int | None = None
         if conf.get_bool("db_update_log", True) and synchronous != "NORMAL":
             self.update_log = UpdateLog(
@@ -123,7 +124,7 @@ class DBServer:
             if dc is None:
                 dc = self.device_commits[device] = DeviceCommitter(
                     self.update_log.device_log(device), self.update_log, self.max_batch,
-                    self.commit_lock_wait)
+                    self.commit_lock_wait, self.update_log_min_dbs)
             where = broker.log_place = (dc, rel)  # type: ignore[attr-defined]
         dc, rel = where
         return await dc.submit(broker, broker.committer.merge, rel, rows)

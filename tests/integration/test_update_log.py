@@ -73,7 +73,9 @@ async def test_acknowledged_updates_come_back_from_the_log_when_the_db_lost_them
     """A power loss can drop the WAL frames a commit round wrote without flushing; the log
     holds them. Stand-in: kill -9 the server, put back the DB as it was before the updates
     (flushed, holding none of them), restart: every acknowledged update is listed again."""
-    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 600")
+    # Every round logged, even of this one DB (else it flushes its own WAL: nothing to lose).
+    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 600\n"
+                                       "db_update_log_min_dbs = 1")
     srv.start()
     try:
         async with aiohttp.ClientSession() as http:
@@ -117,7 +119,8 @@ async def test_acknowledged_updates_come_back_from_the_log_when_the_db_lost_them
 
 
 async def test_clean_stop_and_rotation_leave_nothing_to_replay(tmp_path):
-    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 0.5")
+    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 0.5\n"
+                                       "db_update_log_min_dbs = 1")
     srv.start()
     try:
         async with aiohttp.ClientSession() as http:
@@ -144,7 +147,8 @@ async def test_other_processes_see_every_update_after_segments_retire(tmp_path):
     `swiftlite shards` command) must not take it for unused and delete its WAL, or the
     server's later commits would go to a deleted file. (An earlier version fsynced the DB
     file through a descriptor of its own, and closing it dropped the server's locks.)"""
-    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 0.3")
+    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 0.3\n"
+                                       "db_update_log_min_dbs = 1")
     srv.start()
     try:
         async with aiohttp.ClientSession() as http:

@@ -31,13 +31,13 @@ def _broker(devices: str, name: str) -> ContainerBroker:
     return b
 
 
-def _setup(tmp_path, log_class: type[DeviceLog] = DeviceLog
+def _setup(tmp_path, log_class: type[DeviceLog] = DeviceLog, min_dbs: int = 1
            ) -> tuple[str, UpdateLog, DeviceCommitter]:
     devices = str(tmp_path)
     ulog = UpdateLog(devices, "container", max_age=600)
     dlog = ulog._logs["sda"] = log_class(os.path.join(devices, "sda"), "container",
                                          ulog.token, ulog.max_bytes, ulog.max_age)
-    return devices, ulog, DeviceCommitter(dlog, ulog)
+    return devices, ulog, DeviceCommitter(dlog, ulog, min_dbs=min_dbs)
 
 
 def _logged(devices: str) -> list[tuple[str, list]]:
@@ -113,4 +113,15 @@ async def test_a_failed_log_flush_fails_every_caller_of_the_round(tmp_path):
     results = await asyncio.gather(_submit(dc, a, ["x"]), _submit(dc, b, ["y"]),
                                    return_exceptions=True)
     assert all(isinstance(r, OSError) for r in results)  # not durable: nobody gets a 2xx
+    await ulog.close()
+
+
+async def test_a_round_of_one_db_flushes_it_and_skips_the_log(tmp_path):
+    devices, ulog, dc = _setup(tmp_path, min_dbs=2)
+    b = _broker(devices, "solo")
+    await asyncio.gather(*(_submit(dc, b, [f"o{i}"]) for i in range(10)))
+    assert b.get_info()["object_count"] == 10
+    assert ulog.flushes == 0 and _logged(devices) == []  # its own WAL flush instead
+    await asyncio.gather(_submit(dc, b, ["x"]), _submit(dc, _broker(devices, "two"), ["y"]))
+    assert ulog.flushes == 1  # two DBs in the round: logged
     await ulog.close()
