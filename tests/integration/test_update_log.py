@@ -61,6 +61,11 @@ async def _update(http: aiohttp.ClientSession, base: str, name: str) -> int:
         return r.status
 
 
+async def _update_all(http: aiohttp.ClientSession, base: str, names: list[str]) -> None:
+    for name in names:
+        assert await _update(http, base, name) == 201
+
+
 async def _listing(http: aiohttp.ClientSession, base: str) -> tuple[set[str], int]:
     async with http.get(base, params={"format": "json"}) as r:
         assert r.status == 200
@@ -125,15 +130,13 @@ async def test_clean_stop_and_rotation_leave_nothing_to_replay(tmp_path):
     try:
         async with aiohttp.ClientSession() as http:
             await _put_container(http, base)
-            for i in range(20):
-                assert await _update(http, base, f"a{i:03d}") == 201
+            await _update_all(http, base, [f"a{i:03d}" for i in range(20)])
             assert _segments(devices)
-            # Idle: the aged segment is retired (its DB checkpointed and flushed, deleted).
+            # Idle: the aged segment is retired (its DB's WAL flushed, the segment deleted).
             await async_wait_for(lambda: not _segments(devices), 10,
                                  what="the idle segment to be retired")
             assert {f"a{i:03d}" for i in range(20)} <= _rows_on_disk(path)
-            for i in range(20):
-                assert await _update(http, base, f"b{i:03d}") == 201
+            await _update_all(http, base, [f"b{i:03d}" for i in range(20)])
         srv.stop()
         assert not _segments(devices)  # the stop retired the live one
         assert len(_rows_on_disk(path)) == 40
@@ -154,8 +157,7 @@ async def test_other_processes_see_every_update_after_segments_retire(tmp_path):
         async with aiohttp.ClientSession() as http:
             await _put_container(http, base)
             for rnd in range(3):
-                for i in range(10):
-                    assert await _update(http, base, f"r{rnd}-{i}") == 201
+                await _update_all(http, base, [f"r{rnd}-{i}" for i in range(10)])
                 await async_wait_for(lambda: not _segments(devices), 10,
                                      what="the segment to be retired")
                 # Another process opens the DB and closes it (its close checkpoints and
