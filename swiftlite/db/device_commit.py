@@ -157,9 +157,10 @@ class DeviceCommitter:
                 fut.set_result(result)
 
     def tick(self) -> None:
-        """Retire an aged-out segment while no round runs (its DBs get flushed)."""
+        """Retire an aged-out (or full, or broken) segment while no round runs, as the next
+        round would (its DBs get flushed)."""
         if self._task is None:
-            self._ulog.retire(self._log.take_idle(), self._log.dev_path)
+            self._ulog.retire(self._log.rotate_if_due(), self._log.dev_path)
 
     async def drain(self) -> None:
         while self._task is not None or self._deferring:

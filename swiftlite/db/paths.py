@@ -18,6 +18,12 @@ def db_file(devices: str, device: str, kind: str, partition: int | str, account:
                         h + ".db")
 
 
+def split_device(devices: str, path: str) -> tuple[str, str]:
+    """(device, path relative to the device) of a file under `devices`."""
+    device, rel = os.path.relpath(path, devices).split(os.sep, 1)
+    return device, rel
+
+
 def parse_partition(value: str) -> int:
     if not value.isdigit() or not value.isascii():
         raise HTTPError(400, "Invalid partition")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
@@ -29,7 +28,7 @@ from swiftlite.db.device_commit import DeviceCommitter
 from swiftlite.db.group_commit import GroupCommitter
 from swiftlite.db.headers import req_metadata, req_timestamp
 from swiftlite.db.listing_http import parse_format, parse_params, response
-from swiftlite.db.paths import db_file, parse_partition
+from swiftlite.db.paths import db_file, parse_partition, split_device
 from swiftlite.db.quarantine import is_corrupt, quarantine_db
 from swiftlite.db.reclaimer import reclaim_loop
 from swiftlite.db.replication_server import register_db_replication_routes
@@ -119,7 +118,7 @@ class DBServer:
             return await broker.committer.submit(rows)
         where = broker.log_place  # type: ignore[attr-defined]
         if where is None:
-            device, rel = self.update_log.split(broker.db_file)
+            device, rel = split_device(self.devices.devices, broker.db_file)
             dc = self.device_commits.get(device)
             if dc is None:
                 dc = self.device_commits[device] = DeviceCommitter(
@@ -132,7 +131,7 @@ class DBServer:
     def _gate(self, path: str) -> asyncio.Semaphore | None:
         if self.commit_concurrency <= 0:
             return None
-        device = os.path.relpath(path, self.devices.devices).split(os.sep, 1)[0]
+        device = split_device(self.devices.devices, path)[0]
         gate = self._gates.get(device)
         if gate is None:
             gate = self._gates[device] = asyncio.Semaphore(self.commit_concurrency)

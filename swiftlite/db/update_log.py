@@ -144,17 +144,16 @@ class DeviceLog:
     """The log of one device in this worker. Blocking, and used by one commit round at a
     time (swiftlite.db.device_commit): no lock of its own."""
 
-    def __init__(self, dev_path: str, kind: str, token: str, max_bytes: int,
+    def __init__(self, dev_path: str, directory: str, token: str, max_bytes: int,
                  max_age: float) -> None:
         self.dev_path = dev_path
-        self.dir = os.path.join(dev_path, f"{kind}s_log")
+        self.dir = directory
         self.token = token
         self.max_bytes = max_bytes
         self.max_age = max_age
         self._seq = 0
         self._seg: _Segment | None = None
         self.flushes = 0
-        self.records = 0
 
     def rotate_if_due(self) -> _Segment | None:
         """Close the current segment if it is full, old or broken; returns it (to retire)."""
@@ -179,15 +178,6 @@ class DeviceLog:
             raise
         seg.dbs.update(rel for rel, _ in records)
         self.flushes += 1
-        self.records += len(records)
-
-    def take_idle(self) -> _Segment | None:
-        """The current segment if it has aged out (no round is running): to retire."""
-        seg = self._seg
-        if seg is not None and time.monotonic() - seg.started >= self.max_age:
-            self._seg = None
-            return seg
-        return None
 
     def take(self) -> _Segment | None:
         seg, self._seg = self._seg, None
@@ -207,21 +197,15 @@ class UpdateLog:
         self.token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._logs: dict[str, DeviceLog] = {}
         self._retiring: set[asyncio.Task] = set()
-        self.replayed_segments = 0
         self.replayed_records = 0
 
     def device_log(self, device: str) -> DeviceLog:
         dl = self._logs.get(device)
         if dl is None:
             dl = self._logs[device] = DeviceLog(
-                os.path.join(self.devices, device), self.kind, self.token, self.max_bytes,
-                self.max_age)
+                os.path.join(self.devices, device), log_dir(self.devices, device, self.kind),
+                self.token, self.max_bytes, self.max_age)
         return dl
-
-    def split(self, db_path: str) -> tuple[str, str]:
-        """(device, path relative to the device) of a DB under this server's devices."""
-        device, rel = os.path.relpath(db_path, self.devices).split(os.sep, 1)
-        return device, rel
 
     @property
     def flushes(self) -> int:
@@ -255,7 +239,7 @@ class UpdateLog:
         holds; returns how many. Rows for a DB that no longer exists are dropped."""
         done = 0
         for device in await run_blocking(_listdir, self.devices):
-            directory = os.path.join(self.devices, device, f"{self.kind}s_log")
+            directory = log_dir(self.devices, device, self.kind)
             for name in await run_blocking(_listdir, directory):
                 if name.startswith("."):  # a segment made but never locked and renamed in
                     await run_blocking(_unlink_stale, os.path.join(directory, name))
@@ -285,7 +269,6 @@ class UpdateLog:
                 except Exception as exc:  # gone, deleted, quarantined: nothing to restore
                     log.warning("update log replay: %s: %s", db_path, exc)
             await run_blocking(_unlink, path)
-            self.replayed_segments += 1
             self.replayed_records += records
             log.info("replayed update log segment %s: %d records for %d DBs", path,
                      records, len(by_db))

@@ -15,7 +15,7 @@ from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.broker import DatabaseNotFound
 from swiftlite.db.device_commit import DeviceCommitter
 from swiftlite.db.group_commit import GroupCommitter
-from swiftlite.db.update_log import DeviceLog, UpdateLog, decode
+from swiftlite.db.update_log import DeviceLog, UpdateLog, decode, log_dir
 
 
 def _row(name: str) -> dict:
@@ -35,7 +35,8 @@ def _setup(tmp_path, log_class: type[DeviceLog] = DeviceLog, min_dbs: int = 1
            ) -> tuple[str, UpdateLog, DeviceCommitter]:
     devices = str(tmp_path)
     ulog = UpdateLog(devices, "container", max_age=600)
-    dlog = ulog._logs["sda"] = log_class(os.path.join(devices, "sda"), "container",
+    dlog = ulog._logs["sda"] = log_class(os.path.join(devices, "sda"),
+                                         log_dir(devices, "sda", "container"),
                                          ulog.token, ulog.max_bytes, ulog.max_age)
     return devices, ulog, DeviceCommitter(dlog, ulog, min_dbs=min_dbs)
 
