@@ -228,13 +228,17 @@ def main() -> None:
     ap.add_argument("--update-log", default="on",
                     help="the container server's db_update_log: on, off, or on,off to "
                          "measure both side by side, interleaved")
+    ap.add_argument("--apply-delay", default="0.05",
+                    help="the container server's db_update_log_apply_delay (0: every round "
+                         "applies its rows); comma-separated values side by side")
     ap.add_argument("--repeats", type=int, default=1,
                     help="update runs per value of --commit-concurrency (medians shown)")
     args = ap.parse_args()
     logs = [v.strip() for v in args.update_log.split(",") if v.strip()]
-    # What is measured side by side: (db_commit_concurrency, db_update_log) pairs.
-    gates = [(int(g), lg) for g in args.commit_concurrency.split(",") if g.strip()
-             for lg in logs]
+    delays = [v.strip() for v in args.apply_delay.split(",") if v.strip()]
+    # Measured side by side: (db_commit_concurrency, db_update_log, apply delay) triples.
+    gates = [(int(g), lg, d) for g in args.commit_concurrency.split(",") if g.strip()
+             for lg in logs for d in delays]
     sizes = [parse_size(s) for s in args.sizes.split(",") if s]
     root = args.root or tempfile.mkdtemp(prefix="bench_sharding-")
     os.makedirs(os.path.join(root, "node", "sda"), exist_ok=True)
@@ -242,7 +246,8 @@ def main() -> None:
           f"updates={args.updates:,} concurrency={args.concurrency} "
           f"db_synchronous={args.synchronous} "
           f"(WAL) group_commit db_commit_concurrency={args.commit_concurrency} "
-          f"db_update_log={args.update_log} repeats={args.repeats} "
+          f"db_update_log={args.update_log} apply_delay={args.apply_delay} "
+          f"repeats={args.repeats} "
           f"io_threads={args.io_threads} workers=1 cpus={os.cpu_count()} root={root}",
           flush=True)
     results = []
@@ -262,7 +267,7 @@ def main() -> None:
                 # competes with the updates' fsyncs and the figures measure the page cache.
                 os.sync()
                 lst = 0.0
-                runs: dict[int, dict[str, list[float]]] = {
+                runs: dict[tuple, dict[str, list[float]]] = {
                     g: {"uniform": [], "append": []} for g in gates}
                 seed = 2
                 for rep in range(args.repeats):
@@ -270,6 +275,7 @@ def main() -> None:
                         srv = Server(root, f"io_threads = {args.io_threads}\n"
                                      f"db_commit_concurrency = {g[0]}\n"
                                      f"db_update_log = {g[1] == 'on'}\n"
+                                     f"db_update_log_apply_delay = {g[2]}\n"
                                      f"db_synchronous = {args.synchronous}")
                         try:
                             if not lst:  # before any update: the N rows it was built with
@@ -288,11 +294,13 @@ def main() -> None:
                         tag += f" g={g[0]}"
                     if len(logs) > 1:
                         tag += f" log={g[1]}"
+                    if len(delays) > 1:
+                        tag += f" hold={g[2]}"
                     results.append((size, tag, rates, lst))
                     every = "" if args.repeats == 1 else "  runs: " + " ".join(
                         f"{pat} " + "/".join(f"{r:,.0f}" for r in v)
                         for pat, v in runs[g].items())
-                    print(f"{size:>11,} rows {tag:<21} ({len(ranges) or 1:>3} DBs, built in "
+                    print(f"{size:>11,} rows {tag:<27} ({len(ranges) or 1:>3} DBs, built in "
                           f"{built:5.1f}s): updates/s uniform {rates['uniform']:>6,.0f} "
                           f"append {rates['append']:>6,.0f}   list 10,000 from the middle "
                           f"{lst * 1000:7.1f} ms{every}", flush=True)

@@ -43,6 +43,9 @@ def info_headers(info: dict[str, Any]) -> dict[str, str]:
 
 class AccountServer(DBServer):
     kind = "account"
+    # A container report must land in a live account or be refused (404), so each is
+    # applied in its round: holding it would answer before that check.
+    HOLDS_ROWS = False
     broker_class = AccountBroker
     listing_limit = ACCOUNT_LISTING_LIMIT
     delete_conflict = "Conflict: a newer PUT exists"

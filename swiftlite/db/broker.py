@@ -141,6 +141,11 @@ class DatabaseBroker:
         self._conn: sqlite3.Connection | None = None
         self._round_mode: tuple[str, float] | None = None  # see _set_round_mode
         self._lock = threading.Lock()
+        # Rows a device round logged durably but has not applied yet (see add_pending);
+        # their own lock, so a round can add to them while a listing holds self._lock.
+        self._pending: list[dict[str, Any]] = []
+        self._pending_since = 0.0
+        self._pending_lock = threading.Lock()
         # In-process counters: how many item transactions merged how many updates.
         self.item_commits = 0
         self.items_merged = 0
@@ -157,13 +162,22 @@ class DatabaseBroker:
             conn.execute(f"PRAGMA wal_autocheckpoint={int(self.wal_autocheckpoint)}")
         return conn
 
-    def _get_conn(self) -> sqlite3.Connection:
+    def _open(self) -> sqlite3.Connection:
         conn = self._conn
         if conn is None:
             if not os.path.exists(self.db_file):
                 raise DatabaseNotFound(self.db_file)
             conn = self._conn = self._connect(self.db_file)
-        elif self._round_mode is not None:
+        return conn
+
+    def _get_conn(self) -> sqlite3.Connection:
+        """The connection, for any use but a device round's merge: rows still held are
+        applied first (every read sees every acknowledged update), and the connection is
+        back in the server's own mode. Caller holds self._lock."""
+        conn = self._open()
+        if self._pending:
+            self._apply_pending_locked(conn, self.busy_timeout)
+        if self._round_mode is not None:
             self._set_round_mode(conn, None)  # this write must flush and may wait its turn
         return conn
 
@@ -367,6 +381,77 @@ class DatabaseBroker:
         """Subclass: apply rows newest-wins inside the open transaction; returns rows changed."""
         raise NotImplementedError
 
+    # -- rows held for a later apply (swiftlite.db.device_commit) ---------------------------
+    def add_pending(self, rows: list[dict[str, Any]]) -> None:
+        """Hold rows the device's update log already made durable, to apply with others
+        later: many rows in one transaction cost little more than one. Any other use of
+        this broker applies them first; apply_pending applies them."""
+        with self._pending_lock:
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.extend(rows)
+
+    def pending_due(self, now: float, rows: int, delay: float) -> bool:
+        """Held rows are `rows` or more, or the oldest waited `delay` seconds."""
+        return bool(self._pending) and (len(self._pending) >= rows
+                                        or now - self._pending_since >= delay)
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def _take_pending(self) -> list[dict[str, Any]]:
+        with self._pending_lock:
+            rows, self._pending = self._pending, []
+            return rows
+
+    def _restore_pending(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            with self._pending_lock:
+                self._pending[:0] = rows
+                self._pending_since = time.monotonic() - 3600.0  # overdue: retried first
+
+    def _apply_pending_locked(self, conn: sqlite3.Connection, wait: float) -> None:
+        """Apply the held rows in one transaction without a WAL flush (the update log has
+        them until its segment retires, which flushes this WAL). Busy when SQLite's lock
+        was not had within `wait`; nothing is lost then, the rows stay held."""
+        rows = self._take_pending()
+        if not rows:
+            return
+        try:
+            mode = ("NORMAL", wait)
+            if self._round_mode != mode:
+                self._set_round_mode(conn, mode)
+            with _write_txn(conn):
+                self._merge_items_locked(conn, rows)
+        except sqlite3.OperationalError as exc:
+            self._restore_pending(rows)
+            if "locked" in str(exc):
+                raise Busy(self.db_file) from exc
+            raise
+        except BaseException:
+            self._restore_pending(rows)
+            raise
+        self.item_commits += 1
+        self.items_merged += len(rows)
+
+    def apply_pending(self, wait: float) -> bool:
+        """(blocking) Apply the held rows now; False if this DB stayed busy for `wait`.
+        Rows for a DB that is gone are dropped, as the update log's replay drops them."""
+        if not self._lock.acquire(timeout=wait):
+            return False
+        try:
+            if self._pending:
+                self._apply_pending_locked(self._open(), wait)
+            return True
+        except Busy:
+            return False
+        except DatabaseNotFound:
+            self._take_pending()
+            return True
+        finally:
+            self._lock.release()
+
     def merge_items(self, rows: Iterable[Mapping[str, Any]], durable: bool = True,
                     wait: float | None = None, require_live: bool = False) -> int:
         """Apply a batch of item rows in ONE transaction (one fsync); returns rows changed.
@@ -381,11 +466,10 @@ class DatabaseBroker:
             raise ValueError("an unflushed merge needs a bound on its wait")
         if not self._lock.acquire(timeout=-1 if wait is None else wait):
             raise Busy(self.db_file)
+        held: list[dict[str, Any]] = []
         try:
             if wait is not None:
-                conn = self._conn
-                if conn is None:
-                    conn = self._get_conn()
+                conn = self._open()
                 mode = (self.synchronous if durable else "NORMAL", wait)
                 if self._round_mode != mode:
                     self._set_round_mode(conn, mode)
@@ -393,17 +477,20 @@ class DatabaseBroker:
                 conn = self._get_conn()
             if require_live and self._is_deleted_locked(conn):
                 raise DatabaseNotFound(self.db_file)
+            held = self._take_pending()  # applied with these (and flushed, if durable)
             try:
                 with _write_txn(conn):
-                    changed = self._merge_items_locked(conn, rows)
+                    changed = self._merge_items_locked(conn, held + rows)
             except sqlite3.OperationalError as exc:
                 if wait is not None and "locked" in str(exc):
                     raise Busy(self.db_file) from exc  # rolled back: nothing applied
                 raise
+            held = []
             self.item_commits += 1
             self.items_merged += len(rows)
             return changed
         finally:
+            self._restore_pending(held)
             self._lock.release()
 
     def get_items_since(self, row_id: int, limit: int) -> list[dict[str, Any]]:

@@ -17,20 +17,34 @@ A DB another writer holds (a listing in progress, the replicator, another worker
 waited for beyond `lock_wait`: its batch goes to that DB's own group committer instead,
 which waits as long as it must and flushes the DB itself, so one busy DB never stalls the
 device's round.
+
+With `apply_delay` (container DBs), a logged round does not apply its rows at all: once
+the log holds them they are durable, so each DB keeps them (DatabaseBroker.add_pending)
+until it has `apply_rows` of them or the oldest has waited `apply_delay`, and applies them
+then in one transaction. Uniform updates over ten shards give each shard one or two rows
+a round, and a transaction costs about what five rows do (its stat, sequence and tail
+pages, locks, BEGIN and COMMIT); held a few rounds, they share one. Every use of the DB
+in this process applies its held rows first, so reads see every acknowledged update;
+other processes (the daemons) see them at most `apply_delay` late. A segment of the log
+is retired only after every row held on the device is applied.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from swiftlite.common import metrics
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.db.broker import Busy
+from swiftlite.db.broker import Busy, DatabaseNotFound
 from swiftlite.db.group_commit import take_batch
-from swiftlite.db.update_log import DeviceLog, UpdateLog, encode
+from swiftlite.db.update_log import DeviceLog, UpdateLog, _Segment, encode
+
+log = logging.getLogger("swiftlite.db.device_commit")
 
 # (items, future) entries of one DB waiting for a round, with what merges them.
 _Waiting = list[tuple[list[Any], asyncio.Future]]
@@ -48,15 +62,26 @@ class _DB:
 
 class DeviceCommitter:
     def __init__(self, dlog: DeviceLog, ulog: UpdateLog, max_batch: int = 1000,
-                 lock_wait: float = 0.02, min_dbs: int = 2) -> None:
+                 lock_wait: float = 0.02, min_dbs: int = 2, apply_delay: float = 0.0,
+                 apply_rows: int = 64) -> None:
         """`min_dbs`: a round with fewer DBs commits each durably (its own WAL flush, as
-        without the log): the log only pays when one flush stands in for several."""
+        without the log): the log only pays when one flush stands in for several.
+        `apply_delay` > 0: a logged round holds its rows for a later apply (module doc)."""
         self._log = dlog
         self._ulog = ulog
         self._max_batch = max(1, max_batch)
         self._lock_wait = lock_wait
         self._min_dbs = max(1, min_dbs)
+        self._apply_delay = max(0.0, apply_delay)
+        self._apply_rows = max(1, apply_rows)
         self._dbs: dict[str, _DB] = {}  # DBs with updates waiting, by path, in arrival order
+        # Brokers holding logged rows not applied yet, and rotated segments that wait for
+        # them to be applied before they retire. Touched only by this committer's own
+        # jobs, one at a time.
+        self._held: dict[str, Any] = {}
+        self._held_segments: list[_Segment] = []
+        self._wake = asyncio.Event()
+        self._closing = False  # draining: every held row is due now
         self._task: asyncio.Task | None = None
         self._deferring: set[asyncio.Task] = set()
         self.rounds = 0
@@ -74,6 +99,8 @@ class DeviceCommitter:
         db.waiting.append((items, fut))
         if self._task is None:
             self._task = asyncio.create_task(self._run())
+        else:
+            self._wake.set()  # it may be waiting for held rows to come due
         return await asyncio.shield(fut)
 
     def _take_round(self) -> list[tuple[_DB, _Waiting, list[Any]]]:
@@ -85,9 +112,37 @@ class DeviceCommitter:
             work.append((db, batch, [i for entry in batch for i in entry[0]]))
         return work
 
+    def _next_due(self) -> float:
+        """Seconds until held rows must be applied (0: now)."""
+        if not self._held or self._closing:
+            return 0.0
+        now = time.monotonic()
+        if any(b.pending_due(now, self._apply_rows, self._apply_delay)
+               or not b.has_pending for b in self._held.values()):
+            return 0.0
+        return self._apply_delay / 4  # none due yet: look again soon
+
+    async def _apply(self) -> None:
+        retire, busy = await run_blocking(self._apply_due)
+        for seg in retire:
+            self._ulog.retire(seg, self._log.dev_path)
+        if busy:  # another writer holds a DB: let it finish before trying again
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(self._lock_wait, 0.01))
+
     async def _run(self) -> None:
         try:
-            while self._dbs:
+            while self._dbs or self._held or self._held_segments:
+                if not self._dbs:
+                    wait = self._next_due()
+                    if wait > 0:
+                        self._wake.clear()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wake.wait(), wait)
+                        continue
+                    await self._apply()
+                    continue
                 work = self._take_round()
                 started = time.monotonic()
                 try:
@@ -113,6 +168,8 @@ class DeviceCommitter:
                                 fut.set_result(value)
                             else:
                                 fut.set_exception(value)
+                if self._held_segments or (self._held and self._next_due() == 0):
+                    await self._apply()
         finally:
             self._task = None
 
@@ -124,10 +181,19 @@ class DeviceCommitter:
         outcomes: list[tuple[bool | None, Any]] = []
         records: list[tuple[str, bytes]] = []
         logged = len(work) >= self._min_dbs
+        hold = logged and self._apply_delay > 0
         for db, _, items in work:
             try:
-                outcomes.append((True, db.merge(items, durable=not logged,
-                                                wait=self._lock_wait)))
+                if hold:  # durable once logged below; applied later (module doc)
+                    broker = db.broker
+                    if not broker.exists():
+                        raise DatabaseNotFound(broker.db_file)
+                    broker.add_pending(items)
+                    self._held[broker.db_file] = broker
+                    outcomes.append((True, None))
+                else:
+                    outcomes.append((True, db.merge(items, durable=not logged,
+                                                    wait=self._lock_wait)))
                 if logged:
                     records.append((db.rel, encode(db.rel, items)))
             except Busy:
@@ -135,6 +201,9 @@ class DeviceCommitter:
             except Exception as exc:
                 outcomes.append((False, exc))
         retire = self._log.rotate_if_due()
+        if retire is not None and (self._held or self._held_segments):
+            self._held_segments.append(retire)  # retired once its held rows are applied
+            retire = None
         if records:
             try:
                 self._log.write(records)
@@ -142,6 +211,32 @@ class DeviceCommitter:
                 outcomes = [(False, exc) if ok else (ok, v) for ok, v in outcomes]
                 # Applied but not durable: the callers see a failure and retry.
         return outcomes, retire
+
+    def _apply_due(self) -> tuple[list[_Segment], int]:
+        """(blocking) Apply the held rows that are due (all of them while a rotated segment
+        waits on them); returns the segments now free to retire, and how many DBs were
+        too busy to take their rows."""
+        now = time.monotonic()
+        every = bool(self._held_segments) or self._closing
+        busy = 0
+        for path, broker in list(self._held.items()):
+            # No rows left (a read of this process applied them) is checked under the DB's
+            # lock too: that read may still be committing them.
+            if (every or not broker.has_pending
+                    or broker.pending_due(now, self._apply_rows, self._apply_delay)):
+                try:
+                    applied = broker.apply_pending(self._lock_wait)
+                except Exception:  # kept held, in the log too; tried again after a pause
+                    log.exception("applying held rows to %s", path)
+                    applied = False
+                if applied:
+                    del self._held[path]  # rounds add rows only between these jobs
+                else:
+                    busy += 1
+        if self._held_segments and not self._held:
+            free, self._held_segments = self._held_segments, []
+            return free, busy
+        return [], busy
 
     async def _defer(self, db: _DB, batch: _Waiting, items: list[Any]) -> None:
         try:
@@ -163,6 +258,9 @@ class DeviceCommitter:
             self._ulog.retire(self._log.rotate_if_due(), self._log.dev_path)
 
     async def drain(self) -> None:
+        """Finish every round and apply every held row (a stop)."""
+        self._closing = True
+        self._wake.set()
         while self._task is not None or self._deferring:
             if self._task is not None:
                 await asyncio.shield(self._task)

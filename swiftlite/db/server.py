@@ -55,6 +55,8 @@ def backend_ts(info: dict[str, Any]) -> dict[str, str]:
 
 class DBServer:
     kind: ClassVar[str]  # "account" or "container": DB dir, metadata headers
+    # Whether a device round may hold logged rows for a later apply (db_update_log_apply_*).
+    HOLDS_ROWS: ClassVar[bool] = True
     broker_class: ClassVar[type[DatabaseBroker]]
     listing_limit: ClassVar[int]
     saved_headers: ClassVar[tuple[str, ...]] = ()  # stored beside X-<Kind>-Meta-*
@@ -82,6 +84,10 @@ class DBServer:
         self.device_commits: dict[str, DeviceCommitter] = {}
         self.commit_lock_wait = conf.get_float("db_commit_lock_wait", 0.02)
         self.update_log_min_dbs = conf.get_int("db_update_log_min_dbs", 2)
+        # Logged rows held in memory for a later, bigger apply (swiftlite.db.device_commit).
+        self.apply_delay = (conf.get_float("db_update_log_apply_delay", 0.05)
+                            if self.HOLDS_ROWS else 0.0)
+        self.apply_rows = conf.get_int("db_update_log_apply_rows", 64)
         self.wal_autocheckpoint: int | None = None
         if conf.get_bool("db_update_log", True) and synchronous != "NORMAL":
             self.update_log = UpdateLog(
@@ -123,7 +129,8 @@ class DBServer:
             if dc is None:
                 dc = self.device_commits[device] = DeviceCommitter(
                     self.update_log.device_log(device), self.update_log, self.max_batch,
-                    self.commit_lock_wait, self.update_log_min_dbs)
+                    self.commit_lock_wait, self.update_log_min_dbs, self.apply_delay,
+                    self.apply_rows)
             where = broker.log_place = (dc, rel)  # type: ignore[attr-defined]
         dc, rel = where
         return await dc.submit(broker, broker.committer.merge, rel, rows)

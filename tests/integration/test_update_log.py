@@ -123,6 +123,43 @@ async def test_acknowledged_updates_come_back_from_the_log_when_the_db_lost_them
         srv.stop()
 
 
+async def test_held_updates_survive_a_kill_9(tmp_path):
+    """Rows a round logged and held for a later apply (db_update_log_apply_delay) are in no
+    DB when the server dies; its segment brings them back, and a read before the apply
+    sees them all the same."""
+    srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 600\n"
+                                       "db_update_log_min_dbs = 1\n"
+                                       "db_update_log_apply_delay = 600\n"
+                                       "db_update_log_apply_rows = 100000\n"
+                                       "account_update_interval = 600")
+    srv.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            await _put_container(http, base)
+            # The account reporter reads the DB (applying what it holds) on the first
+            # update, then not for account_update_interval.
+            assert await _update(http, base, "warm") == 201
+            await async_wait_for(lambda: _rows_on_disk(path) == {"warm"}, 10,
+                                 what="the reporter's read to apply the first row")
+            await asyncio.gather(*(_update(http, base, f"h{i:03d}") for i in range(30)))
+            assert _rows_on_disk(path) == {"warm"}  # held: in the log, not in the DB
+            names, count = await _listing(http, base)  # a read applies them first
+            assert count == len(names) == 31
+            assert len(_rows_on_disk(path)) == 31
+            statuses = await asyncio.gather(*(_update(http, base, f"k{i:03d}")
+                                              for i in range(30)))
+            assert set(statuses) == {201}
+            assert len(_rows_on_disk(path)) == 31  # the next 30 are held again
+        srv.kill()
+        srv.start()  # replays the dead worker's segment before it serves
+        async with aiohttp.ClientSession() as http:
+            names, count = await _listing(http, base)
+        assert count == len(names) == 61
+        assert len(_rows_on_disk(path)) == 61
+    finally:
+        srv.stop()
+
+
 async def test_clean_stop_and_rotation_leave_nothing_to_replay(tmp_path):
     srv, devices, base, path = _server(tmp_path, "db_update_log_seconds = 0.5\n"
                                        "db_update_log_min_dbs = 1")

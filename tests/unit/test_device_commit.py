@@ -31,14 +31,30 @@ def _broker(devices: str, name: str) -> ContainerBroker:
     return b
 
 
-def _setup(tmp_path, log_class: type[DeviceLog] = DeviceLog, min_dbs: int = 1
-           ) -> tuple[str, UpdateLog, DeviceCommitter]:
+def _setup(tmp_path, log_class: type[DeviceLog] = DeviceLog, min_dbs: int = 1,
+           max_age: float = 600, **hold) -> tuple[str, UpdateLog, DeviceCommitter]:
     devices = str(tmp_path)
-    ulog = UpdateLog(devices, "container", max_age=600)
+    ulog = UpdateLog(devices, "container", max_age=max_age)
     dlog = ulog._logs["sda"] = log_class(os.path.join(devices, "sda"),
                                          log_dir(devices, "sda", "container"),
                                          ulog.token, ulog.max_bytes, ulog.max_age)
-    return devices, ulog, DeviceCommitter(dlog, ulog, min_dbs=min_dbs)
+    return devices, ulog, DeviceCommitter(dlog, ulog, min_dbs=min_dbs, **hold)
+
+
+def _on_disk(b: ContainerBroker) -> int:
+    """Rows in the DB file as another process sees it."""
+    conn = sqlite3.connect(b.db_file)
+    try:
+        return conn.execute("SELECT count(*) FROM object").fetchone()[0]
+    finally:
+        conn.close()
+
+
+async def _until(cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
 
 
 def _logged(devices: str) -> list[tuple[str, list]]:
@@ -126,3 +142,56 @@ async def test_a_round_of_one_db_flushes_it_and_skips_the_log(tmp_path):
     await asyncio.gather(_submit(dc, b, ["x"]), _submit(dc, _broker(devices, "two"), ["y"]))
     assert ulog.flushes == 1  # two DBs in the round: logged
     await ulog.close()
+
+
+async def test_held_rows_are_logged_and_applied_later_in_one_transaction(tmp_path):
+    devices, ulog, dc = _setup(tmp_path, min_dbs=2, apply_delay=600, apply_rows=6)
+    a, b = _broker(devices, "a"), _broker(devices, "b")
+    commits = a.item_commits
+    await asyncio.gather(*(_submit(dc, x, [f"{x.container}{i}"])
+                           for i in range(3) for x in (a, b)))
+    assert sorted(r["name"] for _, rows in _logged(devices) for r in rows) == [
+        "a0", "a1", "a2", "b0", "b1", "b2"]  # durable: answered only once logged
+    assert _on_disk(a) == 0 and a.item_commits == commits  # held, not applied yet
+    assert b.get_info()["object_count"] == 3  # a read here applies them first
+    assert _on_disk(b) == 3
+    await asyncio.gather(*(_submit(dc, x, [f"{x.container}{i}"])
+                           for i in range(3, 6) for x in (a, b)))
+    await _until(lambda: _on_disk(a) == 6)  # six held: due, applied at once
+    assert a.item_commits == commits + 1
+    assert a.get_info()["object_count"] == 6
+    await dc.drain()
+    await ulog.close()
+
+
+async def test_held_rows_reach_the_db_after_the_delay(tmp_path):
+    devices, ulog, dc = _setup(tmp_path, min_dbs=2, apply_delay=0.05, apply_rows=1000)
+    a, b = _broker(devices, "a"), _broker(devices, "b")
+    await asyncio.gather(_submit(dc, a, ["x"]), _submit(dc, b, ["y"]))
+    await _until(lambda: _on_disk(a) == 1 and _on_disk(b) == 1)
+    await asyncio.wait_for(dc.drain(), 10)  # nothing held: the committer stops
+    assert dc._task is None
+    await ulog.close()
+
+
+async def test_a_segment_retires_only_after_every_held_row_is_applied(tmp_path):
+    # max_age 0: each round starts a new segment and retires the one before.
+    devices, ulog, dc = _setup(tmp_path, min_dbs=2, max_age=0, apply_delay=600,
+                               apply_rows=1000)
+    a, b = _broker(devices, "a"), _broker(devices, "b")
+    await asyncio.gather(_submit(dc, a, ["a1"]), _submit(dc, b, ["b1"]))
+    first = glob.glob(os.path.join(devices, "sda", "containers_log", "*.log"))
+    assert len(first) == 1 and _on_disk(a) == 0
+    other = sqlite3.connect(a.db_file, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # a's rows cannot be applied while this holds it
+    await asyncio.gather(_submit(dc, a, ["a2"]), _submit(dc, b, ["b2"]))
+    await asyncio.sleep(0.1)  # the committer retries meanwhile, each time busy
+    assert os.path.exists(first[0])  # its rows for a are not in a yet: kept
+    assert _on_disk(b) == 2  # b was applied when the segment rotated
+    other.execute("ROLLBACK")
+    other.close()
+    await _until(lambda: not os.path.exists(first[0]))
+    assert _on_disk(a) == 2
+    await asyncio.wait_for(dc.drain(), 10)
+    await ulog.close()
+    assert _logged(devices) == []
