@@ -130,6 +130,13 @@ def init() -> None:
     _m["db_deferred"] = Counter("swiftlite_db_commit_deferred",
                                 "DB batches a device round left to the DB's own commit "
                                 "(another writer held the DB)")
+    _m["db_held_apply"] = Histogram("swiftlite_db_held_apply_rows",
+                                    "Logged rows a container DB held, applied in one "
+                                    "transaction (db_update_log_apply_*)",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1000))
+    _m["db_held_dbs"] = Gauge("swiftlite_db_held_dbs",
+                              "DBs holding logged rows not applied yet",
+                              multiprocess_mode="livesum")
     _m["db_replayed"] = Counter("swiftlite_db_update_log_replayed_segments",
                                 "Update-log segments a crash left, replayed")
     _m["cache"] = Counter("swiftlite_proxy_object_cache_lookups",
@@ -190,6 +197,15 @@ def db_round(updates: int, dbs: int, seconds: float, deferred: int) -> None:
         _m["db_round_time"].observe(seconds)
         if deferred:
             _m["db_deferred"].inc(deferred)
+
+
+def db_held(applied: list[int], dbs_delta: int) -> None:
+    """Held rows applied (rows per transaction), and the change in DBs holding rows."""
+    if _m:
+        for n in applied:
+            _m["db_held_apply"].observe(n)
+        if dbs_delta:
+            _m["db_held_dbs"].inc(dbs_delta)
 
 
 def update_log_replayed(segments: int) -> None:

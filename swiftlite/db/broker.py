@@ -435,20 +435,22 @@ class DatabaseBroker:
         self.item_commits += 1
         self.items_merged += len(rows)
 
-    def apply_pending(self, wait: float) -> bool:
-        """(blocking) Apply the held rows now; False if this DB stayed busy for `wait`.
-        Rows for a DB that is gone are dropped, as the update log's replay drops them."""
+    def apply_pending(self, wait: float) -> int | None:
+        """(blocking) Apply the held rows now; returns how many, or None if this DB stayed
+        busy for `wait`. Rows for a DB that is gone are dropped, as the update log's replay
+        drops them."""
         if not self._lock.acquire(timeout=wait):
-            return False
+            return None
         try:
-            if self._pending:
+            n = len(self._pending)
+            if n:
                 self._apply_pending_locked(self._open(), wait)
-            return True
+            return n
         except Busy:
-            return False
+            return None
         except DatabaseNotFound:
             self._take_pending()
-            return True
+            return 0
         finally:
             self._lock.release()
 

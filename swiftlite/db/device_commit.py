@@ -189,7 +189,9 @@ class DeviceCommitter:
                     if not broker.exists():
                         raise DatabaseNotFound(broker.db_file)
                     broker.add_pending(items)
-                    self._held[broker.db_file] = broker
+                    if broker.db_file not in self._held:
+                        self._held[broker.db_file] = broker
+                        metrics.db_held([], 1)
                     outcomes.append((True, None))
                 else:
                     outcomes.append((True, db.merge(items, durable=not logged,
@@ -219,20 +221,25 @@ class DeviceCommitter:
         now = time.monotonic()
         every = bool(self._held_segments) or self._closing
         busy = 0
+        applied: list[int] = []
+        before = len(self._held)
         for path, broker in list(self._held.items()):
             # No rows left (a read of this process applied them) is checked under the DB's
             # lock too: that read may still be committing them.
             if (every or not broker.has_pending
                     or broker.pending_due(now, self._apply_rows, self._apply_delay)):
                 try:
-                    applied = broker.apply_pending(self._lock_wait)
+                    n = broker.apply_pending(self._lock_wait)
                 except Exception:  # kept held, in the log too; tried again after a pause
                     log.exception("applying held rows to %s", path)
-                    applied = False
-                if applied:
-                    del self._held[path]  # rounds add rows only between these jobs
-                else:
+                    n = None
+                if n is None:
                     busy += 1
+                    continue
+                del self._held[path]  # rounds add rows only between these jobs
+                if n:
+                    applied.append(n)
+        metrics.db_held(applied, len(self._held) - before)
         if self._held_segments and not self._held:
             free, self._held_segments = self._held_segments, []
             return free, busy
