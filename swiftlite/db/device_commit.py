@@ -42,9 +42,15 @@ from swiftlite.common import metrics
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import Busy, DatabaseNotFound
 from swiftlite.db.group_commit import take_batch
+from swiftlite.db.quarantine import is_corrupt, quarantine_db
 from swiftlite.db.update_log import DeviceLog, UpdateLog, _Segment, encode
 
 log = logging.getLogger("swiftlite.db.device_commit")
+
+# Seconds before held rows that failed to apply with an error (not a busy lock) are
+# tried again (a damaged DB is quarantined first: the retry finds it gone, drops them, and
+# replication rebuilds it from the other replicas).
+_FAILED_PAUSE = 1.0
 
 # (items, future) entries of one DB waiting for a round, with what merges them.
 _Waiting = list[tuple[list[Any], asyncio.Future]]
@@ -80,6 +86,7 @@ class DeviceCommitter:
         # jobs, one at a time.
         self._held: dict[str, Any] = {}
         self._held_segments: list[_Segment] = []
+        self._failed: dict[str, float] = {}  # DB -> when to try again after an error
         self._wake = asyncio.Event()
         self._closing = False  # draining: every held row is due now
         self._task: asyncio.Task | None = None
@@ -228,14 +235,22 @@ class DeviceCommitter:
             # lock too: that read may still be committing them.
             if (every or not broker.has_pending
                     or broker.pending_due(now, self._apply_rows, self._apply_delay)):
+                if self._failed.get(path, 0.0) > now:
+                    busy += 1
+                    continue
                 try:
                     n = broker.apply_pending(self._lock_wait)
-                except Exception:  # kept held, in the log too; tried again after a pause
-                    log.exception("applying held rows to %s", path)
+                except Exception as exc:  # kept held (and in the log); tried again later
+                    log.exception("applying held rows to %s (retried in %ss)", path,
+                                  _FAILED_PAUSE)
+                    if is_corrupt(exc):  # moved aside: the retry finds it gone, drops them
+                        quarantine_db(path, broker.KIND, exc)
+                    self._failed[path] = now + _FAILED_PAUSE
                     n = None
                 if n is None:
                     busy += 1
                     continue
+                self._failed.pop(path, None)
                 del self._held[path]  # rounds add rows only between these jobs
                 if n:
                     applied.append(n)

@@ -13,8 +13,10 @@ import time
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.broker import DatabaseNotFound
+from swiftlite.db.cache import BrokerCache
 from swiftlite.db.device_commit import DeviceCommitter
 from swiftlite.db.group_commit import GroupCommitter
+from swiftlite.db.paths import db_file
 from swiftlite.db.update_log import DeviceLog, UpdateLog, decode, log_dir
 
 
@@ -193,5 +195,32 @@ async def test_a_segment_retires_only_after_every_held_row_is_applied(tmp_path):
     await _until(lambda: not os.path.exists(first[0]))
     assert _on_disk(a) == 2
     await asyncio.wait_for(dc.drain(), 10)
+    await ulog.close()
+    assert _logged(devices) == []
+
+
+async def test_held_rows_of_a_damaged_db_do_not_stall_the_device(tmp_path):
+    """A DB that turns out damaged while it holds rows is quarantined (its replicas
+    elsewhere rebuild it) and its rows dropped: the device's other DBs and the log's
+    segments go on."""
+    devices, ulog, dc = _setup(tmp_path, min_dbs=2, apply_delay=600, apply_rows=1000)
+    good = _broker(devices, "good")
+    path = db_file(devices, "sda", "container", 0, "a", "bad")
+    os.makedirs(os.path.dirname(path))
+    bad = ContainerBroker(path, account="a", container="bad")
+    bad.put_db(Timestamp.now().internal, {})
+    await asyncio.gather(_submit(dc, good, ["g"]), _submit(dc, bad, ["b"]))
+    bad.close()
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.unlink(path + suffix)
+    with open(path, "wb") as f:
+        f.write(b"not a database at all" * 300)
+    cache = BrokerCache(lambda p: bad)
+    cache.get(path)  # as the server's cache holds it: the quarantine closes it
+    await asyncio.wait_for(dc.drain(), 10)
+    assert _on_disk(good) == 1
+    assert not os.path.exists(path)
+    assert glob.glob(os.path.join(devices, "sda", "quarantined", "containers", "*"))
     await ulog.close()
     assert _logged(devices) == []
