@@ -116,10 +116,12 @@ def init() -> None:
     _m["flush"] = Histogram("swiftlite_batch_commit_seconds",
                             "Time to write, flush and rename one batch",
                             buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5))
+    # Rows per commit, for device rounds and held applies alike.
+    db_rows = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1000)
     _m["db_round"] = Histogram("swiftlite_db_commit_round_updates",
                                "Container/account updates committed per device round "
                                "(one update-log flush each)",
-                               buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1000))
+                               buckets=db_rows)
     _m["db_round_dbs"] = Histogram("swiftlite_db_commit_round_dbs",
                                    "DBs committed per device round",
                                    buckets=(1, 2, 4, 8, 16, 32, 64))
@@ -133,7 +135,7 @@ def init() -> None:
     _m["db_held_apply"] = Histogram("swiftlite_db_held_apply_rows",
                                     "Logged rows a container DB held, applied in one "
                                     "transaction (db_update_log_apply_*)",
-                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1000))
+                                    buckets=db_rows)
     _m["db_held_dbs"] = Gauge("swiftlite_db_held_dbs",
                               "DBs holding logged rows not applied yet",
                               multiprocess_mode="livesum")
