@@ -177,8 +177,7 @@ class DatabaseBroker:
         conn = self._open()
         if self._pending:
             self._apply_pending_locked(conn, self.busy_timeout)
-        if self._round_mode is not None:
-            self._set_round_mode(conn, None)  # this write must flush and may wait its turn
+        self._set_round_mode(conn, None)  # this write must flush and may wait its turn
         return conn
 
     def _set_round_mode(self, conn: sqlite3.Connection, mode: tuple[str, float] | None,
@@ -188,6 +187,8 @@ class DatabaseBroker:
         and SQLite's lock waited for `wait` seconds at most. A round leaves the connection
         so (rounds come one after another on a busy DB); any other use switches it back
         first. Caller holds self._lock."""
+        if mode == self._round_mode:
+            return
         sync, wait = mode if mode is not None else (self.synchronous, self.busy_timeout)
         conn.execute(f"PRAGMA synchronous={sync}")
         conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
@@ -415,25 +416,31 @@ class DatabaseBroker:
         """Apply the held rows in one transaction without a WAL flush (the update log has
         them until its segment retires, which flushes this WAL). Busy when SQLite's lock
         was not had within `wait`; nothing is lost then, the rows stay held."""
-        rows = self._take_pending()
-        if not rows:
-            return
+        if self._pending:
+            self._set_round_mode(conn, ("NORMAL", wait))
+            self._commit_items_locked(conn, [], busy_on_lock=True)
+
+    def _commit_items_locked(self, conn: sqlite3.Connection, rows: list[dict[str, Any]],
+                             busy_on_lock: bool) -> int:
+        """One transaction of the held rows and `rows`, newest wins; returns rows changed.
+        The held rows stay held if it fails; SQLite's lock not had in time is Busy when
+        `busy_on_lock` (a bounded wait), rolled back with nothing applied."""
+        held = self._take_pending()
+        done = False
         try:
-            mode = ("NORMAL", wait)
-            if self._round_mode != mode:
-                self._set_round_mode(conn, mode)
             with _write_txn(conn):
-                self._merge_items_locked(conn, rows)
+                changed = self._merge_items_locked(conn, held + rows)
+            done = True
         except sqlite3.OperationalError as exc:
-            self._restore_pending(rows)
-            if "locked" in str(exc):
+            if busy_on_lock and "locked" in str(exc):
                 raise Busy(self.db_file) from exc
             raise
-        except BaseException:
-            self._restore_pending(rows)
-            raise
+        finally:
+            if not done:
+                self._restore_pending(held)
         self.item_commits += 1
-        self.items_merged += len(rows)
+        self.items_merged += len(held) + len(rows)
+        return changed
 
     def apply_pending(self, wait: float) -> int | None:
         """(blocking) Apply the held rows now; returns how many, or None if this DB stayed
@@ -468,31 +475,17 @@ class DatabaseBroker:
             raise ValueError("an unflushed merge needs a bound on its wait")
         if not self._lock.acquire(timeout=-1 if wait is None else wait):
             raise Busy(self.db_file)
-        held: list[dict[str, Any]] = []
         try:
             if wait is not None:
                 conn = self._open()
-                mode = (self.synchronous if durable else "NORMAL", wait)
-                if self._round_mode != mode:
-                    self._set_round_mode(conn, mode)
+                self._set_round_mode(conn, (self.synchronous if durable else "NORMAL", wait))
             else:
                 conn = self._get_conn()
             if require_live and self._is_deleted_locked(conn):
                 raise DatabaseNotFound(self.db_file)
-            held = self._take_pending()  # applied with these (and flushed, if durable)
-            try:
-                with _write_txn(conn):
-                    changed = self._merge_items_locked(conn, held + rows)
-            except sqlite3.OperationalError as exc:
-                if wait is not None and "locked" in str(exc):
-                    raise Busy(self.db_file) from exc  # rolled back: nothing applied
-                raise
-            held = []
-            self.item_commits += 1
-            self.items_merged += len(rows)
-            return changed
+            # Rows held for this DB go in the same transaction (flushed with it, if durable).
+            return self._commit_items_locked(conn, rows, busy_on_lock=wait is not None)
         finally:
-            self._restore_pending(held)
             self._lock.release()
 
     def get_items_since(self, row_id: int, limit: int) -> list[dict[str, Any]]:

@@ -119,24 +119,34 @@ class DeviceCommitter:
             work.append((db, batch, [i for entry in batch for i in entry[0]]))
         return work
 
+    def _due(self, broker: Any, now: float) -> bool:
+        """Its held rows are to be applied now. No rows left (a read of this process
+        applied them) counts too: that is checked under the DB's lock, as the read may
+        still be committing them."""
+        return (not broker.has_pending
+                or broker.pending_due(now, self._apply_rows, self._apply_delay))
+
     def _next_due(self) -> float:
         """Seconds until held rows must be applied (0: now)."""
         if not self._held or self._closing:
             return 0.0
         now = time.monotonic()
-        if any(b.pending_due(now, self._apply_rows, self._apply_delay)
-               or not b.has_pending for b in self._held.values()):
+        if any(self._due(b, now) for b in self._held.values()):
             return 0.0
         return self._apply_delay / 4  # none due yet: look again soon
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or less if an update arrives (submit wakes us)."""
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
 
     async def _apply(self) -> None:
         retire, busy = await run_blocking(self._apply_due)
         for seg in retire:
             self._ulog.retire(seg, self._log.dev_path)
         if busy:  # another writer holds a DB: let it finish before trying again
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(self._lock_wait, 0.01))
+            await self._pause(max(self._lock_wait, 0.01))
 
     async def _run(self) -> None:
         try:
@@ -144,9 +154,7 @@ class DeviceCommitter:
                 if not self._dbs:
                     wait = self._next_due()
                     if wait > 0:
-                        self._wake.clear()
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._wake.wait(), wait)
+                        await self._pause(wait)
                         continue
                     await self._apply()
                     continue
@@ -231,10 +239,7 @@ class DeviceCommitter:
         applied: list[int] = []
         before = len(self._held)
         for path, broker in list(self._held.items()):
-            # No rows left (a read of this process applied them) is checked under the DB's
-            # lock too: that read may still be committing them.
-            if (every or not broker.has_pending
-                    or broker.pending_due(now, self._apply_rows, self._apply_delay)):
+            if every or self._due(broker, now):
                 if self._failed.get(path, 0.0) > now:
                     busy += 1
                     continue
