@@ -158,13 +158,17 @@ def build(args: Namespace) -> dict[str, Any]:
                       **({"meta_devices_root": meta_root, "meta_devices": meta_devs}
                          if meta_root else {})})
     proxy_conf = os.path.join(etc, "proxy.conf")
+    # Every object server shares this host with the proxy: it reads their devices itself.
+    local_reads = {} if getattr(args, "no_local_reads", False) else {
+        "local_object_devices": " ".join(
+            f"{_host(n['ip'])}:{n['ports']['object']}={n['devices_root']}" for n in nodes)}
     _write(proxy_conf, _ini({
         "DEFAULT": {"swift_dir": etc, "log_level": "INFO", "backend_secret": backend_secret},
         "hash": hash_conf,
         "proxy-server": {"bind_ip": args.bind, "bind_port": proxy_port, "workers": workers,
                          "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS,
                          # as Swift's all-in-one setup: expired objects readable on request
-                         "allow_open_expired": "true"},
+                         "allow_open_expired": "true", **local_reads},
     }))
     for kind, role in (("object", "object"), ("container", "container"),
                        ("account", "account")):
@@ -186,6 +190,10 @@ def build(args: Namespace) -> dict[str, Any]:
             "daemons": not args.no_daemons}
     _write(plan_path, json.dumps(plan, indent=2))
     return plan
+
+
+def _host(ip: str) -> str:
+    return f"[{ip}]" if ":" in ip else ip
 
 
 def _meta_layout(root: str, n: int, count: int) -> tuple[str | None, list[str]]:

@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--workers", type=int, default=None,
                    help="proxy and object server workers (default: CPUs)")
     u.add_argument("--no-daemons", action="store_true", help="start servers only")
+    u.add_argument("--no-local-reads", action="store_true",
+                   help="the proxy reads every replica through its object server, never "
+                        "the local devices itself; read when the root is first built")
     u.add_argument("--shard-threshold", type=int, default=None,
                    help="rows past which the sharder splits a container (default 1,000,000)")
     u.add_argument("--delay-reaping", type=float, default=None,

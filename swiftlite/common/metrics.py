@@ -28,7 +28,9 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from swiftlite.common.config import Section
@@ -40,6 +42,13 @@ _TYPES = {1: "account", 2: "container", 3: "object"}  # names in the path -> req
 
 _state: dict[str, Any] = {}
 _m: dict[str, Any] = {}  # the metric objects, once init() ran
+# Values read into their metrics once a second by a thread, off the request path (see
+# `sampled`): what they measure changes on every request, and a multiprocess metric write
+# (a pid check, a lock, an mmap store) is dear there.
+_samplers: list[Callable[[], None]] = []
+_replica_reads: dict[tuple[str, str], int] = {}
+_sampler_pid = 0
+SAMPLE_INTERVAL = 1.0
 
 
 def prepare(conf: Section, name: str) -> None:
@@ -145,8 +154,42 @@ def init() -> None:
                           "Object cache lookups by result (hit, miss, unsynced: a miss "
                           "because this worker has not heard other hosts' writes lately)",
                           ["result"])
+    _m["replica_reads"] = Counter("swiftlite_proxy_replica_reads",
+                                  "Object GET/HEAD replica reads the proxy made, by device "
+                                  "and path (local: its own read of a local device)",
+                                  ["device", "via"])
     _m["unpublished"] = Counter("swiftlite_proxy_write_log_unpublished",
                                 "Object writes other proxy hosts could not be told of")
+    _start_sampler()
+
+
+def sampled(fn: Callable[[], None]) -> None:
+    """Call `fn` (which sets metrics from its values) once a second in this process."""
+    _samplers.append(fn)
+
+
+def _start_sampler() -> None:
+    global _sampler_pid
+    if _sampler_pid == os.getpid():
+        return
+    _sampler_pid = os.getpid()
+    threading.Thread(target=_sample_loop, name="swiftlite-metrics", daemon=True).start()
+
+
+def _sample_loop() -> None:
+    flushed: dict[tuple[str, str], int] = {}
+    while True:
+        time.sleep(SAMPLE_INTERVAL)
+        for fn in list(_samplers):
+            try:
+                fn()
+            except Exception:  # a sampler's bug must not end the others' sampling
+                log.exception("metrics sampler failed")
+        now = dict(_replica_reads)  # one C-level copy: no increment is torn
+        for key, n in now.items():
+            if n != flushed.get(key, 0):
+                _m["replica_reads"].labels(*key).inc(n - flushed.get(key, 0))
+        flushed = now
 
 
 def enabled() -> bool:
@@ -218,6 +261,13 @@ def update_log_replayed(segments: int) -> None:
 def cache_lookup(result: str) -> None:
     if _m:
         _m["cache"].labels(result).inc()
+
+
+def replica_read(device: str, via: str) -> None:
+    """Counted here, added to the metric by the sampler within a second."""
+    if _m:
+        key = (device, via)
+        _replica_reads[key] = _replica_reads.get(key, 0) + 1
 
 
 def writes_unpublished(n: int) -> None:

@@ -36,6 +36,13 @@ class _Pool:
         self.queued = 0  # jobs submitted and not yet taken
         self.lock = threading.Lock()
         self.pid = os.getpid()  # a forked child starts its own threads
+        # Sampled once a second, not set per job: a multiprocess gauge write costs about
+        # as much as the rest of a job's hand-over.
+        metrics.sampled(self._report)
+
+    def _report(self) -> None:
+        if _pool is self:  # not a pool replaced since (configure, a fork)
+            metrics.pool_state(self.queued, self.started)
 
     def submit(self, job: tuple) -> None:
         with self.lock:
@@ -48,7 +55,6 @@ class _Pool:
                 self.started += 1
                 threading.Thread(target=self._run, name=f"swiftlite-io-{self.started}",
                                  daemon=True).start()
-            metrics.pool_state(self.queued, self.started)
         self.jobs.put(job)
 
     def _run(self) -> None:
@@ -61,7 +67,6 @@ class _Pool:
                 self.idle -= 1
                 if job is not None:
                     self.queued -= 1
-                    metrics.pool_state(self.queued, self.started)
             if job is None:
                 return
             fn, args, loop, fut = job

@@ -29,14 +29,13 @@ from swiftlite.common.server import make_app
 from swiftlite.common.sysmeta import LISTING_BYTES, OBJECT_SYSMETA, OVERRIDE_ETAG
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import bodysum, digests, diskfile, durability, ranges, sync
+from swiftlite.obj import bodysum, digests, diskfile, durability, read_plan, sync
 from swiftlite.obj.batch_commit import LARGE_BODY, MAX_JOBS, BatchCommitter
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
+from swiftlite.obj.read_plan import DEFAULT_CT, PASSED_HEADERS
 
 log = logging.getLogger("swiftlite.object")
 _PART_RE = re.compile(r"[0-9]{1,10}")
-PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest")
-DEFAULT_CT = "application/octet-stream"
 _REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server Error",
             507: "Insufficient Storage", 400: "Bad Request"}
 
@@ -52,6 +51,11 @@ def _utf8(name: str, value: str) -> str:
     return value
 
 
+def _open_expired(request: web.Request) -> bool:
+    """X-Open-Expired: the proxy passes it only where `allow_open_expired` is on."""
+    return config_true(request.headers.get("X-Open-Expired", ""))
+
+
 def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str,
                    content_type: str | None = None) -> dict[str, str]:
     """The container update for an object written (or POSTed) with `metadata`."""
@@ -61,21 +65,6 @@ def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str
         ctype = f"{ctype};swift_bytes={shown}"
     return {"X-Timestamp": ts.internal, "X-Size": size, "X-Content-Type": ctype,
             "X-Etag": metadata.get(OVERRIDE_ETAG, etag)}
-
-
-def _meta_value(metadata: dict[str, str], names: str) -> str | None:
-    """The first of the comma-separated header `names` present in `metadata` (whose keys
-    are stored title-cased: a dict lookup, no scan, on every GET of every object)."""
-    for name in names.split(","):
-        value = metadata.get(name.strip().title())
-        if value is not None:
-            return value
-    return None
-
-
-def _open_expired(request: web.Request) -> bool:
-    """X-Open-Expired: the proxy passes it only where `allow_open_expired` is on."""
-    return config_true(request.headers.get("X-Open-Expired", ""))
 
 
 class ObjectServer:
@@ -477,124 +466,50 @@ class ObjectServer:
 
     async def _answer(self, request: web.Request, info: diskfile.ObjectInfo, dev_path: str,
                       part: int, hexhash: str, is_get: bool, full: bool) -> web.StreamResponse:
-        if info.status == "deleted":
-            return error(404, "Not Found", {"X-Backend-Timestamp": info.timestamp or ""})
-        md = info.metadata
-        if info.status != "ok" or (diskfile.is_expired(md) and not _open_expired(request)):
-            return error(404, "Not Found")
-        assert info.timestamp is not None
-        ts = Timestamp.parse(info.timestamp)
-        length = info.body_len
-        etag = md.get("ETag", "")
-        headers = {
-            "Content-Type": md.get("Content-Type", DEFAULT_CT),
-            "ETag": etag,
-            "Last-Modified": ts.http_date(),
-            "X-Timestamp": ts.normal,
-            "X-Backend-Timestamp": ts.internal,
-            "Accept-Ranges": "bytes",
-        }
-        if info.meta_timestamp:
-            headers["X-Backend-Meta-Timestamp"] = info.meta_timestamp
-        for k, v in md.items():
-            if k.lower().startswith((diskfile.USER_META, OBJECT_SYSMETA)) or k in PASSED_HEADERS:
-                headers[k] = v
-        cond_etag = etag
-        etag_at = request.headers.get("X-Backend-Etag-Is-At")
-        if etag_at:  # e.g. an SLO manifest's conditions are judged on the SLO's ETag
-            cond_etag = _meta_value(md, etag_at) or etag
-        cond = ranges.check_conditions(request.headers, cond_etag, -(-ts.ticks // 100000))
-        if cond is not None:
-            headers.pop("Content-Type")
-            return web.Response(status=cond, headers=headers)
-        range_header = request.headers.get("Range")
-        unless = request.headers.get("X-Backend-Ignore-Range-If-Metadata-Present")
-        if range_header and unless and _meta_value(md, unless) is not None:
-            range_header = None  # a manifest: the proxy reads it whole, ranges its segments
-        spans = ranges.parse_range(range_header, length)
-        if spans is not None and not spans:
-            # The object's headers go along (clients check the ETag even on a 416).
-            headers.pop("Content-Type")
-            return error(416, "Requested Range Not Satisfiable",
-                         {**headers, "Content-Range": f"bytes */{length}"})
-        if not is_get:
-            headers["Content-Length"] = str(length)
-            return web.Response(status=200, headers=headers)
-        if spans is None:
-            return await self._send_full(request, info, headers, dev_path, part, hexhash, full)
-        if len(spans) == 1:
-            a, b = spans[0]
-            headers["Content-Range"] = f"bytes {a}-{b - 1}/{length}"
-            if info.body is not None:
-                return web.Response(status=206, body=info.body[a:b], headers=headers)
-            resp = self._stream_response(206, headers, b - a)
-            await resp.prepare(request)
-            await self._stream(resp, info.fd, a, b)
-            await resp.write_eof()
-            return resp
-        ctype = headers["Content-Type"]
-        bound = ranges.boundary()
-        heads, tail, total = ranges.multipart_parts(spans, length, ctype, bound)
-        headers["Content-Type"] = f"multipart/byteranges;boundary={bound}"
-        resp = self._stream_response(206, headers, total)
+        plan = read_plan.plan_read(request.headers, info, is_get, full)
+        if plan.corrupt:
+            await self._quarantine(dev_path, part, hexhash)
+        if plan.reason is not None:
+            return error(plan.status, plan.reason, plan.headers)
+        if not is_get or plan.status not in (200, 206):
+            if not is_get and plan.status == 200:
+                plan.headers["Content-Length"] = str(plan.length)
+            return web.Response(status=plan.status, headers=plan.headers)
+        if all(isinstance(p, bytes) for p in plan.pieces):
+            body = b"".join(p for p in plan.pieces if isinstance(p, bytes))
+            return web.Response(status=plan.status, body=body, headers=plan.headers)
+        resp = web.StreamResponse(status=plan.status, headers=plan.headers)
+        resp.content_length = plan.length
         await resp.prepare(request)
-        for head, (a, b) in zip(heads, spans, strict=True):
-            await resp.write(head)
-            if info.body is not None:
-                await resp.write(info.body[a:b])
+        verifier = bodysum.Verifier(info.metadata) if plan.verify else None
+        for piece in plan.pieces:
+            if isinstance(piece, bytes):
+                await resp.write(piece)
             else:
-                await self._stream(resp, info.fd, a, b)
-            await resp.write(b"\r\n")
-        await resp.write(tail)
+                await self._stream(request, resp, info.fd, *piece, verifier,
+                                   (dev_path, part, hexhash))
         await resp.write_eof()
         return resp
 
-    @staticmethod
-    def _stream_response(status: int, headers: dict[str, str],
-                         length: int) -> web.StreamResponse:
-        resp = web.StreamResponse(status=status, headers=headers)
-        resp.content_length = length
-        return resp
-
-    async def _stream(self, resp: web.StreamResponse, fd: int, start: int, end: int) -> None:
+    async def _stream(self, request: web.Request, resp: web.StreamResponse, fd: int,
+                      start: int, end: int, verifier: bodysum.Verifier | None,
+                      where: tuple[str, int, str]) -> None:
+        """Send the body's [start, end). With a `verifier` (a whole body), its sums are checked
+        before the last byte leaves: a corrupt copy is quarantined and its connection cut
+        short, so the reader sees a short body, never bad bytes whole."""
         off = start
         while off < end:
             data = await run_blocking(diskfile.read_chunk, fd, off,
-                                      min(self.read_chunk, end - off))
-            if not data:
-                raise OSError("object file shrank while reading")
-            await resp.write(data)
-            off += len(data)
-
-    async def _send_full(self, request: web.Request, info: diskfile.ObjectInfo,
-                         headers: dict[str, str], dev_path: str, part: int, hexhash: str,
-                         verify: bool) -> web.StreamResponse:
-        """A whole object. Its sums are checked before the last byte leaves: a corrupt copy
-        is quarantined and never delivered whole (a small one answers 404, so the proxy
-        reads another replica; a large one has its connection cut short)."""
-        if info.body is not None:
-            if info.etag_ok is False:
-                await self._quarantine(dev_path, part, hexhash)
-                return error(404, "Not Found (corrupt copy quarantined)")
-            return web.Response(status=200, body=info.body, headers=headers)
-        resp = self._stream_response(200, headers, info.body_len)
-        await resp.prepare(request)
-        verifier = bodysum.Verifier(info.metadata) if verify else None
-        off, end = 0, info.body_len
-        while off < end:
-            data = await run_blocking(diskfile.read_chunk, info.fd, off,
                                       min(self.read_chunk, end - off), verifier)
             if not data:
                 raise OSError("object file shrank while reading")
             off += len(data)
             if off >= end and verifier is not None and not verifier.ok():
-                await self._quarantine(dev_path, part, hexhash)
+                await self._quarantine(*where)
                 if request.transport is not None:
-                    request.transport.abort()  # the reader sees a short body, not bad bytes
+                    request.transport.abort()
                 raise ConnectionResetError("corrupt object: connection cut before the end")
             await resp.write(data)
-        await resp.write_eof()
-        return resp
 
     async def _quarantine(self, dev_path: str, part: int, hexhash: str) -> None:
         """Take a copy whose bytes do not match its ETag out of service; the replicator

@@ -26,6 +26,7 @@ so concurrent sub-requests to replicas share it and requests never see each othe
 from __future__ import annotations
 
 import contextvars
+import itertools
 import logging
 import random
 import time
@@ -155,13 +156,24 @@ def logical_path(node_path: str) -> str:
     return "/" + parts[3] if len(parts) == 4 else node_path
 
 
-def read_order(ring: Ring, part: int) -> list[dict[str, Any]]:
+class ReadOrder:
     """Where a read looks: the primaries in random order (so every replica serves reads),
-    then as many handoffs (where writes went while a primary was down)."""
-    nodes = ring.get_part_nodes(part)
-    random.shuffle(nodes)
-    nodes += [n for _, n in zip(range(len(nodes)), ring.get_more_nodes(part), strict=False)]
-    return nodes
+    then as many handoffs (where writes went while a primary was down), those found only
+    when a read gets that far."""
+
+    __slots__ = ("primaries", "_ring", "_part")
+
+    def __init__(self, ring: Ring, part: int) -> None:
+        self.primaries = ring.get_part_nodes(part)
+        random.shuffle(self.primaries)
+        self._ring, self._part = ring, part
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield from self.primaries
+        yield from itertools.islice(self._ring.get_more_nodes(self._part), len(self.primaries))
+
+
+read_order = ReadOrder
 
 
 def write_handoffs(ring: Ring, part: int, limiter: ErrorLimiter) -> Iterator[dict[str, Any]]:

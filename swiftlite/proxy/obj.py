@@ -14,11 +14,13 @@ import asyncio
 import logging
 import mimetypes
 import time
+from collections.abc import Iterable
 from contextlib import aclosing
 
 from aiohttp import web
 from multidict import CIMultiDict
 
+from swiftlite.common import metrics
 from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import ConnectError, Response
 from swiftlite.common.http import HTTPError, error
@@ -34,6 +36,7 @@ from swiftlite.proxy.backend import (
     settle,
 )
 from swiftlite.proxy.common import metadata_headers
+from swiftlite.proxy.local_reads import LocalResponse
 from swiftlite.proxy.nodes import logical_path, node_key, read_order, verdicts, write_handoffs
 from swiftlite.proxy.request import BACKEND_GET_HEADERS, BODY, TIMESTAMP
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, bytes_response
@@ -45,6 +48,8 @@ GET_PASS_HEADERS = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
                     "If-Unmodified-Since")
 STREAM_CHUNK = 64 * 1024
 QUEUE_DEPTH = 4
+# A replica's answer: from its object server, or read here (proxy.local_reads).
+Answer = Response | LocalResponse
 
 
 async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
@@ -101,7 +106,7 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
     return object_response(resp)
 
 
-async def _fill_cache(cache, target, resp: Response, length: int,
+async def _fill_cache(cache, target, resp: Answer, length: int,
                       since: int) -> web.StreamResponse:
     """Read a small object whole, keep it, and answer from memory."""
     try:
@@ -123,7 +128,7 @@ def _pass_open_expired(proxy, request: web.Request, headers: dict[str, str]) -> 
 
 
 async def open_object(proxy, request: web.Request, method: str, acct: str, cont: str, name: str,
-                      extra: dict[str, str] | None = None) -> Response | None:
+                      extra: dict[str, str] | None = None) -> Answer | None:
     """The first replica's answer worth relaying (the caller releases it); None for 404.
 
     Replicas are tried in random order; 404s and errors fall through to the next (and to
@@ -138,20 +143,40 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     headers = proxy.backend_headers(request)
     if extra:
         headers.update(extra)
-    nodes = read_order(ring, part)
+    order = read_order(ring, part)
+    nodes: Iterable[dict] = order
     newest = request.headers.get("X-Newest", "").lower() in ("true", "1", "yes")
     if newest:
-        nodes = await _newest_first(proxy, request, part, nodes, (acct, cont, name))
+        nodes = await _newest_first(proxy, request, part, list(order), (acct, cont, name))
     newest_tombstone: Timestamp | None = None
     not_found = 0
     primaries: set[str] | None = None
-    winner: Response | None = None
+    winner: Answer | None = None
 
-    def send(node: dict):
-        return proxy.backend.open(node, method, node_path(node, part, acct, cont, name),
-                                  headers)
+    local = proxy.local_reads
 
-    async with aclosing(hedged(proxy, nodes, send, Response.release,
+    async def send(node: dict) -> Answer | None:
+        if local is not None:
+            answer = await local.open(node, method, part, (acct, cont, name), headers)
+            if answer is not None:
+                return answer
+        metrics.replica_read(node["device"], "http")
+        return await proxy.backend.open(node, method, node_path(node, part, acct, cont, name),
+                                        headers)
+
+    if local is not None and not newest:
+        # The first replica read here, without hedging's tasks and timers: a local read
+        # does not hang on a peer. Anything but an answer worth relaying (a 404, say)
+        # is dropped and the replicas are asked as usual, this one again included.
+        first = next((n for n in order.primaries if not proxy.limiter.limited(n)), None)
+        answer = await local.open(first, method, part, (acct, cont, name), headers) \
+            if first is not None else None
+        if answer is not None:
+            if answer.status < 500 and answer.status != 404:
+                return answer
+            answer.release()
+
+    async with aclosing(hedged(proxy, nodes, send, lambda r: r.release(),
                                in_order=newest)) as answers:
         async for node, resp in answers:
             if resp is None:
@@ -198,7 +223,7 @@ async def _newest_first(proxy, request, part, nodes, names) -> list[dict]:
     return [n for _, n in sorted(ranked, key=lambda x: -x[0])]
 
 
-def object_response(resp: Response) -> BodyResponse:
+def object_response(resp: Answer) -> BodyResponse:
     """A replica's answer as the client's, its body streamed when the pipeline is done."""
     length = resp.headers.get("Content-Length")
     return BodyResponse(resp.status, client_headers(resp.headers),
@@ -206,7 +231,7 @@ def object_response(resp: Response) -> BodyResponse:
                         on_close=resp.release)
 
 
-async def _backend_chunks(resp: Response):
+async def _backend_chunks(resp: Answer):
     try:
         async for chunk in resp.iter_chunks(STREAM_CHUNK * 4):
             yield chunk

@@ -21,6 +21,7 @@ from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.backend import Backend
 from swiftlite.proxy.common import read_any
 from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache, info_caches, shared_table
+from swiftlite.proxy.local_reads import LocalReads, parse_local_devices
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.proxy.object_cache import ObjectCache
 from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER, IDENTITY, api_path, unauthorized
@@ -92,6 +93,12 @@ class Proxy:
             # reach memcached is (and a long life is what makes a skewed mix hit).
             conf.get_float("object_cache_ttl", 300.0 if self.write_log else 5.0),
             write_log=self.write_log) if cache_size > 0 else None
+        # Replicas on this host's object servers read here, without the HTTP hop
+        # (swiftlite/proxy/local_reads.py); empty: every read goes to its object server.
+        local = parse_local_devices(conf.get_str("local_object_devices", ""))
+        self.local_reads = LocalReads(local, conf.get_bool("local_mount_check", False),
+                                      conf.get_size("local_read_chunk", 1024 * 1024)) \
+            if local else None
         self.backend: Backend | None = None
         self._last_ts = Timestamp(0)
         self.pipeline, self.middleware = pipeline.build(self, conf, self.handle)

@@ -41,8 +41,9 @@ def test_replicas_on_one_server_take_one_request(cluster, conn):
         assert etag == hashlib.md5(data).hexdigest()
         assert len(set(copies(cluster, f"grouped/o{i}"))) == 3  # three devices, one each
         # A HEAD after the PUT: once its line is in the (single-process) server's log, every
-        # line of the PUT is there too.
-        conn.head_object("grouped", f"o{i}")
+        # line of the PUT is there too. X-Newest asks every replica's server (a plain HEAD
+        # is read from the devices by the proxy itself: local reads).
+        conn.head_object("grouped", f"o{i}", headers={"X-Newest": "true"})
         path = f"/AUTH_test/grouped/o{i} "
         wait_for(lambda p=path: any("HEAD /d" in ln and p in ln
                                     for ln in object_log(cluster).splitlines()),

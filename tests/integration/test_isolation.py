@@ -18,11 +18,24 @@ import sys
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import swiftclient
 
+from tests.cluster import Cluster, start_cluster
 from tests.helpers import free_port, healthy, wait_for
 
 A = "/v1/AUTH_test"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Cluster:
+    """What the object servers answer is judged here (a failing one must not be error
+    limited for a hostile request; none reachable is a 503), so reads go through them, as
+    from a proxy on another host: the proxy does not read the devices itself."""
+    c = start_cluster(str(tmp_path_factory.mktemp("isolation")), nodes=1, devices=4,
+                      replicas=3, part_power=6, extra_args=["--no-local-reads"])
+    yield c
+    c.stop()
 
 
 class Raw:

@@ -54,8 +54,10 @@ def object_reads(root: str, cont: str, name: str) -> int:
 
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory) -> Cluster:
+    # Reads through the object servers (no local reads): their log lines count the reads.
     c = start_cluster(str(tmp_path_factory.mktemp("linkcache")), nodes=1, devices=3,
-                      replicas=3, part_power=4, workers=WORKERS)
+                      replicas=3, part_power=4, workers=WORKERS,
+                      extra_args=["--no-local-reads"])
     wait_for(lambda: request(c.proxy_url, "GET", "/healthcheck")[0] == 200, 30, what="proxy")
     yield c
     c.stop()

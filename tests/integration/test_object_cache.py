@@ -55,7 +55,10 @@ def object_gets(root: str, name: str) -> int:
 def env(tmp_path_factory):
     c: Cluster = start_cluster(str(tmp_path_factory.mktemp("objcache")), nodes=1, devices=3,
                                replicas=3, part_power=4)
+    # Reads through the object servers (no local reads), whose log lines count the
+    # backend reads a hit must not make.
     proxy = start_proxy_variant(c, "cache", {
+        "local_object_devices": "",
         "workers": str(WORKERS), "object_cache_size": "8388608",
         "object_cache_max_object": str(MAX_OBJECT), "object_cache_ttl": str(TTL)})
     url, token = swiftclient.get_auth(c.auth_url, "test:tester", "testing")
@@ -168,7 +171,8 @@ def hosts(env):
 
     c, _, acct, auth = env
     mport, mproc = start_memcached()
-    opts = {"memcache_servers": f"127.0.0.1:{mport}", "object_cache_ttl": str(LONG_TTL),
+    opts = {"local_object_devices": "",  # backend reads counted in the object logs
+            "memcache_servers": f"127.0.0.1:{mport}", "object_cache_ttl": str(LONG_TTL),
             "object_cache_max_object": str(MAX_OBJECT)}
     a = start_proxy_variant(c, "host-a", {**opts, "object_cache_size": "8388608"})
     b = start_proxy_variant(c, "host-b", {**opts, "object_cache_size": "8388608",

@@ -1,0 +1,142 @@
+"""Local reads: a proxy on the same host as object servers reads their files itself.
+
+On a node running the proxy and its object servers together (the all-in-one cluster, a
+Swift-style "PACO" node), a GET's body otherwise crosses a loopback socket twice and costs an
+object server its HTTP parsing and a Python-level copy per chunk. With `local_object_devices`
+the proxy opens a replica on one of those servers' devices in its own thread pool and answers
+exactly what that server would (the same `obj.read_plan`): the same headers, conditions,
+ranges, tombstones and expiry, and the same integrity promise. A body read whole is checked
+before it is used, a corrupt copy is quarantined (as the auditor does, under the same locks)
+and the next replica is read; a streamed body is checked before its last byte leaves, and its
+response is cut short if it fails.
+
+Only reads are local. A device that is missing or unmounted, or any error opening the files,
+sends the read to the object server over HTTP, which answers and is judged as always; replicas
+on other hosts are always read over HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from multidict import CIMultiDict
+
+from swiftlite.common import metrics
+from swiftlite.common.devices import DeviceChecker
+from swiftlite.common.hashing import hash_path
+from swiftlite.common.http import HTTPError
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.obj import bodysum, diskfile
+from swiftlite.obj.read_plan import ReadPlan, plan_read
+
+log = logging.getLogger("swiftlite.proxy")
+
+
+class LocalCopyCorrupt(OSError):
+    """A streamed local body failed its check: the response must end short."""
+
+
+def parse_local_devices(value: str) -> dict[tuple[str, int], str]:
+    """`ip:port=devices_dir` entries, comma or space separated (`[::1]:6200=/srv/node` for
+    IPv6): the object servers whose devices this host can read, and where they are."""
+    out: dict[tuple[str, int], str] = {}
+    for entry in value.replace(",", " ").split():
+        server, sep, path = entry.partition("=")
+        host, _, port = server.rpartition(":")
+        if not sep or not path or not host or not port.isdigit():
+            raise ValueError(f"local_object_devices: {entry!r} is not ip:port=path")
+        out[(host.strip("[]"), int(port))] = path
+    return out
+
+
+class LocalResponse:
+    """A local replica's answer, read like a backend response (fastclient.Response)."""
+
+    def __init__(self, plan: ReadPlan, info: diskfile.ObjectInfo, where: tuple[str, int, str],
+                 chunk: int) -> None:
+        self.status = plan.status
+        self.reason = plan.reason or ""
+        headers = CIMultiDict(plan.headers)
+        body = plan.reason.encode("utf-8", "backslashreplace") if plan.reason is not None \
+            else None
+        if body is not None:  # framed as common.http.error frames it
+            headers["Content-Type"] = "text/html; charset=UTF-8"
+            self._pieces: list[Any] = [body]
+            headers["Content-Length"] = str(len(body))
+        else:
+            self._pieces = plan.pieces
+            headers["Content-Length"] = str(plan.length)
+        self.headers = headers
+        self._info = info
+        self._verify = plan.verify
+        self._where = where
+        self._chunk = chunk
+
+    async def iter_chunks(self, max_size: int = 0) -> AsyncIterator[bytes]:
+        info = self._info
+        verifier = bodysum.Verifier(info.metadata) if self._verify else None
+        for piece in self._pieces:
+            if isinstance(piece, bytes):
+                yield piece
+                continue
+            off, end = piece
+            while off < end:
+                data = await run_blocking(diskfile.read_chunk, info.fd, off,
+                                          min(self._chunk, end - off), verifier)
+                if not data:
+                    raise OSError("object file shrank while reading")
+                off += len(data)
+                if off >= end and verifier is not None and not verifier.ok():
+                    await _quarantine(*self._where)
+                    raise LocalCopyCorrupt("corrupt object: cut before the end")
+                yield data
+
+    async def read(self) -> bytes:
+        return b"".join([c async for c in self.iter_chunks()])
+
+    def release(self) -> None:
+        self._info.close()
+
+
+async def _quarantine(dev_path: str, part: int, hexhash: str) -> None:
+    log.error("ETag mismatch on a local read, quarantining %s/objects/%s/%s",
+              dev_path, part, hexhash)
+    await run_blocking(diskfile.quarantine, dev_path, part, hexhash)
+
+
+class LocalReads:
+    def __init__(self, devices: dict[tuple[str, int], str], mount_check: bool,
+                 chunk: int) -> None:
+        self.checkers = {server: DeviceChecker(path, mount_check)
+                         for server, path in devices.items()}
+        self.chunk = chunk
+
+    async def open(self, node: dict[str, Any], method: str, part: int, names: tuple[str, str, str],
+                   headers: dict[str, str]) -> LocalResponse | None:
+        """The replica on `node` read here; None when it is not local or cannot be read here
+        (the caller then asks its object server)."""
+        checker = self.checkers.get((node["ip"], node["port"]))
+        if checker is None or method not in ("GET", "HEAD"):
+            return None
+        try:
+            dev_path = await checker.check(node["device"])
+        except HTTPError:
+            return None  # missing or unmounted: its server answers 507 and is judged
+        hexhash = hash_path(*names)
+        is_get = method == "GET"
+        req = CIMultiDict(headers)
+        full = is_get and "Range" not in req
+        try:
+            info = await run_blocking(diskfile.open_object, dev_path, part, hexhash,
+                                      self.chunk if is_get else 0, full)
+        except (OSError, diskfile.DeviceMissing) as exc:
+            log.warning("local read of %s/%s/%s failed, asking its server: %r",
+                        node["device"], part, hexhash, exc)
+            return None
+        plan = plan_read(req, info, is_get, full)
+        if plan.corrupt:
+            await _quarantine(dev_path, part, hexhash)
+        metrics.replica_read(node["device"], "local")
+        return LocalResponse(plan, info, (dev_path, part, hexhash), self.chunk)
