@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 from swiftlite.common import metrics
 from swiftlite.common.threadpool import deliver
 from swiftlite.obj import bodysum, durability
-from swiftlite.obj.diskfile import CommitResult, DataWriter, ETagMismatch, Renamed, pack_trailer
+from swiftlite.obj.diskfile import (
+    CommitResult,
+    DataWriter,
+    ETagMismatch,
+    Renamed,
+    aligned_image,
+    pack_trailer,
+)
 
 MAX_JOBS = 32  # per batch: bounds the hash dirs (fds, flocks) one batch holds at once
 LARGE_BODY = 256 * 1024  # a body this big goes to the large lane (see BatchCommitter)
@@ -83,7 +90,7 @@ def put_many(writers: list[DataWriter], chunks: list[bytes], metadata: dict[str,
     return job.outcome()
 
 
-def put_batch(jobs: list[Job]) -> None:
+def put_batch(jobs: list[Job], direct_body: int = 0) -> None:
     """Commit every job durably with two flushes in all; outcomes are set on the jobs.
 
     Jobs must not share a hash dir (the committer never batches two such jobs): this thread
@@ -112,7 +119,7 @@ def put_batch(jobs: list[Job]) -> None:
         for job in jobs:
             for w in job.writers:
                 stack.enter_context(w.claim())  # an abort from the server waits for us
-            live += _write_job(job)
+            live += _write_job(job, direct_body)
         if not live:
             return
         try:
@@ -127,9 +134,10 @@ def put_batch(jobs: list[Job]) -> None:
         _commit_all(live, flush_all)
 
 
-def _write_job(job: Job) -> list[tuple[Job, int]]:
+def _write_job(job: Job, direct_body: int = 0) -> list[tuple[Job, int]]:
     """Hash the body, check the ETag, write each device's temp file (body and trailer in
-    one write). Returns the (job, writer index) pairs still alive."""
+    one write; with direct I/O from one aligned copy when the body has `direct_body` bytes
+    or more, and that is not 0). Returns the (job, writer index) pairs still alive."""
     sums = bodysum.Summer().feed(job.chunks)
     job.etag = sums.etag
     job.results = [None] * len(job.writers)
@@ -141,11 +149,14 @@ def _write_job(job: Job) -> list[tuple[Job, int]]:
                                                         "Content-Length": str(size),
                                                         bodysum.CHECK_KEY: sums.check})
     trailer = pack_trailer(job.metadata)
+    image = aligned_image([*job.chunks, trailer]) if direct_body and size >= direct_body \
+        else None
     live = []
     for i in sorted(range(len(job.writers)), key=lambda k: job.writers[k].device_path):
         w = job.writers[i]
         try:
-            w.write_whole([*job.chunks, trailer], size)
+            if image is None or not w.write_image(*image, size):
+                w.write_whole([*job.chunks, trailer], size)
             live.append((job, i))
         except BaseException as exc:
             job.results[i] = exc
@@ -204,8 +215,9 @@ class BatchCommitter:
     """
 
     def __init__(self, max_jobs: int = MAX_JOBS, threads: int = 1, large_threads: int = 2,
-                 large_body: int = LARGE_BODY) -> None:
+                 large_body: int = LARGE_BODY, direct_body: int = 0) -> None:
         self.max_jobs = max(1, max_jobs)
+        self.direct_body = direct_body  # see _write_job
         self.threads = max(1, threads)
         self.large_threads = max(1, large_threads)
         self.large_body = large_body
@@ -273,7 +285,7 @@ class BatchCommitter:
                     self._cv.wait()
             try:
                 t0 = time.monotonic()
-                put_batch(batch)
+                put_batch(batch, self.direct_body)
                 metrics.batch_committed(len(batch), time.monotonic() - t0)
             except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
                 for job in batch:

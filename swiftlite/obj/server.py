@@ -82,7 +82,8 @@ class ObjectServer:
         self.committer = BatchCommitter(conf.get_int("commit_batch_jobs", MAX_JOBS),
                                         conf.get_int("commit_threads", 1),
                                         conf.get_int("large_commit_threads", 2),
-                                        conf.get_size("large_commit_body", LARGE_BODY))
+                                        conf.get_size("large_commit_body", LARGE_BODY),
+                                        conf.get_size("direct_io_body", LARGE_BODY))
         self._folding: set[tuple[str, int]] = set()
 
     # ---- plumbing ---------------------------------------------------------------------------
