@@ -116,10 +116,15 @@ def _get_pool() -> _Pool:
     return _pool
 
 
-async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def submit(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """`fn(*args)` in the pool; its result (or exception) in the returned future."""
     loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+    _get_pool().submit((fn, args, loop, fut))
+    return fut
+
+
+async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if kwargs:
         fn = functools.partial(fn, **kwargs)
-    fut = loop.create_future()
-    _get_pool().submit((fn, args, loop, fut))
-    return await fut
+    return await submit(fn, *args)

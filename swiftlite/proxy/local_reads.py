@@ -17,7 +17,9 @@ on other hosts are always read over HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,7 +29,7 @@ from swiftlite.common import metrics
 from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError
-from swiftlite.common.threadpool import run_blocking
+from swiftlite.common.threadpool import run_blocking, submit
 from swiftlite.obj import bodysum, diskfile
 from swiftlite.obj.read_plan import ReadPlan, plan_read
 
@@ -36,6 +38,23 @@ log = logging.getLogger("swiftlite.proxy")
 
 class LocalCopyCorrupt(OSError):
     """A streamed local body failed its check: the response must end short."""
+
+
+async def _bounded(fut: asyncio.Future, timeout: float) -> Any:
+    """The pool job's result, or TimeoutError after `timeout`: a hung disk must not hang
+    the request. A job that finishes later has what it opened closed."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(fut), timeout)
+    except TimeoutError:
+        fut.add_done_callback(_close_late)
+        raise
+
+
+def _close_late(fut: asyncio.Future) -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        result = fut.result()
+        if isinstance(result, diskfile.ObjectInfo):
+            result.close()
 
 
 def parse_local_devices(value: str) -> dict[tuple[str, int], str]:
@@ -55,7 +74,7 @@ class LocalResponse:
     """A local replica's answer, read like a backend response (fastclient.Response)."""
 
     def __init__(self, plan: ReadPlan, info: diskfile.ObjectInfo, where: tuple[str, int, str],
-                 chunk: int) -> None:
+                 chunk: int, timeout: float) -> None:
         self.status = plan.status
         self.reason = plan.reason or ""
         headers = CIMultiDict(plan.headers)
@@ -73,6 +92,7 @@ class LocalResponse:
         self._verify = plan.verify
         self._where = where
         self._chunk = chunk
+        self._timeout = timeout
 
     async def iter_chunks(self, max_size: int = 0) -> AsyncIterator[bytes]:
         info = self._info
@@ -83,8 +103,9 @@ class LocalResponse:
                 continue
             off, end = piece
             while off < end:
-                data = await run_blocking(diskfile.read_chunk, info.fd, off,
-                                          min(self._chunk, end - off), verifier)
+                data = await _bounded(submit(diskfile.read_chunk, info.fd, off,
+                                             min(self._chunk, end - off), verifier),
+                                      self._timeout)
                 if not data:
                     raise OSError("object file shrank while reading")
                 off += len(data)
@@ -108,10 +129,17 @@ async def _quarantine(dev_path: str, part: int, hexhash: str) -> None:
 
 class LocalReads:
     def __init__(self, devices: dict[tuple[str, int], str], mount_check: bool,
-                 chunk: int) -> None:
+                 chunk: int, open_timeout: float, read_timeout: float,
+                 suppress: float) -> None:
         self.checkers = {server: DeviceChecker(path, mount_check)
                          for server, path in devices.items()}
         self.chunk = chunk
+        # A device slower than open_timeout to open a replica is read through its server
+        # (node_timeout, error limiting, hedging) for `suppress` seconds.
+        self.open_timeout = open_timeout
+        self.read_timeout = read_timeout
+        self.suppress = suppress
+        self.slow: dict[tuple[str, int, str], float] = {}
 
     async def open(self, node: dict[str, Any], method: str, part: int, names: tuple[str, str, str],
                    headers: dict[str, str]) -> LocalResponse | None:
@@ -119,6 +147,9 @@ class LocalReads:
         (the caller then asks its object server)."""
         checker = self.checkers.get((node["ip"], node["port"]))
         if checker is None or method not in ("GET", "HEAD"):
+            return None
+        key = (node["ip"], node["port"], node["device"])
+        if self.slow and self.slow.get(key, 0) > time.monotonic():
             return None
         try:
             dev_path = await checker.check(node["device"])
@@ -129,8 +160,15 @@ class LocalReads:
         req = CIMultiDict(headers)
         full = is_get and "Range" not in req
         try:
-            info = await run_blocking(diskfile.open_object, dev_path, part, hexhash,
-                                      self.chunk if is_get else 0, full)
+            info = await _bounded(submit(diskfile.open_object, dev_path, part, hexhash,
+                                         self.chunk if is_get else 0, full),
+                                  self.open_timeout)
+        except TimeoutError:
+            log.warning("local read of %s/%s/%s took over %.1fs: reading %s through its "
+                        "server for %ds", node["device"], part, hexhash, self.open_timeout,
+                        node["device"], self.suppress)
+            self.slow[key] = time.monotonic() + self.suppress
+            return None
         except (OSError, diskfile.DeviceMissing) as exc:
             log.warning("local read of %s/%s/%s failed, asking its server: %r",
                         node["device"], part, hexhash, exc)
@@ -139,4 +177,5 @@ class LocalReads:
         if plan.corrupt:
             await _quarantine(dev_path, part, hexhash)
         metrics.replica_read(node["device"], "local")
-        return LocalResponse(plan, info, (dev_path, part, hexhash), self.chunk)
+        return LocalResponse(plan, info, (dev_path, part, hexhash), self.chunk,
+                             self.read_timeout)

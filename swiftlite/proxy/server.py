@@ -96,9 +96,11 @@ class Proxy:
         # Replicas on this host's object servers read here, without the HTTP hop
         # (swiftlite/proxy/local_reads.py); empty: every read goes to its object server.
         local = parse_local_devices(conf.get_str("local_object_devices", ""))
-        self.local_reads = LocalReads(local, conf.get_bool("local_mount_check", False),
-                                      conf.get_size("local_read_chunk", 1024 * 1024)) \
-            if local else None
+        self.local_reads = LocalReads(
+            local, conf.get_bool("local_mount_check", False),
+            conf.get_size("local_read_chunk", 1024 * 1024),
+            conf.get_float("local_open_timeout", 2.0), self.node_timeout,
+            self.limiter.interval) if local else None
         self.backend: Backend | None = None
         self._last_ts = Timestamp(0)
         self.pipeline, self.middleware = pipeline.build(self, conf, self.handle)

@@ -139,3 +139,34 @@ def test_a_device_the_proxy_cannot_read_goes_to_its_server(env):
                      method="GET", status="507") > before
     finally:
         os.rename(dev + ".away", dev)
+
+
+def test_a_hung_replica_costs_a_timeout_not_a_hang(env):
+    """A replica whose file blocks its reader (a FIFO stands in for a hung disk): the local
+    read gives up after local_open_timeout, and the read goes on to the device's server
+    and, hedged, to the next replica; every GET answers."""
+    from tests.integration.test_proxy_api import _replica_files
+
+    c, _, _, acct, auth = env
+    proxy = start_proxy_variant(c, "hung", {"local_open_timeout": "0.3",
+                                            "concurrency_timeout": "0.3"})
+    cont = f"lr-{uuid.uuid4().hex[:8]}"
+    try:
+        assert request(proxy.port, "PUT", f"{acct}/{cont}", auth)[0] == 201
+        assert request(proxy.port, "PUT", f"{acct}/{cont}/img", auth, b"pixels")[0] == 201
+        data = _replica_files(c, cont, "img")[0]
+        os.unlink(data)
+        os.mkfifo(data)  # open() blocks until a writer comes: a read that never returns
+        for _ in range(12):  # the FIFO's replica is first for a third of them
+            t0 = time.monotonic()
+            assert request(proxy.port, "GET", f"{acct}/{cont}/img", auth)[::2] == \
+                (200, b"pixels")
+            assert time.monotonic() - t0 < 5
+        wait_for(lambda: "took over 0.3s" in open(proxy.log_path).read(), 5,
+                 what="the slow local read logged")
+    finally:
+        proxy.stop()
+        try:  # let the blocked readers go (an empty file: quarantined, replaced later)
+            os.close(os.open(data, os.O_WRONLY | os.O_NONBLOCK))
+        except (OSError, UnboundLocalError):
+            pass
