@@ -33,14 +33,8 @@ from dataclasses import dataclass, field
 from swiftlite.common import metrics
 from swiftlite.common.threadpool import deliver
 from swiftlite.obj import bodysum, durability
-from swiftlite.obj.diskfile import (
-    CommitResult,
-    DataWriter,
-    ETagMismatch,
-    Renamed,
-    aligned_image,
-    pack_trailer,
-)
+from swiftlite.obj.direct_io import aligned_image
+from swiftlite.obj.diskfile import CommitResult, DataWriter, ETagMismatch, Renamed, pack_trailer
 
 MAX_JOBS = 32  # per batch: bounds the hash dirs (fds, flocks) one batch holds at once
 LARGE_BODY = 256 * 1024  # a body this big goes to the large lane (see BatchCommitter)

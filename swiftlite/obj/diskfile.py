@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import mmap
 import os
 import shutil
 import threading
@@ -50,7 +49,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from swiftlite.obj import bodysum, digests, durability, expiring
+from swiftlite.obj import bodysum, digests, direct_io, durability, expiring
 from swiftlite.obj.fileformat import (  # noqa: F401 (re-exported: one import for users)
     EXTS,
     FOOTER,
@@ -319,31 +318,6 @@ FULL_ENV = "SWIFTLITE_FULL_DEVICES"
 _full_devices = frozenset(filter(None, os.environ.get(FULL_ENV, "").split(",")))
 
 
-# Direct I/O (see DataWriter.write_image): offsets, lengths and buffers in these units.
-DIRECT_ALIGN = 4096
-_no_direct: set[str] = set()  # devices whose filesystem refused O_DIRECT (tmpfs, say)
-_image = threading.local()  # each writing thread's page-aligned staging buffer
-
-
-def aligned_image(chunks: list[bytes]) -> tuple[memoryview, int]:
-    """`chunks` (a whole file) copied into this thread's page-aligned buffer, zero padded to
-    DIRECT_ALIGN: (the padded bytes, the file's length). Valid until this thread's next
-    call."""
-    length = sum(len(c) for c in chunks)
-    padded = -(-length // DIRECT_ALIGN) * DIRECT_ALIGN
-    buf = getattr(_image, "buf", None)
-    if buf is None or len(buf) < padded:
-        # The old map goes when its last view does (a close here could meet a live view).
-        buf = _image.buf = mmap.mmap(-1, max(padded, 1 << 20))
-    view = memoryview(buf)
-    off = 0
-    for c in chunks:
-        view[off:off + len(c)] = c
-        off += len(c)
-    view[off:padded] = bytes(padded - off)
-    return view[:padded], length
-
-
 def _open_tmp(device_path: str, extra_flags: int = 0) -> tuple[int, str]:
     if _full_devices and os.path.basename(device_path) in _full_devices:
         raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected: {FULL_ENV})")
@@ -390,8 +364,12 @@ class DataWriter:
     """Streams one object file to tmp in batches (one thread hop per batch), then commits."""
 
     def __init__(self, device_path: str, part: int | str, hexhash: str,
-                 fsync: bool = True, refuse_existing: bool = False) -> None:
+                 fsync: bool = True, refuse_existing: bool = False,
+                 direct: bool = False) -> None:
         self.refuse_existing = refuse_existing  # If-None-Match: *
+        # A streamed body (write) goes to disk with O_DIRECT (swiftlite/obj/direct_io.py).
+        self.direct = direct
+        self._stager: direct_io.Stager | None = None
         self.device_path = device_path
         self.part = part
         self.hexhash = hexhash
@@ -415,21 +393,26 @@ class DataWriter:
         _check_newer_than(ts)("", names)
 
     def write(self, chunks: list[bytes], hash_body: bool = True) -> None:
+        """Part of a streamed body (the rest comes with `put`)."""
         with self._lock:
-            self._write(chunks, hash_body)
+            self._write(chunks, hash_body, self.direct)
 
-    def _write(self, chunks: list[bytes], hash_body: bool) -> None:
+    def _write(self, chunks: list[bytes], hash_body: bool, direct: bool = False) -> None:
         if self._aborted:
             raise OSError(errno.ECANCELED, "write aborted")
         if self.fd < 0:
             self.since = durability.epoch(self.device_path)
-            self.fd, self.tmp = _open_tmp(self.device_path)
+            opened = direct_io.open_direct(self.device_path, self._open) if direct else None
+            if opened is not None:
+                self._stager = direct_io.Stager(opened[0])
+            self.fd, self.tmp = opened or _open_tmp(self.device_path)
         if not chunks:
             return
         if hash_body:
             self.sums.feed(chunks)
         try:
-            self.size += _write_all(self.fd, chunks)
+            self.size += self._stager.write(chunks) if self._stager is not None \
+                else _write_all(self.fd, chunks)
         except BaseException:
             self.abort()
             raise
@@ -467,7 +450,12 @@ class DataWriter:
                 metadata = dict(metadata, ETag=etag, **{bodysum.CHECK_KEY: sums.check})
                 metadata["Content-Length"] = str(self.size)
                 metadata["X-Timestamp"] = timestamp
-                _write_all(self.fd, [pack_trailer(metadata)])
+                if self._stager is not None:
+                    self._stager.write([pack_trailer(metadata)])
+                    self._stager.finish()
+                    self._stager = None
+                else:
+                    _write_all(self.fd, [pack_trailer(metadata)])
                 self._close_synced()
                 res = _commit(self.device_path, self.part, self.hexhash, self.tmp,
                               f"{timestamp}.data", self._locked_check(timestamp), self.fsync,
@@ -538,37 +526,26 @@ class DataWriter:
 
     def write_image(self, image: memoryview, length: int, size: int) -> bool:
         """Write the whole file (a body of `size` bytes the caller hashed, and its trailer)
-        from `aligned_image`'s padded bytes with O_DIRECT, then cut it to `length`: the
-        data goes from this buffer to the disk without a copy into new page-cache pages,
-        which on a virtual machine costs several times the write itself. False (nothing
-        written) where the filesystem has no direct I/O. Durable only after the caller's
-        flush, as any write."""
+        with O_DIRECT from `direct_io.aligned_image`'s bytes, cut to `length`. False
+        (nothing written) where the filesystem has no direct I/O."""
         with self._lock:
             if self._aborted:
                 raise OSError(errno.ECANCELED, "write aborted")
-            if self.device_path in _no_direct:
-                return False
             self.since = durability.epoch(self.device_path)
-            try:
-                self.fd, self.tmp = _open_tmp(self.device_path, os.O_DIRECT)
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:
-                    raise
-                _no_direct.add(self.device_path)
+            opened = direct_io.open_direct(self.device_path, self._open)
+            if opened is None:
                 return False
+            self.fd, self.tmp = opened
             try:
-                off = 0
-                while off < len(image):
-                    n = os.pwrite(self.fd, image[off:], off)
-                    if n <= 0:
-                        raise OSError(errno.EIO, "direct write wrote nothing")
-                    off += n
-                os.ftruncate(self.fd, length)
+                direct_io.write_image(self.fd, image, length)
             except BaseException:
                 self.abort()
                 raise
             self.size = size
             return True
+
+    def _open(self, flags: int) -> tuple[int, str]:
+        return _open_tmp(self.device_path, flags)
 
     def close_flushed(self) -> None:
         """Close the temp file once the caller's flush made its data durable."""
@@ -596,6 +573,9 @@ class DataWriter:
         self._abort()
 
     def _abort(self) -> None:
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

@@ -79,11 +79,13 @@ class ObjectServer:
         self.fsync = conf.get_bool("fsync", True)
         self.fold_bytes = conf.get_size("journal_fold_bytes", digests.FOLD_BYTES)
         self.updater = ContainerUpdater(conf)
+        # Bodies this big or bigger are written with O_DIRECT (swiftlite/obj/direct_io.py).
+        self.direct_body = conf.get_size("direct_io_body", LARGE_BODY)
         self.committer = BatchCommitter(conf.get_int("commit_batch_jobs", MAX_JOBS),
                                         conf.get_int("commit_threads", 1),
                                         conf.get_int("large_commit_threads", 2),
                                         conf.get_size("large_commit_body", LARGE_BODY),
-                                        conf.get_size("direct_io_body", LARGE_BODY))
+                                        self.direct_body)
         self._folding: set[tuple[str, int]] = set()
 
     # ---- plumbing ---------------------------------------------------------------------------
@@ -224,7 +226,8 @@ class ObjectServer:
             return await self._put_grouped(request, dev_path, part, (acc, cont, obj), ts, cl,
                                            metadata, hexhash, also)
         writer = diskfile.DataWriter(dev_path, part, hexhash, fsync=self.fsync,
-                                     refuse_existing=request.headers.get("If-None-Match") == "*")
+                                     refuse_existing=request.headers.get("If-None-Match") == "*",
+                                     direct=self.direct_body > 0)
         try:
             res = await self._receive(request, writer, cl, metadata, ts)
         except diskfile.Conflict as exc:

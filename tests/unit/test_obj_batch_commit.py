@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, diskfile, durability
+from swiftlite.obj import digests, direct_io, diskfile, durability
 from swiftlite.obj.batch_commit import BatchCommitter, put_many
 
 
@@ -293,7 +293,7 @@ def test_large_bodies_are_written_with_direct_io_byte_for_byte(devs, size):
     assert etag == hashlib.md5(body).hexdigest()
     assert all(isinstance(r, diskfile.CommitResult) for r in results)
     # Where the filesystem has no O_DIRECT (tmpfs), the same bytes are written buffered.
-    assert (devs[0] in diskfile._no_direct) is not direct
+    assert (devs[0] in direct_io._refused) is not direct
     for d in devs:
         info = diskfile.open_object(d, 3, h, 2 << 20, True)
         assert info.status == "ok" and info.body == body and info.etag_ok
@@ -320,9 +320,32 @@ def test_direct_io_falls_back_to_buffered_writes_where_refused(devs):
                       f"000000000{n}.00000")
             put_batch([job], direct_body=1)
             assert isinstance(job.outcome()[1][0], diskfile.CommitResult)
-            assert dev in diskfile._no_direct
+            assert dev in direct_io._refused
             info = diskfile.open_object(dev, 1, _hash(n), 1 << 20, True)
             assert info.body == body and info.etag_ok
             info.close()
     finally:
         shutil.rmtree(shm, ignore_errors=True)
+
+
+@pytest.mark.parametrize("sizes", [[70_000] * 30, [4096, 1, 8191, 1 << 20, 3], [1 << 20] * 3])
+def test_streamed_bodies_are_written_with_direct_io_byte_for_byte(devs, sizes):
+    """A streamed body (a batch per write, the rest with the trailer at put) goes through an
+    aligned buffer with O_DIRECT, whatever its pieces' sizes: the file is exactly the body
+    and its trailer."""
+    parts = [os.urandom(n) for n in sizes]
+    body = b"".join(parts)
+    h = _hash(len(body))
+    w = diskfile.DataWriter(devs[0], 2, h, direct=True)
+    for i in range(0, len(parts) - 1, 3):
+        w.write(parts[i:min(i + 3, len(parts) - 1)])
+    res = w.put(parts[-1:], {"name": "/a/c/streamed"}, "0000000001.00000")
+    assert res.metadata["ETag"] == hashlib.md5(body).hexdigest()
+    assert (w._stager is None) and (devs[0] in direct_io._refused) is not \
+        _direct_io_works(devs[0])
+    info = diskfile.open_object(devs[0], 2, h, 8 << 20, True)
+    assert info.status == "ok" and info.body == body and info.etag_ok
+    path = os.path.join(diskfile.hash_dir(devs[0], 2, h), "0000000001.00000.data")
+    assert os.path.getsize(path) == len(body) + len(diskfile.pack_trailer(info.metadata))
+    info.close()
+    assert os.listdir(os.path.join(devs[0], "tmp")) == []
