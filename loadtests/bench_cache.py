@@ -3,7 +3,7 @@ against the same mix through a proxy with it off, on one cluster, rounds interle
 
 usage: python loadtests/bench_cache.py [--objects 100000] [--size 16384] [--zipf 1.1]
            [--cache-size 64M] [--cache-ttl SECONDS] [--no-memcached] [--rounds 3] [--seconds 5]
-           [--conc 32] [--workers 1] [--warmup 30] [--root /tmp/bench-cache]
+           [--conc 32] [--workers 1] [--warmup 30] [--no-local-reads] [--root /tmp/bench-cache]
 
 Starts `swiftlite up --no-daemons` under --root (deleted first), fills one container with
 --objects images of --size bytes through its proxy, starts a second proxy on the same rings
@@ -114,13 +114,17 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--warmup", type=float, default=30.0,
                     help="seconds of the same mix through each proxy before the rounds")
+    ap.add_argument("--no-local-reads", action="store_true",
+                    help="both proxies read through the object servers (as a proxy host "
+                         "apart from the storage nodes does), not the devices themselves")
     ap.add_argument("--root", default="/tmp/bench-cache")
     args = ap.parse_args()
     cache_bytes = Section({"v": args.cache_size}).get_size("v", 0)
     shutil.rmtree(args.root, ignore_errors=True)
     os.makedirs(args.root)
     py = [sys.executable, "-m", "swiftlite.cli"]
-    up, info = start_cluster(args.root, ["--workers", str(args.workers)])
+    up, info = start_cluster(args.root, ["--workers", str(args.workers),
+                                         *(["--no-local-reads"] if args.no_local_reads else [])])
     cached = memcached = plain = None
     try:
         mc_binary = None if args.no_memcached else shutil.which("memcached")
@@ -183,7 +187,8 @@ def main() -> None:
               f"interleaved; proxy workers {args.workers}; cache "
               f"{args.cache_size} ({cache_bytes} B), ttl "
               f"{'server default' if args.cache_ttl is None else f'{args.cache_ttl:g} s'}, "
-              f"memcached {'on (write log)' if memcached else 'off'}, max object 1 MiB; "
+              f"memcached {'on (write log)' if memcached else 'off'}, max object 1 MiB, "
+              f"local reads {'off' if args.no_local_reads else 'on'}; "
               f"fill took "
               f"{fill_s:.0f} s ({args.objects / fill_s:.0f} PUT/s)")
         med = {k: statistics.median(v[1:]) for k, v in rates.items()}

@@ -156,7 +156,8 @@ def init() -> None:
                           ["result"])
     _m["replica_reads"] = Counter("swiftlite_proxy_replica_reads",
                                   "Object GET/HEAD replica reads the proxy made, by device "
-                                  "and path (local: its own read of a local device)",
+                                  "(ip:port/device of its object server) and path (local: "
+                                  "the proxy's own read of a device on its host)",
                                   ["device", "via"])
     _m["unpublished"] = Counter("swiftlite_proxy_write_log_unpublished",
                                 "Object writes other proxy hosts could not be told of")
@@ -263,10 +264,10 @@ def cache_lookup(result: str) -> None:
         _m["cache"].labels(result).inc()
 
 
-def replica_read(device: str, via: str) -> None:
+def replica_read(node: dict[str, Any], via: str) -> None:
     """Counted here, added to the metric by the sampler within a second."""
     if _m:
-        key = (device, via)
+        key = (f"{node['ip']}:{node['port']}/{node['device']}", via)
         _replica_reads[key] = _replica_reads.get(key, 0) + 1
 
 

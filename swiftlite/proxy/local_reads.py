@@ -176,6 +176,6 @@ class LocalReads:
         plan = plan_read(req, info, is_get, full)
         if plan.corrupt:
             await _quarantine(dev_path, part, hexhash)
-        metrics.replica_read(node["device"], "local")
+        metrics.replica_read(node, "local")
         return LocalResponse(plan, info, (dev_path, part, hexhash), self.chunk,
                              self.read_timeout)

@@ -160,7 +160,7 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
             answer = await local.open(node, method, part, (acct, cont, name), headers)
             if answer is not None:
                 return answer
-        metrics.replica_read(node["device"], "http")
+        metrics.replica_read(node, "http")
         return await proxy.backend.open(node, method, node_path(node, part, acct, cont, name),
                                         headers)
 
