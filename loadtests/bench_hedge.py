@@ -2,7 +2,8 @@
 proxies of one cluster, one with `concurrent_gets = true` (the default) and one with it off,
 rounds interleaved (A B A B ...) so machine drift hits both alike.
 
-A fresh `swiftlite up --workers 1` (one node, four devices, three replicas) is started;
+A fresh `swiftlite up --workers 1 --no-local-reads` (one node, four devices, three replicas)
+is started;
 the second proxy runs the same config with concurrent_gets = false on another port.
 
     .venv/bin/python loadtests/bench_hedge.py [--rounds 6] [--seconds 3] [--conc 32]
@@ -49,7 +50,9 @@ async def bench(proxies: dict[str, str], args: argparse.Namespace) -> dict[str, 
 def main() -> int:
     args = bench_args(__doc__)
     root = tempfile.mkdtemp(prefix="bench-hedge-")
-    proc, cluster = start_cluster(root, ["--workers", "1", "--nodes", "1", "--devices", "4"])
+    # Reads through the object servers: a proxy's local reads skip hedging.
+    proc, cluster = start_cluster(root, ["--workers", "1", "--nodes", "1", "--devices", "4",
+                                         "--no-local-reads"])
     other = None
     try:
         parser = configparser.ConfigParser(interpolation=None)

@@ -2,8 +2,9 @@
 through two all-in-one clusters that differ only in object-server worker processes (1 and
 2), each with a 2-worker proxy, rounds interleaved (A B A B ...).
 
-Both are `swiftlite up --nodes 1 --devices 4 --workers 2 --no-daemons`; the first is then
-restarted with `workers = 1` in its node's [object-server] section.
+Both are `swiftlite up --nodes 1 --devices 4 --workers 2 --no-daemons --no-local-reads`
+(reads through the object servers); the first is then restarted with `workers = 1` in its
+node's [object-server] section.
 
     .venv/bin/python loadtests/bench_obj_workers.py [--rounds 6] [--seconds 3] [--conc 32]
 """
@@ -26,7 +27,8 @@ from loadtests.bench_get_paths import SIZE, bench_args, interleaved, print_media
 from loadtests.up import start_cluster, stop_cluster  # noqa: E402
 
 NAMES = 64
-UP = ["--nodes", "1", "--devices", "4", "--workers", "2"]
+# Reads go through the object servers (no local reads): their CPU is what is measured.
+UP = ["--nodes", "1", "--devices", "4", "--workers", "2", "--no-local-reads"]
 
 
 def set_object_workers(root: str, workers: int) -> None:
