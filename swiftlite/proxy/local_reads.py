@@ -134,12 +134,17 @@ class LocalReads:
         self.checkers = {server: DeviceChecker(path, mount_check)
                          for server, path in devices.items()}
         self.chunk = chunk
-        # A device slower than open_timeout to open a replica is read through its server
-        # (node_timeout, error limiting, hedging) for `suppress` seconds.
+        # A device slower than open_timeout to open a replica, or failing to, is read
+        # through its server (node_timeout, error limiting, hedging) for `suppress` seconds.
         self.open_timeout = open_timeout
         self.read_timeout = read_timeout
         self.suppress = suppress
         self.slow: dict[tuple[str, int, str], float] = {}
+
+    def _avoid(self, key: tuple[str, int, str], why: str) -> None:
+        log.warning("local read of %s: reading %s:%s/%s through its server for %ds", why,
+                    *key, self.suppress)
+        self.slow[key] = time.monotonic() + self.suppress
 
     async def open(self, node: dict[str, Any], method: str, part: int, names: tuple[str, str, str],
                    headers: dict[str, str]) -> LocalResponse | None:
@@ -164,14 +169,13 @@ class LocalReads:
                                          self.chunk if is_get else 0, full),
                                   self.open_timeout)
         except TimeoutError:
-            log.warning("local read of %s/%s/%s took over %.1fs: reading %s through its "
-                        "server for %ds", node["device"], part, hexhash, self.open_timeout,
-                        node["device"], self.suppress)
-            self.slow[key] = time.monotonic() + self.suppress
+            self._avoid(key, f"{node['device']}/{part}/{hexhash} took over "
+                             f"{self.open_timeout:.1f}s")
             return None
         except (OSError, diskfile.DeviceMissing) as exc:
-            log.warning("local read of %s/%s/%s failed, asking its server: %r",
-                        node["device"], part, hexhash, exc)
+            # No access, a failing disk: its server answers (and is judged), and this
+            # device is not tried here again for a while (one log line, not one per read).
+            self._avoid(key, f"{node['device']}/{part}/{hexhash} failed: {exc!r}")
             return None
         plan = plan_read(req, info, is_get, full)
         if plan.corrupt:
