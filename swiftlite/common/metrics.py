@@ -47,6 +47,9 @@ _m: dict[str, Any] = {}  # the metric objects, once init() ran
 # (a pid check, a lock, an mmap store) is dear there.
 _samplers: list[Callable[[], None]] = []
 _replica_reads: dict[tuple[str, str], int] = {}
+# observe_request's series by (method, status, type), each found with labels() once.
+_series: dict[tuple[str, int, str], tuple[Any, Any, Any, Any]] = {}
+MAX_REMEMBERED_SERIES = 1024
 _sampler_pid = 0
 SAMPLE_INTERVAL = 1.0
 
@@ -103,6 +106,8 @@ def init() -> None:
     if "dir" not in _state or _m:
         return
     from prometheus_client import Counter, Gauge, Histogram
+
+    _series.clear()  # series of metric objects made before
 
     _m["requests"] = Counter("swiftlite_requests", "Requests answered",
                              ["server", "method", "status", "type", "policy"])
@@ -215,12 +220,22 @@ def observe_request(method: str, path: str, status: int, seconds: float, bytes_i
         return
     server = _state["name"]
     kind = request_type(server, path)
-    _m["requests"].labels(server, method, str(status), kind, POLICY).inc()
-    _m["latency"].labels(server, method, kind).observe(seconds)
+    key = (method, status, kind)
+    series = _series.get(key)
+    if series is None:
+        # labels() costs about twice the update itself: each series is looked up once.
+        series = (_m["requests"].labels(server, method, str(status), kind, POLICY),
+                  _m["latency"].labels(server, method, kind),
+                  _m["bytes_in"].labels(server, method, kind),
+                  _m["bytes_out"].labels(server, method, kind))
+        if len(_series) < MAX_REMEMBERED_SERIES:  # clients choose methods: bounded
+            _series[key] = series
+    series[0].inc()
+    series[1].observe(seconds)
     if bytes_in:
-        _m["bytes_in"].labels(server, method, kind).inc(bytes_in)
+        series[2].inc(bytes_in)
     if bytes_out:
-        _m["bytes_out"].labels(server, method, kind).inc(bytes_out)
+        series[3].inc(bytes_out)
 
 
 def pool_state(queued: int, threads: int) -> None:
