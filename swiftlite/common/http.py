@@ -55,12 +55,19 @@ def txid(request: web.Request) -> str:
     return request.get(TXID) or safe_txid(request.headers.get("X-Trans-Id")) or "-"
 
 
+ERROR_CONTENT_TYPE = "text/html; charset=UTF-8"
+
+
+def error_body(reason: str) -> bytes:
+    # A reason may quote client bytes that are not UTF-8 (surrogates): escaped, not a 500.
+    return reason.encode("utf-8", "backslashreplace")
+
+
 def error(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
     """A short error body: the reason a client (or operator) can act on, typed and framed as
-    Swift's are (clients compare these bodies byte for byte)."""
-    # A reason may quote client bytes that are not UTF-8 (surrogates): escaped, not a 500.
-    return web.Response(status=status, body=reason.encode("utf-8", "backslashreplace"),
-                        headers=headers,
+    Swift's are (clients compare these bodies byte for byte): `error_body`, typed
+    ERROR_CONTENT_TYPE."""
+    return web.Response(status=status, body=error_body(reason), headers=headers,
                         content_type="text/html", charset="UTF-8")
 
 

@@ -7,13 +7,13 @@ body bytes are the same, so a client cannot tell which path served it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from swiftlite.common.config import config_true
 from swiftlite.common.sysmeta import OBJECT_SYSMETA
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import diskfile, ranges
+from swiftlite.obj import bodysum, diskfile, ranges
 
 PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest")
 DEFAULT_CT = "application/octet-stream"
@@ -118,3 +118,24 @@ def plan_read(request_headers: Mapping[str, str], info: diskfile.ObjectInfo, is_
         pieces += [head, piece(a, b), b"\r\n"]
     pieces.append(tail)
     return ReadPlan(206, headers, pieces, total)
+
+
+class CorruptCopy(OSError):
+    """A whole body failed its check while streamed: its last chunk was withheld."""
+
+
+async def span_chunks(read: Callable[[int, int], Awaitable[bytes]], start: int, end: int,
+                      chunk: int, verifier: bodysum.Verifier | None) -> AsyncIterator[bytes]:
+    """The body's [start, end), `chunk` bytes per `read(offset, length)` (a pool hop that
+    feeds `verifier`). With a `verifier` (the whole body), its sums are checked before the
+    last chunk is yielded: CorruptCopy instead, so a reader sees a short body, never bad
+    bytes whole (the caller quarantines the copy and cuts the response)."""
+    off = start
+    while off < end:
+        data = await read(off, min(chunk, end - off))
+        if not data:
+            raise OSError("object file shrank while reading")
+        off += len(data)
+        if off >= end and verifier is not None and not verifier.ok():
+            raise CorruptCopy("corrupt object: cut before the end")
+        yield data

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import re
+from collections.abc import Awaitable
 from typing import Any
 
 from aiohttp import web
@@ -486,34 +487,26 @@ class ObjectServer:
         resp.content_length = plan.length
         await resp.prepare(request)
         verifier = bodysum.Verifier(info.metadata) if plan.verify else None
+
+        def read(off: int, length: int) -> Awaitable[bytes]:
+            return run_blocking(diskfile.read_chunk, info.fd, off, length, verifier)
+
         for piece in plan.pieces:
             if isinstance(piece, bytes):
                 await resp.write(piece)
-            else:
-                await self._stream(request, resp, info.fd, *piece, verifier,
-                                   (dev_path, part, hexhash))
-        await resp.write_eof()
-        return resp
-
-    async def _stream(self, request: web.Request, resp: web.StreamResponse, fd: int,
-                      start: int, end: int, verifier: bodysum.Verifier | None,
-                      where: tuple[str, int, str]) -> None:
-        """Send the body's [start, end). With a `verifier` (a whole body), its sums are checked
-        before the last byte leaves: a corrupt copy is quarantined and its connection cut
-        short, so the reader sees a short body, never bad bytes whole."""
-        off = start
-        while off < end:
-            data = await run_blocking(diskfile.read_chunk, fd, off,
-                                      min(self.read_chunk, end - off), verifier)
-            if not data:
-                raise OSError("object file shrank while reading")
-            off += len(data)
-            if off >= end and verifier is not None and not verifier.ok():
-                await self._quarantine(*where)
+                continue
+            try:
+                async for data in read_plan.span_chunks(read, *piece, self.read_chunk,
+                                                        verifier):
+                    await resp.write(data)
+            except read_plan.CorruptCopy:
+                await self._quarantine(dev_path, part, hexhash)
                 if request.transport is not None:
                     request.transport.abort()
-                raise ConnectionResetError("corrupt object: connection cut before the end")
-            await resp.write(data)
+                raise ConnectionResetError("corrupt object: connection cut before the end") \
+                    from None
+        await resp.write_eof()
+        return resp
 
     async def _quarantine(self, dev_path: str, part: int, hexhash: str) -> None:
         """Take a copy whose bytes do not match its ETag out of service; the replicator

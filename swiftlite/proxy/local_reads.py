@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from multidict import CIMultiDict
@@ -28,16 +28,12 @@ from multidict import CIMultiDict
 from swiftlite.common import metrics
 from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.hashing import hash_path
-from swiftlite.common.http import HTTPError
+from swiftlite.common.http import ERROR_CONTENT_TYPE, HTTPError, error_body
 from swiftlite.common.threadpool import run_blocking, submit
 from swiftlite.obj import bodysum, diskfile
-from swiftlite.obj.read_plan import ReadPlan, plan_read
+from swiftlite.obj.read_plan import CorruptCopy, ReadPlan, plan_read, span_chunks
 
 log = logging.getLogger("swiftlite.proxy")
-
-
-class LocalCopyCorrupt(OSError):
-    """A streamed local body failed its check: the response must end short."""
 
 
 async def _bounded(fut: asyncio.Future, timeout: float) -> Any:
@@ -78,10 +74,9 @@ class LocalResponse:
         self.status = plan.status
         self.reason = plan.reason or ""
         headers = CIMultiDict(plan.headers)
-        body = plan.reason.encode("utf-8", "backslashreplace") if plan.reason is not None \
-            else None
-        if body is not None:  # framed as common.http.error frames it
-            headers["Content-Type"] = "text/html; charset=UTF-8"
+        if plan.reason is not None:  # framed as common.http.error frames it
+            body = error_body(plan.reason)
+            headers["Content-Type"] = ERROR_CONTENT_TYPE
             self._pieces: list[Any] = [body]
             headers["Content-Length"] = str(len(body))
         else:
@@ -95,24 +90,23 @@ class LocalResponse:
         self._timeout = timeout
 
     async def iter_chunks(self, max_size: int = 0) -> AsyncIterator[bytes]:
-        info = self._info
-        verifier = bodysum.Verifier(info.metadata) if self._verify else None
+        fd = self._info.fd
+        verifier = bodysum.Verifier(self._info.metadata) if self._verify else None
+
+        def read(off: int, length: int) -> Awaitable[bytes]:
+            return _bounded(submit(diskfile.read_chunk, fd, off, length, verifier),
+                            self._timeout)
+
         for piece in self._pieces:
             if isinstance(piece, bytes):
                 yield piece
                 continue
-            off, end = piece
-            while off < end:
-                data = await _bounded(submit(diskfile.read_chunk, info.fd, off,
-                                             min(self._chunk, end - off), verifier),
-                                      self._timeout)
-                if not data:
-                    raise OSError("object file shrank while reading")
-                off += len(data)
-                if off >= end and verifier is not None and not verifier.ok():
-                    await _quarantine(*self._where)
-                    raise LocalCopyCorrupt("corrupt object: cut before the end")
-                yield data
+            try:
+                async for data in span_chunks(read, *piece, self._chunk, verifier):
+                    yield data
+            except CorruptCopy:  # an OSError: the proxy cuts the client's response short
+                await _quarantine(*self._where)
+                raise
 
     async def read(self) -> bytes:
         return b"".join([c async for c in self.iter_chunks()])
