@@ -149,8 +149,10 @@ def _write_job(job: Job, direct_body: int = 0) -> list[tuple[Job, int]]:
     for i in sorted(range(len(job.writers)), key=lambda k: job.writers[k].device_path):
         w = job.writers[i]
         try:
-            if image is None or not w.write_image(*image, size):
+            if image is None:
                 w.write_whole([*job.chunks, trailer], size)
+            else:
+                w.write_image(*image, size)
             live.append((job, i))
         except BaseException as exc:
             job.results[i] = exc

@@ -400,12 +400,8 @@ class DataWriter:
     def _write(self, chunks: list[bytes], hash_body: bool, direct: bool = False) -> None:
         if self._aborted:
             raise OSError(errno.ECANCELED, "write aborted")
-        if self.fd < 0:
-            self.since = durability.epoch(self.device_path)
-            opened = direct_io.open_direct(self.device_path, self._open) if direct else None
-            if opened is not None:
-                self._stager = direct_io.Stager(opened[0])
-            self.fd, self.tmp = opened or _open_tmp(self.device_path)
+        if self.fd < 0 and self._start(direct):
+            self._stager = direct_io.Stager(self.fd)
         if not chunks:
             return
         if hash_body:
@@ -524,28 +520,32 @@ class DataWriter:
         self._write(chunks, False)
         self.size = size
 
-    def write_image(self, image: memoryview, length: int, size: int) -> bool:
+    def write_image(self, image: memoryview, length: int, size: int) -> None:
         """Write the whole file (a body of `size` bytes the caller hashed, and its trailer)
-        with O_DIRECT from `direct_io.aligned_image`'s bytes, cut to `length`. False
-        (nothing written) where the filesystem has no direct I/O."""
+        from `direct_io.aligned_image`'s bytes, cut to `length`: with O_DIRECT, or buffered
+        where the filesystem has no direct I/O."""
         with self._lock:
             if self._aborted:
                 raise OSError(errno.ECANCELED, "write aborted")
-            self.since = durability.epoch(self.device_path)
-            opened = direct_io.open_direct(self.device_path, self._open)
-            if opened is None:
-                return False
-            self.fd, self.tmp = opened
             try:
-                direct_io.write_image(self.fd, image, length)
+                if self._start(True):
+                    direct_io.write_image(self.fd, image, length)
+                else:
+                    _write_all(self.fd, [image[:length]])
             except BaseException:
                 self.abort()
                 raise
             self.size = size
-            return True
 
-    def _open(self, flags: int) -> tuple[int, str]:
-        return _open_tmp(self.device_path, flags)
+    def _start(self, direct: bool) -> bool:
+        """Open the temp file, with O_DIRECT if `direct` and the filesystem has it; True
+        if it has."""
+        self.since = durability.epoch(self.device_path)
+        opened = direct_io.open_direct(
+            self.device_path, lambda flags: _open_tmp(self.device_path, flags)) \
+            if direct else None
+        self.fd, self.tmp = opened or _open_tmp(self.device_path)
+        return opened is not None
 
     def close_flushed(self) -> None:
         """Close the temp file once the caller's flush made its data durable."""
