@@ -166,6 +166,7 @@ def init() -> None:
                                   ["device", "via"])
     _m["unpublished"] = Counter("swiftlite_proxy_write_log_unpublished",
                                 "Object writes other proxy hosts could not be told of")
+    sampled(_replica_reads_sampler())
     _start_sampler()
 
 
@@ -183,7 +184,6 @@ def _start_sampler() -> None:
 
 
 def _sample_loop() -> None:
-    flushed: dict[tuple[str, str], int] = {}
     while True:
         time.sleep(SAMPLE_INTERVAL)
         for fn in list(_samplers):
@@ -191,11 +191,20 @@ def _sample_loop() -> None:
                 fn()
             except Exception:  # a sampler's bug must not end the others' sampling
                 log.exception("metrics sampler failed")
+
+
+def _replica_reads_sampler() -> Callable[[], None]:
+    """Adds the replica reads counted since its last call to their metric."""
+    flushed: dict[tuple[str, str], int] = {}
+
+    def sample() -> None:
+        nonlocal flushed
         now = dict(_replica_reads)  # one C-level copy: no increment is torn
         for key, n in now.items():
             if n != flushed.get(key, 0):
                 _m["replica_reads"].labels(*key).inc(n - flushed.get(key, 0))
         flushed = now
+    return sample
 
 
 def enabled() -> bool:
