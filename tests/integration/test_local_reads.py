@@ -151,6 +151,7 @@ def test_a_hung_replica_costs_a_timeout_not_a_hang(env):
     proxy = start_proxy_variant(c, "hung", {"local_open_timeout": "0.3",
                                             "concurrency_timeout": "0.3"})
     cont = f"lr-{uuid.uuid4().hex[:8]}"
+    data = None
     try:
         assert request(proxy.port, "PUT", f"{acct}/{cont}", auth)[0] == 201
         assert request(proxy.port, "PUT", f"{acct}/{cont}/img", auth, b"pixels")[0] == 201
@@ -167,6 +168,7 @@ def test_a_hung_replica_costs_a_timeout_not_a_hang(env):
     finally:
         proxy.stop()
         try:  # let the blocked readers go (an empty file: quarantined, replaced later)
-            os.close(os.open(data, os.O_WRONLY | os.O_NONBLOCK))
-        except (OSError, UnboundLocalError):
+            if data is not None:
+                os.close(os.open(data, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
             pass
