@@ -34,6 +34,7 @@ class StubProxy:
 
     def __init__(self) -> None:
         self.auth: Any = None
+        self.link_cache: Any = None  # no link cache: every GET reads its object once
         # As the proxy's info cache does, one object per container while it is unchanged.
         self.container = ContainerInfo(200)
         self.account = AccountInfo(200)

@@ -46,7 +46,8 @@ _m: dict[str, Any] = {}  # the metric objects, once init() ran
 # `sampled`): what they measure changes on every request, and a multiprocess metric write
 # (a pid check, a lock, an mmap store) is dear there.
 _samplers: list[Callable[[], None]] = []
-_replica_reads: dict[tuple[str, str], int] = {}
+# Counts kept in plain dicts by hot paths (tally), added to their metric by a sampler.
+_tallies: dict[str, dict[tuple[str, ...], int]] = {}
 # observe_request's series by (method, status, type), each found with labels() once.
 _series: dict[tuple[str, int, str], tuple[Any, Any, Any, Any]] = {}
 MAX_REMEMBERED_SERIES = 1024
@@ -166,7 +167,13 @@ def init() -> None:
                                   ["device", "via"])
     _m["unpublished"] = Counter("swiftlite_proxy_write_log_unpublished",
                                 "Object writes other proxy hosts could not be told of")
-    sampled(_replica_reads_sampler())
+    _m["plain_reads"] = Counter("swiftlite_proxy_plain_reads",
+                                "Plain object reads (GET/HEAD, no query, Range or condition) "
+                                "by route: shortcut (past the features that leave them "
+                                "alone) or declined (a feature had to see it: the full "
+                                "pipeline answered)", ["route"])
+    for name in ("replica_reads", "plain_reads"):
+        sampled(_tally_sampler(name))
     _start_sampler()
 
 
@@ -193,18 +200,28 @@ def _sample_loop() -> None:
                 log.exception("metrics sampler failed")
 
 
-def _replica_reads_sampler() -> Callable[[], None]:
-    """Adds the replica reads counted since its last call to their metric."""
-    flushed: dict[tuple[str, str], int] = {}
+def _tally_sampler(name: str) -> Callable[[], None]:
+    """Adds what was tallied under `name` since its last call to that metric."""
+    counts = _tallies.setdefault(name, {})
+    flushed: dict[tuple[str, ...], int] = {}
 
     def sample() -> None:
         nonlocal flushed
-        now = dict(_replica_reads)  # one C-level copy: no increment is torn
+        now = dict(counts)  # one C-level copy: no increment is torn
         for key, n in now.items():
             if n != flushed.get(key, 0):
-                _m["replica_reads"].labels(*key).inc(n - flushed.get(key, 0))
+                _m[name].labels(*key).inc(n - flushed.get(key, 0))
         flushed = now
     return sample
+
+
+def tally(name: str, *labels: str) -> None:
+    """One more of the counter `name` with these label values, counted in a dict here and
+    added to the metric within a second: a multiprocess counter's update (a pid check, a
+    lock, an mmap write) is dear on a path every request takes."""
+    counts = _tallies.get(name)
+    if counts is not None:
+        counts[labels] = counts.get(labels, 0) + 1
 
 
 def enabled() -> bool:
@@ -291,8 +308,7 @@ def cache_lookup(result: str) -> None:
 def replica_read(node: dict[str, Any], via: str) -> None:
     """Counted here, added to the metric by the sampler within a second."""
     if _m:
-        key = (f"{node['ip']}:{node['port']}/{node['device']}", via)
-        _replica_reads[key] = _replica_reads.get(key, 0) + 1
+        tally("replica_reads", f"{node['ip']}:{node['port']}/{node['device']}", via)
 
 
 def writes_unpublished(n: int) -> None:

@@ -184,7 +184,7 @@ class InfoCache:
         """Cache what a fetch that began at `lookup` returned; without a fill, nothing."""
         if fill is None:
             return
-        self._keep(key, value, fill.since)
+        self.keep_local(key, value, fill)
         if self.memcache is not None:
             mkey, data = self._mc_key(key), _encode(value)
             if fill.unique is not None:
@@ -200,6 +200,12 @@ class InfoCache:
         if self.memcache is not None:
             await self.memcache.set(self._mc_key(key), TOMBSTONE, self.tombstone_ttl)
         self.table.stamp(self._slot_hash(key))
+
+    def keep_local(self, key: tuple, value: Any, fill: Fill | None) -> None:
+        """`put` in this worker only (memcached is not told): for a cache that never
+        shares, such as the link cache, without an await."""
+        if fill is not None:
+            self._keep(key, value, fill.since)
 
     def _keep(self, key: tuple, value: Any, since: int) -> None:
         if self.local_ttl_ns <= 0:

@@ -53,10 +53,10 @@ async def lookup(proxy: Any, request: web.Request,
     return None, (await cache.lookup(here))[1]
 
 
-async def keep(proxy: Any, here: Place, headers: Any, fill: Fill | None) -> None:
+def keep(proxy: Any, here: Place, headers: Any, fill: Fill | None) -> None:
     """Remember a link's answer (its sysmeta and X-Delete-At: what following it needs)."""
     if fill is None:
         return
-    await proxy.link_cache.put(here, CIMultiDict(
+    proxy.link_cache.keep_local(here, CIMultiDict(
         (k, v) for k, v in headers.items()
         if k.lower().startswith("x-object-sysmeta-") or k.lower() == "x-delete-at"), fill)

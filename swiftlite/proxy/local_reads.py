@@ -38,12 +38,30 @@ log = logging.getLogger("swiftlite.proxy")
 
 async def _bounded(fut: asyncio.Future, timeout: float) -> Any:
     """The pool job's result, or TimeoutError after `timeout`: a hung disk must not hang
-    the request. A job that finishes later has what it opened closed."""
-    try:
-        return await asyncio.wait_for(asyncio.shield(fut), timeout)
-    except TimeoutError:
-        fut.add_done_callback(_close_late)
-        raise
+    the request. A job that finishes after we stopped waiting (a timeout, the request
+    cancelled) has what it opened closed.
+
+    One waiter and one timer: `wait_for(shield(fut))` made two more futures and a task
+    callback per read, about a tenth of the proxy's event-loop time on 64 KiB GETs."""
+    if not fut.done():
+        waiter = fut.get_loop().create_future()
+
+        def wake(_: Any = None) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        fut.add_done_callback(wake)
+        timer = fut.get_loop().call_later(timeout, wake)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            fut.remove_done_callback(wake)
+            if not fut.done():  # timed out, or cancelled while waiting
+                fut.add_done_callback(_close_late)
+        if not fut.done():
+            raise TimeoutError
+    return fut.result()
 
 
 def _close_late(fut: asyncio.Future) -> None:

@@ -10,6 +10,11 @@ Handlers take a request and return a response that is not yet sent: a middleware
 or change it (headers, status, even consume an object body through `BodyResponse`) before
 aiohttp sends it. Sub-requests are `request.clone(...)` sent to `self.app` (or to
 `proxy.pipeline` to go through every feature again).
+
+Plain reads (an object GET or HEAD with no query string, Range or condition: what an image
+service sends most) may take a short cut past features that leave them alone
+(swiftlite/proxy/plain_reads.py). Each feature says how it treats one in `plain_reads`; one
+that says nothing turns the short cut off, so a new feature is never skipped by mistake.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from aiohttp import web
 from swiftlite.common.config import Section, load_sections
 
 if TYPE_CHECKING:
+    from swiftlite.proxy.request import ApiPath
     from swiftlite.proxy.server import Proxy
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -71,10 +77,18 @@ REGISTRY: dict[str, str] = {
 }
 
 
+# `Middleware.plain_reads` values.
+PASS = "pass"  # a plain read, and its answer, go by untouched: the short cut skips it
+HOOKS = "hooks"  # `admit_plain` and `accept_plain` do for a plain read what __call__ would
+
+
 class Middleware:
     """One pipeline feature. Subclasses set `name` and override `__call__` (and `info`)."""
 
     name: ClassVar[str] = ""
+    # How this feature treats a plain read: PASS, HOOKS, or None (the default), which keeps
+    # every request of the pipeline on the full path.
+    plain_reads: ClassVar[str | None] = None
 
     def __init__(self, app: Handler, proxy: Proxy, conf: Section) -> None:
         self.app = app
@@ -83,6 +97,17 @@ class Middleware:
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         return await self.app(request)
+
+    async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
+        """For a plain read: the request as __call__ would pass it on, or None when this
+        feature must see it (the full pipeline then answers). May raise as __call__ would."""
+        return request
+
+    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        """For the core's answer to a plain read: change it in place as __call__ would and
+        say True, or say False when __call__ would do more (the full pipeline then answers,
+        after this answer is closed)."""
+        return True
 
     def info(self) -> dict[str, Any] | None:
         """What `/info` says under this feature's name; None says nothing."""
@@ -131,4 +156,9 @@ def build(proxy: Proxy, conf: Section, core: Handler) -> tuple[Handler, list[Mid
         built.append(mw)
         handler = mw
     built.reverse()
+    if conf.get_bool("plain_read_shortcut", True):
+        from swiftlite.proxy.plain_reads import PlainReads  # it builds on this module
+        lane = PlainReads.build(built, core, handler)
+        if lane is not None:
+            handler = lane
     return handler, built

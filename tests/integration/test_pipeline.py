@@ -98,7 +98,10 @@ def test_build_orders_features_and_refuses_unknown_names():
                     "auth_secret": "k" + secrets.token_urlsafe(32)})  # required since issue 16
     handler, built = pipeline.build(proxy, conf, core)
     assert [m.name for m in built] == ["catch_errors", "cors", "tempauth"]
-    assert handler is built[0] and built[-1].app is core
+    # Plain reads take the short cut (swiftlite/proxy/plain_reads.py), the rest the chain.
+    assert handler.full is built[0] and built[-1].app is core and handler.core is core
+    conf["plain_read_shortcut"] = "false"
+    assert pipeline.build(proxy, conf, core)[0].name == "catch_errors"
     assert proxy.auth is not None  # tempauth shares its token issuer
     for bad in ("catch_errors nosuch proxy-server", "tempauth", "cors cors proxy-server"):
         with pytest.raises(ValueError):

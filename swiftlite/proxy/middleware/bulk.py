@@ -54,7 +54,7 @@ from swiftlite.proxy.middleware.reports import (
     report_stream,
     status_line,
 )
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import ApiPath, api_path, sub_request
 from swiftlite.proxy.response import BodyResponse, after_first_chunk
 
@@ -203,6 +203,7 @@ def pax_header(key: str, value: str) -> str | None:
 
 class Bulk(Middleware):
     name = "bulk"
+    plain_reads = PASS  # acts on ?extract-archive and ?bulk-delete: a plain read has no query
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)

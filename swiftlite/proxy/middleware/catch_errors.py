@@ -10,28 +10,37 @@ from __future__ import annotations
 from aiohttp import web
 
 from swiftlite.common.http import HTTPError, txid
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import HOOKS, Middleware
 
 DEFAULT_TYPE = "text/html; charset=UTF-8"
 
 
 class CatchErrors(Middleware):
     name = "catch_errors"
+    plain_reads = HOOKS
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         try:
             resp = await self.app(request)
         except HTTPError as exc:
             resp = exc.response()
-        if resp.status == 411:
-            resp.force_close()  # whatever body follows has no length: the connection is lost
-        if "Content-Type" not in resp.headers:
-            resp.headers["Content-Type"] = DEFAULT_TYPE
-        resp.headers["X-Openstack-Request-Id"] = txid(request)
-        if request.headers.get("Connection", "").lower() == "keep-alive" and \
-                request.keep_alive and "Connection" not in resp.headers:
-            resp.headers["Connection"] = "keep-alive"  # echoed, as Swift's server does
+        _decorate(request, resp)
         return resp
+
+    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        _decorate(request, resp)
+        return True
 
     def info(self) -> None:
         return None
+
+
+def _decorate(request: web.Request, resp: web.StreamResponse) -> None:
+    if resp.status == 411:
+        resp.force_close()  # whatever body follows has no length: the connection is lost
+    if "Content-Type" not in resp.headers:
+        resp.headers["Content-Type"] = DEFAULT_TYPE
+    resp.headers["X-Openstack-Request-Id"] = txid(request)
+    if request.headers.get("Connection", "").lower() == "keep-alive" and \
+            request.keep_alive and "Connection" not in resp.headers:
+        resp.headers["Connection"] = "keep-alive"  # echoed, as Swift's server does

@@ -21,7 +21,7 @@ from multidict import CIMultiDict
 
 from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import api_path, sub_request
 from swiftlite.proxy.response import BodyResponse
 
@@ -79,6 +79,7 @@ def _path(acct: str, cont: str, name: str, version: str = "v1") -> str:
 
 class Copy(Middleware):
     name = "copy"
+    plain_reads = PASS  # acts on COPY and PUT with X-Copy-From only
 
     def info(self) -> None:
         return None  # Swift does not list copy in /info either

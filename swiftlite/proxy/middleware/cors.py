@@ -19,8 +19,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from swiftlite.common.http import HTTPError
-from swiftlite.proxy.pipeline import Middleware
-from swiftlite.proxy.request import api_path, unauthorized
+from swiftlite.proxy.pipeline import HOOKS, Middleware
+from swiftlite.proxy.request import ApiPath, api_path, unauthorized
 
 ALLOWED = ("DELETE", "GET", "POST", "PUT", "OPTIONS", "HEAD")
 # Simple response headers (per the CORS spec) plus the ones every Swift answer carries.
@@ -40,6 +40,7 @@ def _add_vary(headers, value: str) -> None:
 
 class Cors(Middleware):
     name = "cors"
+    plain_reads = HOOKS
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -49,6 +50,9 @@ class Cors(Middleware):
 
     def info(self) -> None:
         return None  # Swift advertises strict_cors_mode under "swift", not a cors entry
+
+    async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
+        return None if "Origin" in request.headers else request  # as __call__: no Origin, no CORS
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)

@@ -36,7 +36,7 @@ from swiftlite.common.constraints import CONTAINER_LISTING_LIMIT
 from swiftlite.common.http import SWIFT_CONFLICT, HTTPError, error
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj.ranges import check_conditions, parse_range
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import api_path, sub_request
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk
 
@@ -71,6 +71,7 @@ def _last_modified(headers) -> int:
 
 class Dlo(Middleware):
     name = "dlo"
+    plain_reads = HOOKS
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -95,9 +96,9 @@ class Dlo(Middleware):
                 request.query.get("multipart-manifest") == "get":
             return await self.app(request)
         resp = await self.app(request)
-        value = resp.headers.get("X-Object-Manifest")
-        if value is None and not (resp.status == 416 and "ETag" not in resp.headers):
+        if self.accept_plain(request, resp):
             return resp
+        value = resp.headers.get("X-Object-Manifest")
         if value is None or resp.status // 100 != 2:
             # A 304/412/416 judged on the manifest's own body, or without its headers: look
             # again without Range and conditions.
@@ -111,6 +112,11 @@ class Dlo(Middleware):
         _close(resp)
         cont, _, prefix = unquote(value).partition("/")
         return await self.respond(request, path, resp.headers, cont, prefix)
+
+    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        """Not a manifest's answer (nor a 416 that may have been judged on one's own body)."""
+        return "X-Object-Manifest" not in resp.headers and \
+            not (resp.status == 416 and "ETag" not in resp.headers)
 
     async def _head(self, request: web.Request, path) -> web.StreamResponse:
         headers = CIMultiDict((k, v) for k, v in request.headers.items()

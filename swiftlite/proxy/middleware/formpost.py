@@ -34,7 +34,7 @@ from swiftlite.proxy.middleware.tempurl import (
     parse_signature,
     signing_keys,
 )
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, sub_request, unauthorized
 from swiftlite.proxy.response import BodyResponse
 
@@ -64,6 +64,7 @@ def _reason_phrase(status: int) -> str:
 
 class FormPost(Middleware):
     name = "formpost"
+    plain_reads = PASS  # acts on multipart POSTs only
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)

@@ -12,8 +12,8 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.proxy.pipeline import Middleware
-from swiftlite.proxy.request import clone
+from swiftlite.proxy.pipeline import HOOKS, Middleware
+from swiftlite.proxy.request import ApiPath, clone
 
 RESERVED = ("x-account-sysmeta-", "x-container-sysmeta-", "x-object-sysmeta-", "x-backend-")
 
@@ -26,18 +26,35 @@ def _reserved_in(names: Any) -> list[str]:
 
 class Gatekeeper(Middleware):
     name = "gatekeeper"
+    plain_reads = HOOKS
 
     def info(self) -> None:
         return None
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
-        dropped = _reserved_in(request.headers)
-        if dropped:
-            clean = CIMultiDict(request.headers)
-            for k in dropped:
-                clean.popall(k, None)
-            request = clone(request, headers=clean)
-        resp = await self.app(request)
-        for k in _reserved_in(resp.headers):
-            resp.headers.popall(k, None)
+        resp = await self.app(_cleaned(request))
+        _strip(resp)
         return resp
+
+    async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request:
+        return _cleaned(request)
+
+    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        _strip(resp)
+        return True
+
+
+def _cleaned(request: web.Request) -> web.Request:
+    """The request without the reserved headers a client sent."""
+    dropped = _reserved_in(request.headers)
+    if not dropped:
+        return request
+    clean = CIMultiDict(request.headers)
+    for k in dropped:
+        clean.popall(k, None)
+    return clone(request, headers=clean)
+
+
+def _strip(resp: web.StreamResponse) -> None:
+    for k in _reserved_in(resp.headers):
+        resp.headers.popall(k, None)

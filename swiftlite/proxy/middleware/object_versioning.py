@@ -45,7 +45,7 @@ from swiftlite.common.reserved import RESERVED, reserved_name, split_reserved
 from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.proxy import link_cache
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     TIMESTAMP,
@@ -136,8 +136,24 @@ def _meta(meta: dict[str, str], key: str) -> str | None:
     return None
 
 
+def _versions_of(info: Any) -> str | None:
+    """Where a container's versions are kept; None: it was never versioned."""
+    raw = _meta(info.meta, SYSMETA_CONT) if info.status // 100 == 2 else None
+    return unquote(raw) if raw else None
+
+
 class ObjectVersioning(Middleware):
     name = "object_versioning"
+    plain_reads = HOOKS
+
+    async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
+        """A read in a container that was ever versioned is this feature's (its objects
+        are links to their versions, or null versions)."""
+        if request.get(ALLOW_RESERVED):
+            return request
+        assert path.container is not None
+        info = await self.proxy.container_info(request, path.account, path.container)
+        return None if _versions_of(info) else request
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
@@ -336,8 +352,7 @@ class ObjectVersioning(Middleware):
         if not version_id and method not in ("PUT", "POST", "DELETE", "GET", "HEAD"):
             return await self.app(request)
         info = await self.proxy.container_info(request, path.account, path.container)
-        vcont_raw = _meta(info.meta, SYSMETA_CONT) if info.status // 100 == 2 else None
-        vcont = unquote(vcont_raw) if vcont_raw else None
+        vcont = _versions_of(info)
         enabled = (_meta(info.meta, SYSMETA_ENABLED) or "").lower() in TRUE_VALUES
         if version_id:
             if method == "POST":
@@ -409,7 +424,7 @@ class ObjectVersioning(Middleware):
             if head.status // 100 == 2:
                 link = head.headers
                 if LINK in link:
-                    await link_cache.keep(self.proxy, here, link, fill)
+                    link_cache.keep(self.proxy, here, link, fill)
         vid = link.get(LINK) if link is not None else None
         if vid is None:
             resp = await self.app(request)

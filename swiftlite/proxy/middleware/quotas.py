@@ -24,7 +24,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     AUTHORIZER,
@@ -76,6 +76,7 @@ def _length(request: web.Request) -> int:
 
 class ContainerQuotas(Middleware):
     name = "container_quotas"
+    plain_reads = PASS  # acts on container PUT/POST and object PUT only
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
@@ -132,6 +133,7 @@ class ContainerQuotas(Middleware):
 
 class AccountQuotas(Middleware):
     name = "account_quotas"
+    plain_reads = PASS  # acts on account requests and object PUT only
 
     def _policies(self) -> list[tuple[int, str]]:
         return [(i, p["name"]) for i, p in

@@ -53,7 +53,7 @@ from swiftlite.proxy.middleware.reports import (
     report_stream,
     status_line,
 )
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import BACKEND_GET_HEADERS, ApiPath, api_path, sub_request
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk, bytes_response
 
@@ -160,6 +160,7 @@ def item_length(item: dict[str, Any]) -> int:
 
 class Slo(Middleware):
     name = "slo"
+    plain_reads = HOOKS
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -203,6 +204,9 @@ class Slo(Middleware):
                 return await self.get_manifest(request, path)
             return await self.get(request, path)
         return await self.app(request)
+
+    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        return SLO_ETAG not in resp.headers  # a manifest: `get` assembles it
 
     def _sub_headers(self, request: web.Request) -> CIMultiDict[str]:
         return CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS if k in request.headers)

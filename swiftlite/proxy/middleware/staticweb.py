@@ -28,7 +28,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import IDENTITY, ApiPath, api_path, sub_request
 from swiftlite.proxy.response import BodyResponse
 
@@ -74,8 +74,13 @@ class _Site:
         return bool(self.index or self.listings)
 
 
+def _web_mode(request: web.Request) -> bool:
+    return request.headers.get("X-Web-Mode", "").lower() in TRUE
+
+
 class StaticWeb(Middleware):
     name = "staticweb"
+    plain_reads = HOOKS
 
     def info(self) -> dict[str, Any]:
         return {}
@@ -86,14 +91,12 @@ class StaticWeb(Middleware):
         path = api_path(request)
         if path is None or path.container is None:
             return await self.app(request)
-        web_mode = request.headers.get("X-Web-Mode", "").lower() in TRUE
-        if request.get(IDENTITY) is not None and not web_mode:
+        site = await self._site(request, path)
+        if site is None:
             return await self.app(request)
-        info = await self.proxy.container_info(request, path.account, path.container)
-        site = _Site(info.meta)
         if path.obj is None:
             if not site.enabled:
-                if web_mode:
+                if _web_mode(request):
                     return await self._error(request, path, site, 404)
                 return await self.app(request)
             if not request.path.endswith("/"):
@@ -102,6 +105,19 @@ class StaticWeb(Middleware):
         if not (site.enabled or site.error):
             return await self.app(request)
         return await self._object(request, path, site)
+
+    async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
+        site = await self._site(request, path)
+        return request if site is None or not (site.enabled or site.error) else None
+
+    async def _site(self, request: web.Request, path: ApiPath) -> _Site | None:
+        """The container's web settings when the read is one staticweb may answer (an
+        anonymous one, or one asking for web mode); None otherwise."""
+        if request.get(IDENTITY) is not None and not _web_mode(request):
+            return None
+        assert path.container is not None
+        info = await self.proxy.container_info(request, path.account, path.container)
+        return _Site(info.meta)
 
     # ---- pieces --------------------------------------------------------------------------------
 

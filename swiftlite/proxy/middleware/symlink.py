@@ -32,7 +32,8 @@ from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import belongs_to, is_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy import link_cache
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.info import Fill
+from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     BACKEND_GET_HEADERS,
@@ -43,6 +44,8 @@ from swiftlite.proxy.request import (
 from swiftlite.proxy.response import BodyResponse
 
 TARGET = "X-Object-Sysmeta-Symlink-Target"
+# Request key: where a plain read's link would be kept (place, fill), from admit_plain.
+_LINK_FILL = "swiftlite.symlink.link_fill"
 TARGET_ACCOUNT = "X-Object-Sysmeta-Symlink-Target-Account"
 TARGET_ETAG = "X-Object-Sysmeta-Symlink-Target-Etag"
 TARGET_BYTES = "X-Object-Sysmeta-Symlink-Target-Bytes"
@@ -137,6 +140,7 @@ def _obj_path(version: str, place: Place) -> str:
 
 class Symlink(Middleware):
     name = "symlink"
+    plain_reads = HOOKS
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -144,6 +148,23 @@ class Symlink(Middleware):
 
     def info(self) -> dict[str, Any]:
         return {"symloop_max": self.symloop_max, "static_links": True}
+
+    async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
+        # A link the link cache knows is followed from there (__call__), not read again.
+        here: Place = (path.account, path.container or "", path.obj or "")
+        cached, fill = await link_cache.lookup(self.proxy, request, here)
+        if cached is not None:
+            return None
+        request[_LINK_FILL] = (here, fill)
+        return request
+
+    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        if TARGET not in resp.headers:
+            return True
+        # A link: __call__ follows it, and finds it in the link cache instead of reading it
+        # a second time.
+        self._remember(request[_LINK_FILL][0], resp, request[_LINK_FILL][1])
+        return False
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
@@ -276,13 +297,16 @@ class Symlink(Middleware):
             f"{ignore},{TARGET}" if ignore else TARGET
         request[BACKEND_GET_HEADERS] = extra
         resp = await self.app(request)
+        self._remember(here, resp, fill)
+        return resp
+
+    def _remember(self, here: Place, resp: web.StreamResponse, fill: Fill | None) -> None:
         # A feature's link is kept only if it is one this path may follow (else the answer
         # is the link as stored, which an entry could not rebuild).
         if resp.status == 200 and TARGET in resp.headers and \
                 (not _is_reserved_link(resp.headers) or
                  _reserved_target(resp.headers, here) is not None):
-            await link_cache.keep(self.proxy, here, resp.headers, fill)
-        return resp
+            link_cache.keep(self.proxy, here, resp.headers, fill)
 
     async def get(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
         here: Place = (path.account, path.container or "", path.obj or "")

@@ -34,8 +34,8 @@ from swiftlite.proxy.acl import (
 )
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.info import ContainerInfo
-from swiftlite.proxy.pipeline import Middleware
-from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, clone, unauthorized
+from swiftlite.proxy.pipeline import HOOKS, Middleware
+from swiftlite.proxy.request import AUTHORIZER, IDENTITY, ApiPath, api_path, clone, unauthorized
 
 AUTH_PATHS = ("/auth/v1.0", "/auth/v1.0/", "/auth/v1", "/auth/v1/", "/v1.0", "/v1.0/")
 ACL_HEADER = "X-Account-Access-Control"
@@ -56,6 +56,7 @@ def _acl_invalid(reason: str, value: str) -> web.Response:
 
 class TempAuthMiddleware(Middleware):
     name = "tempauth"
+    plain_reads = HOOKS
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -73,6 +74,30 @@ class TempAuthMiddleware(Middleware):
         path = api_path(request)
         if path is None:
             return await self.app(request)
+        judged = await self._judge(request, path)
+        if isinstance(judged, web.Response):
+            return judged
+        request, owner = judged
+        resp = await self.app(request)
+        self._strip_answer(resp, owner, path)
+        return resp
+
+    async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
+        if ACL_HEADER in request.headers:
+            return None  # nothing for a read to set, but its checks are __call__'s
+        judged = await self._judge(request, path)
+        return None if isinstance(judged, web.Response) else judged[0]
+
+    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        path = api_path(request)
+        assert path is not None
+        self._strip_answer(resp, self.auth.is_owner(request.get(IDENTITY), path.account), path)
+        return True
+
+    async def _judge(self, request: web.Request,
+                     path: ApiPath) -> tuple[web.Request, bool] | web.Response:
+        """Who is asking (request[IDENTITY], with this as request[AUTHORIZER]) and whether
+        they own the account; the request the core gets; or the answer to a bad ACL."""
         account = path.account
         preset = request.get(AUTHORIZER)
         if preset is not None and preset is not self:
@@ -101,7 +126,10 @@ class TempAuthMiddleware(Middleware):
         request = self.owner_request(request, owner, acl_value)
         request[IDENTITY] = ident
         request[AUTHORIZER] = preset or self
-        resp = await self.app(request)
+        return request, owner
+
+    def _strip_answer(self, resp: web.StreamResponse, owner: bool, path: ApiPath) -> None:
+        """An owner sees the account ACL; nobody else sees owner-only headers."""
         if owner:
             if path.kind == "account":
                 shown = format_account_acl(resp.headers.get(ACL_SYSMETA))
@@ -110,7 +138,6 @@ class TempAuthMiddleware(Middleware):
         else:
             for k in [k for k in resp.headers if k.lower() in self.owner_headers]:
                 del resp.headers[k]
-        return resp
 
     def identify(self, request: web.Request, account: str) -> Identity | None:
         """The X-Auth-Token's identity plus the X-Service-Token's groups; a token of ours

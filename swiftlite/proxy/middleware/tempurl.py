@@ -34,7 +34,7 @@ from yarl import URL
 
 from swiftlite.common.http import HTTPError, error
 from swiftlite.proxy.info import ContainerInfo
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, INTERNAL, ApiPath, api_path, clone
 
 DIGESTS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
@@ -184,6 +184,7 @@ class Grant:
 
 class TempUrl(Middleware):
     name = "tempurl"
+    plain_reads = PASS  # acts on temp_url_sig/temp_url_expires: a plain read has no query
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)

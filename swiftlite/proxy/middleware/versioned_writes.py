@@ -37,7 +37,7 @@ from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.proxy.pipeline import Middleware
+from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import (
     AUTHORIZER,
     IDENTITY,
@@ -110,6 +110,7 @@ def _check_answer(resp: web.StreamResponse) -> None:
 
 class VersionedWrites(Middleware):
     name = "versioned_writes"
+    plain_reads = PASS  # acts on container requests and object PUT/DELETE only
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
