@@ -172,7 +172,7 @@ def init() -> None:
                                 "by route: shortcut (past the features that leave them "
                                 "alone) or declined (a feature had to see it: the full "
                                 "pipeline answered)", ["route"])
-    for name in ("replica_reads", "plain_reads"):
+    for name in ("replica_reads", "plain_reads", "cache"):
         sampled(_tally_sampler(name))
     _start_sampler()
 
@@ -301,8 +301,7 @@ def update_log_replayed(segments: int) -> None:
 
 
 def cache_lookup(result: str) -> None:
-    if _m:
-        _m["cache"].labels(result).inc()
+    tally("cache", result)
 
 
 def replica_read(node: dict[str, Any], via: str) -> None:
