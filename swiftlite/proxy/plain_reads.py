@@ -20,9 +20,11 @@ core, then their checks of the answer in reverse order, as the full chain would:
 
 A declined read (or one a hook refuses with an HTTP error) is answered by the full pipeline
 from the start, as if the short cut had not been tried: the request keys a hook set are
-undone, and an answer already read is closed. The core judges the caller on every read, as
-always: the short cut skips code, never a verdict. `plain_read_shortcut = false` turns it
-off.
+undone, and an answer already read is closed. An HTTP error the core raises (a 403, a 503
+after the replicas failed) is the answer, as on the full path, where no feature catches it
+before catch_errors: a failed read is never tried twice. The core judges the caller on every
+read, as always: the short cut skips code, never a verdict. `plain_read_shortcut = false`
+turns it off.
 """
 
 from __future__ import annotations
@@ -75,7 +77,6 @@ class PlainReads:
 
     async def _shortcut(self, request: web.Request) -> web.StreamResponse | None:
         saved = dict(request)
-        resp = None
         try:
             path = api_path(request)
             if path is None or path.obj is None:
@@ -85,18 +86,24 @@ class PlainReads:
                 sub = await mw.admit_plain(sub, path)
                 if sub is None:
                     break
-            else:
-                resp = await self.core(sub)
-                for mw in self.acceptors:
-                    if not mw.accept_plain(sub, resp):
-                        break
-                else:
-                    metrics.tally("plain_reads", "shortcut")
-                    return resp
         except HTTPError:
-            pass  # the full pipeline gives the answer (each feature's, as it would)
-        if isinstance(resp, BodyResponse):
-            resp.close()
+            sub = None  # refused: the full pipeline gives each feature's own answer
+        if sub is not None:
+            try:
+                resp = await self.core(sub)
+            except HTTPError as exc:
+                # What catch_errors makes of it on the full path: no feature in between
+                # catches the core's errors. Never asked twice: a read that failed (a 503
+                # after every replica timed out) must not cost its timeouts again.
+                resp = exc.response()
+            for mw in self.acceptors:
+                if not mw.accept_plain(sub, resp):
+                    if isinstance(resp, BodyResponse):
+                        resp.close()
+                    break
+            else:
+                metrics.tally("plain_reads", "shortcut")
+                return resp
         request.clear()
         request.update(saved)
         metrics.tally("plain_reads", "declined")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 import urllib.parse
 import uuid
 
@@ -118,12 +119,44 @@ def test_answers_match_the_full_pipeline(env):
 
     # Both routes were taken on the short-cut proxy (counted within a second); none on the
     # other, which has it off.
-    def routes(port: int) -> tuple[float, float]:
-        return (total(port, "swiftlite_proxy_plain_reads_total", route="shortcut"),
-                total(port, "swiftlite_proxy_plain_reads_total", route="declined"))
-
     wait_for(lambda: min(routes(short)) > 0, 10, what="plain reads counted")
     assert routes(full) == (0, 0)
+
+
+def routes(port: int) -> tuple[float, float]:
+    """Plain reads the proxy on `port` counted: (short cut, declined)."""
+    return (total(port, "swiftlite_proxy_plain_reads_total", route="shortcut"),
+            total(port, "swiftlite_proxy_plain_reads_total", route="declined"))
+
+
+def settled_routes(port: int) -> tuple[float, float]:
+    """`routes` once the counts flushed once a second have stopped moving."""
+    seen = {"value": routes(port), "since": time.monotonic()}
+
+    def still() -> bool:
+        now = routes(port)
+        if now != seen["value"]:
+            seen.update(value=now, since=time.monotonic())
+        return time.monotonic() - seen["since"] > 1.5  # over a sampler interval unchanged
+
+    wait_for(still, 15, what="plain-read counts settled")
+    return seen["value"]
+
+
+def test_an_error_from_the_core_is_answered_once(env):
+    """The core's refusal (a reader the container does not admit) is the answer, as on the
+    full path: the read is not declined and judged a second time by the whole pipeline."""
+    _, short, full, tokens = env
+    acct, auth = tokens["test:tester"]
+    _, reader = tokens["test:tester3"]
+    cont = f"{acct}/err-{uuid.uuid4().hex[:8]}"
+    assert request(short, "PUT", cont, auth)[0] == 201
+    assert request(short, "PUT", f"{cont}/img", auth, b"pixels")[0] == 201
+    shortcut, declined = settled_routes(short)
+    for _ in range(5):
+        _same(short, full, "GET", f"{cont}/img", reader, 403)
+    wait_for(lambda: routes(short)[0] >= shortcut + 5, 10, what="five short-cut reads")
+    assert settled_routes(short) == (shortcut + 5, declined)
 
 
 def test_an_acl_change_binds_the_next_read(env):
