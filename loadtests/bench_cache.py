@@ -4,6 +4,7 @@ against the same mix through a proxy with it off, on one cluster, rounds interle
 usage: python loadtests/bench_cache.py [--objects 100000] [--size 16384] [--zipf 1.1]
            [--cache-size 64M] [--cache-ttl SECONDS] [--no-memcached] [--rounds 3] [--seconds 5]
            [--conc 32] [--workers 1] [--warmup 30] [--no-local-reads] [--root /tmp/bench-cache]
+           [--locust SECONDS]
 
 Starts `swiftlite up --no-daemons` under --root (deleted first), fills one container with
 --objects images of --size bytes through its proxy, starts a second proxy on the same rings
@@ -14,6 +15,11 @@ seconds of the mix; the first round of each is also a warm-up, reported but left
 medians. With memcached installed (and no --no-memcached), both proxies share one memcached
 (memcache_servers), as proxies of a multi-host cluster do: writes are shared through it
 (swiftlite/proxy/write_log.py), so entries live object_cache_ttl's default of 300 s.
+
+`--locust SECONDS` runs the locust image workload (loadtests/locustfile.py: each of --conc
+users uploads image-sized objects and reads its own at 9 GETs per PUT) instead of the Zipf
+mix, for SECONDS per round through each proxy, rounds interleaved; it needs locust
+(`pip install -e '.[load]'`) and fills nothing first.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+from csv import DictReader as csv_rows
 
 import aiohttp
 from up import start_cluster, stop_cluster
@@ -97,6 +104,59 @@ def auth(auth_url: str) -> tuple[str, str]:
         return r.headers["X-Storage-Url"], r.headers["X-Auth-Token"]
 
 
+def wait_auth(auth_url: str, timeout: float = 30) -> None:
+    """Until the proxy at `auth_url` answers an auth request."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            auth(auth_url)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def locust_once(port: int, seconds: float, users: int, csv: str) -> tuple[float, float]:
+    """One headless locust run of the image workload; (GET/s, PUT/s) from its stats."""
+    locust = shutil.which("locust") or os.path.join(os.path.dirname(sys.executable), "locust")
+    if not os.path.exists(locust):
+        raise SystemExit("locust is not installed: pip install -e '.[load]'")
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([locust, "-f", os.path.join(here, "locustfile.py"), "--headless",
+                    "-u", str(users), "-r", str(users), "-t", f"{seconds:g}s",
+                    "--host", f"http://127.0.0.1:{port}", "--csv", csv, "--only-summary"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rates = {"GET": 0.0, "PUT": 0.0}
+    with open(csv + "_stats.csv") as f:
+        for row in csv_rows(f):
+            if row["Name"] in ("GET image", "PUT image"):
+                rates[row["Type"]] = float(row["Requests/s"])
+                if int(row["Failure Count"]):
+                    raise SystemExit(f"locust: {row['Failure Count']} failed {row['Name']}")
+    return rates["GET"], rates["PUT"]
+
+
+def locust_rounds(args: argparse.Namespace, ports: dict[str, int], cache_bytes: int) -> None:
+    rates: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
+    for r in range(args.rounds + 1):
+        for name, port in ports.items():
+            rates[name].append(locust_once(port, args.locust, args.conc,
+                                           os.path.join(args.root, f"locust-{name}-{r}")))
+    print(f"config: locust image workload (loadtests/locustfile.py: 9 GETs of a user's own "
+          f"uploads per PUT), {args.conc} users, {args.rounds} x {args.locust:g} s rounds "
+          f"per proxy (+1 warm-up round), interleaved; proxy workers {args.workers}; cache "
+          f"{args.cache_size} ({cache_bytes} B), local reads "
+          f"{'off' if args.no_local_reads else 'on'}")
+    med = {k: (statistics.median(g for g, _ in v[1:]), statistics.median(p for _, p in v[1:]))
+           for k, v in rates.items()}
+    for k, v in rates.items():
+        print(f"cache {k:3}  {med[k][0]:8.1f} GET/s {med[k][1]:7.1f} PUT/s  GET rounds "
+              f"[{', '.join(f'{g:.0f}' for g, _ in v)}] (first: warm-up)")
+    print(f"ratio on/off: GET {med['on'][0] / med['off'][0]:.2f}, "
+          f"PUT {med['on'][1] / med['off'][1]:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--objects", type=int, default=100_000)
@@ -118,6 +178,9 @@ def main() -> None:
                     help="both proxies read through the object servers (as a proxy host "
                          "apart from the storage nodes does), not the devices themselves")
     ap.add_argument("--root", default="/tmp/bench-cache")
+    ap.add_argument("--locust", type=float, default=0,
+                    help="seconds per round of the locust image workload instead of the "
+                         "Zipf mix (0: the Zipf mix)")
     args = ap.parse_args()
     cache_bytes = Section({"v": args.cache_size}).get_size("v", 0)
     shutil.rmtree(args.root, ignore_errors=True)
@@ -155,6 +218,11 @@ def main() -> None:
             on["object_cache_ttl"] = str(args.cache_ttl)
         cached, port = proxy("cached", on)
         plain, plain_port = proxy("plain", {})  # the same config (memcached) but the cache
+        if args.locust:
+            for p in (port, plain_port):
+                wait_auth(f"http://127.0.0.1:{p}/auth/v1.0")
+            locust_rounds(args, {"off": plain_port, "on": port}, cache_bytes)
+            return
         url, token = auth(info["proxy"]["auth_url"])
         t0 = time.monotonic()
         asyncio.run(fill(url, token, args.objects, args.size, 64))
@@ -162,15 +230,7 @@ def main() -> None:
         cached_url = url.replace(f":{info['proxy']['port']}/", f":{port}/")
         url = url.replace(f":{info['proxy']['port']}/", f":{plain_port}/")
         for p in (port, plain_port):
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    auth(f"http://127.0.0.1:{p}/auth/v1.0")
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
+            wait_auth(f"http://127.0.0.1:{p}/auth/v1.0")
         cdf = zipf_cdf(args.objects, args.zipf)
         order = list(range(args.objects))
         random.Random(7).shuffle(order)
