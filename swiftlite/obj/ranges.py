@@ -9,6 +9,9 @@ from __future__ import annotations
 import email.utils
 import os
 
+# Request headers besides its name that a read's answer depends on: its conditions, and Range.
+CONDITIONS = ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since")
+RANGE_AND_CONDITIONS = ("Range", *CONDITIONS)
 MAX_RANGES = 50  # more than this and the header is ignored (defends against amplification)
 # Larger than any object: a bound past it is as good as infinite. Client-chosen digit strings
 # are never given to int() whole (Python refuses more than 4,300 digits: a 500 on every

@@ -26,6 +26,7 @@ from swiftlite.common.fastclient import ConnectError, Response
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
 from swiftlite.proxy.backend import (
     NETWORK_ERRORS,
     BackendResponse,
@@ -44,8 +45,7 @@ from swiftlite.proxy.response import BodyCutShort, BodyResponse, bytes_response
 log = logging.getLogger("swiftlite.proxy")
 
 MAX_DELETE_AT = 9999999999
-GET_PASS_HEADERS = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
-                    "If-Unmodified-Since")
+GET_PASS_HEADERS = RANGE_AND_CONDITIONS  # what a GET asks its replicas along with the name
 STREAM_CHUNK = 64 * 1024
 QUEUE_DEPTH = 4
 # A replica's answer: from its object server, or read here (proxy.local_reads).

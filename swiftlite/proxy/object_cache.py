@@ -31,12 +31,12 @@ from typing import Any
 from multidict import CIMultiDict
 
 from swiftlite.common import metrics
+from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
 from swiftlite.proxy.info import StampTable, shared_table
 from swiftlite.proxy.write_log import WriteLog, digest
 
 # Request headers that make a read something the cache cannot answer.
-UNCACHED_WHEN = ("Range", "If-Match", "If-None-Match", "If-Modified-Since",
-                 "If-Unmodified-Since", "X-Newest", "X-Open-Expired")
+UNCACHED_WHEN = (*RANGE_AND_CONDITIONS, "X-Newest", "X-Open-Expired")
 # Backend headers features add to every GET (symlink, slo) that only bear on a Range or a
 # condition, which a cacheable read has none of.
 HARMLESS_EXTRA = frozenset({"X-Backend-Ignore-Range-If-Metadata-Present",

@@ -33,6 +33,7 @@ from aiohttp import web
 
 from swiftlite.common import metrics
 from swiftlite.common.http import HTTPError
+from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
 from swiftlite.proxy.pipeline import HOOKS, Handler, Middleware
 from swiftlite.proxy.request import api_path
 from swiftlite.proxy.response import BodyResponse
@@ -40,7 +41,7 @@ from swiftlite.proxy.response import BodyResponse
 READS = ("GET", "HEAD")
 # A read with any of these is not plain: features treat ranges and conditions in their own
 # ways (an SLO's ETag, a link's zero bytes), so such a read takes the full pipeline.
-NOT_PLAIN = ("Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since")
+NOT_PLAIN = RANGE_AND_CONDITIONS
 
 
 class PlainReads:

@@ -35,7 +35,7 @@ from multidict import CIMultiDict
 from swiftlite.common.constraints import CONTAINER_LISTING_LIMIT
 from swiftlite.common.http import SWIFT_CONFLICT, HTTPError, error
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj.ranges import check_conditions, parse_range
+from swiftlite.obj.ranges import CONDITIONS, check_conditions, parse_range
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import api_path, sub_request
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk
@@ -43,7 +43,6 @@ from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chu
 BAD_MANIFEST = "X-Object-Manifest must be in the format container/prefix"
 # Request headers a segment or listing sub-request carries (auth and referrer ACLs).
 SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
-CONDITIONS = ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since")
 DROPPED = ("content-length", "content-range", "etag", "transfer-encoding")
 
 
