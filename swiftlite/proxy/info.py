@@ -184,7 +184,7 @@ class InfoCache:
         """Cache what a fetch that began at `lookup` returned; without a fill, nothing."""
         if fill is None:
             return
-        self.keep_local(key, value, fill)
+        self._keep(key, value, fill.since)
         if self.memcache is not None:
             mkey, data = self._mc_key(key), _encode(value)
             if fill.unique is not None:
