@@ -22,6 +22,11 @@ class BodyCutShort(Exception):
 
 
 class BodyResponse(web.StreamResponse):
+    # The status line and headers go out with the first body chunk, in one write: a separate
+    # write for them was about 8% of a proxy serving small cached objects. (aiohttp's own
+    # `web.Response` does the same; nothing is sent before the first chunk either way.)
+    _send_headers_immediately = False
+
     def __init__(self, status: int, headers: CIMultiDict | dict | None = None,
                  body: AsyncIterator[bytes] | None = None, length: int | None = None,
                  on_close: Callable[[], None] | None = None) -> None:
