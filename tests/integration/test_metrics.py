@@ -69,6 +69,10 @@ def test_put_counters_sum_over_every_worker(cluster):
             r.read()
             assert r.status == 201
             c.close()
+        # Workers add what they counted to the shared values within a second.
+        wait_for(lambda: total(proxy.port, "swiftlite_request_duration_seconds_count",
+                               server="proxy-server", method="PUT", type="object") >= 100,
+                 10, what="every worker's PUTs in the shared metrics")
         # Any worker's scrape sums them all, however many times we ask.
         for _ in range(6):
             assert total(proxy.port, "swiftlite_requests_total", server="proxy-server",
@@ -79,8 +83,9 @@ def test_put_counters_sum_over_every_worker(cluster):
                      server="proxy-server", method="PUT", type="object") == 100
         # The object server counts them too (one grouped PUT per object for its 3 replicas).
         obj_port = cluster.nodes[0]["servers"]["object"]["port"]
-        assert total(obj_port, "swiftlite_requests_total", server="object-server",
-                     method="PUT", type="object") >= 100
+        wait_for(lambda: total(obj_port, "swiftlite_requests_total", server="object-server",
+                               method="PUT", type="object") >= 100, 10,
+                 what="the object server's PUTs")
     finally:
         proxy.stop()
 
@@ -100,8 +105,9 @@ def test_object_server_reports_its_node(cluster):
     devices = {labels["device"] for labels, _ in samples(obj_port, "swiftlite_device_bytes",
                                                          kind="total")}
     assert devices == {"d1", "d2", "d3"}
-    assert total(obj_port, "swiftlite_batch_commit_objects_count") + \
-        total(obj_port, "swiftlite_requests_total", method="PUT") > 0
+    wait_for(lambda: total(obj_port, "swiftlite_batch_commit_objects_count") +
+             total(obj_port, "swiftlite_requests_total", method="PUT") > 0, 10,
+             what="the object server's PUTs")
     # The pool's gauges are sampled once a second.
     wait_for(lambda: total(obj_port, "swiftlite_threadpool_threads") >= 1, 10,
              what="the thread pool's gauge")
