@@ -24,6 +24,7 @@ from typing import TypeVar
 log = logging.getLogger("swiftlite.memcache")
 T = TypeVar("T")
 MAX_KEY = 250
+MAX_KEYS_PER_GETS = 16  # keeps a command line well inside what memcached reads at once
 
 
 class MemcacheError(Exception):
@@ -81,6 +82,8 @@ class MemcacheClient:
         self.io_timeout = io_timeout
         self.retry_interval = retry_interval
         self._last_log = 0.0
+        self._batch: tuple[asyncio.AbstractEventLoop, dict[bytes, list]] | None = None
+        self._tasks: set[asyncio.Task] = set()
 
     def server_for(self, key: bytes) -> _Server:
         if len(self.servers) == 1:
@@ -94,9 +97,23 @@ class MemcacheClient:
     # ---- commands (never raise for server or network trouble) ---------------------------
 
     async def gets(self, key: str) -> tuple[bytes, int] | None:
-        """(value, cas unique), or None for a miss or any failure."""
+        """(value, cas unique), or None for a miss or any failure.
+
+        Lookups asked for in one pass of the event loop share one round trip per server
+        (`gets k1 k2 ...`, each key once): a proxy under load looks up the same container's
+        info for most requests, and a round trip each was a fifth of the time it spent on a
+        cached object. A lookup only joins a command not yet sent, so what it reads is never
+        older than the moment it was asked.
+        """
         k = check_key(key)
-        return await self._call(k, lambda r, w: self._gets(r, w, k), None)
+        loop = asyncio.get_running_loop()
+        batch = self._batch
+        if batch is None or batch[0] is not loop:
+            batch = self._batch = (loop, {})
+            loop.call_soon(self._send_batch, batch)
+        fut = loop.create_future()
+        batch[1].setdefault(k, []).append(fut)
+        return await fut
 
     async def get(self, key: str) -> bytes | None:
         hit = await self.gets(key)
@@ -107,7 +124,7 @@ class MemcacheClient:
         k = check_key(key)
 
         async def run(reader, writer) -> tuple[bool, bytes | None]:
-            hit = await self._gets(reader, writer, k)
+            hit = (await self._gets(reader, writer, [k])).get(k)
             return True, (hit[0] if hit else None)
 
         return await self._call(k, run, (False, None), always=True)
@@ -167,21 +184,47 @@ class MemcacheClient:
 
         return await self._call(k, run, False, always)
 
+    def _send_batch(self, batch: tuple[asyncio.AbstractEventLoop, dict[bytes, list]]) -> None:
+        if self._batch is batch:
+            self._batch = None
+        by_server: dict[int, list[bytes]] = {}
+        for k in batch[1]:
+            by_server.setdefault(id(self.server_for(k)), []).append(k)
+        for keys in by_server.values():
+            for i in range(0, len(keys), MAX_KEYS_PER_GETS):
+                task = batch[0].create_task(self._gets_batch(keys[i:i + MAX_KEYS_PER_GETS],
+                                                             batch[1]))
+                self._tasks.add(task)  # a task nobody references can be collected
+                task.add_done_callback(self._tasks.discard)
+
+    async def _gets_batch(self, keys: list[bytes], waiters: dict[bytes, list]) -> None:
+        found: dict[bytes, tuple[bytes, int]] = {}
+        try:
+            found = await self._call(keys[0], lambda r, w: self._gets(r, w, keys), {})
+        finally:  # cancelled too: every waiter hears (a miss)
+            for k in keys:
+                for fut in waiters[k]:
+                    if not fut.done():
+                        fut.set_result(found.get(k))
+
     @staticmethod
     async def _gets(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    key: bytes) -> tuple[bytes, int] | None:
-        writer.write(b"gets " + key + b"\r\n")
-        line = await reader.readline()
-        if line == b"END\r\n":
-            return None
-        parts = line.split()
-        if len(parts) != 5 or parts[0] != b"VALUE" or parts[1] != key:
-            raise MemcacheError(f"gets: {line[:100]!r}")
-        size, unique = int(parts[3]), int(parts[4])
-        data = await reader.readexactly(size + 2)
-        if data[-2:] != b"\r\n" or await reader.readline() != b"END\r\n":
-            raise MemcacheError("gets: malformed value")
-        return data[:-2], unique
+                    keys: list[bytes]) -> dict[bytes, tuple[bytes, int]]:
+        """{key: (value, cas unique)} for the keys memcached holds."""
+        writer.write(b"gets " + b" ".join(keys) + b"\r\n")
+        found: dict[bytes, tuple[bytes, int]] = {}
+        while True:
+            line = await reader.readline()
+            if line == b"END\r\n":
+                return found
+            parts = line.split()
+            if len(parts) != 5 or parts[0] != b"VALUE" or parts[1] not in keys:
+                raise MemcacheError(f"gets: {line[:100]!r}")
+            size, unique = int(parts[3]), int(parts[4])
+            data = await reader.readexactly(size + 2)
+            if data[-2:] != b"\r\n":
+                raise MemcacheError("gets: malformed value")
+            found[parts[1]] = (data[:-2], unique)
 
     async def _call(self, key: bytes,
                     run: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[T]],

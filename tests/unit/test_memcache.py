@@ -10,7 +10,12 @@ import time
 
 import pytest
 
-from swiftlite.common.memcache import MemcacheClient, check_key, parse_servers
+from swiftlite.common.memcache import (
+    MAX_KEYS_PER_GETS,
+    MemcacheClient,
+    check_key,
+    parse_servers,
+)
 from tests.helpers import start_memcached
 
 
@@ -61,6 +66,53 @@ def test_commands_against_real_memcached(memcached):
         got = await asyncio.gather(*(mc.get(f"c{i}") for i in range(100)))
         assert got == [b"%d" % i for i in range(100)]
         assert 1 <= len(mc.servers[0].idle) <= mc.servers[0].max_idle
+        await mc.close()
+
+    asyncio.run(main())
+
+
+def _stat(port: int, name: str) -> int:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"stats\r\n")
+        data = b""
+        while not data.endswith(b"END\r\n"):
+            data += s.recv(65536)
+    for line in data.decode().splitlines():
+        if line.startswith(f"STAT {name} "):
+            return int(line.split()[2])
+    raise KeyError(name)
+
+
+def test_lookups_of_one_loop_pass_share_a_round_trip(memcached):
+    """Forty lookups asked for at once (twenty keys, some twice, some absent, one value
+    bigger than a socket read) get their own answers from `gets` commands of many keys
+    each; a waiter cancelled meanwhile costs the others nothing."""
+    port, _ = memcached
+
+    async def main() -> None:
+        mc = MemcacheClient([("127.0.0.1", port)], connect_timeout=5, io_timeout=5)
+        big = os.urandom(300_000) + b"\r\nVALUE x 0 1 1\r\n"
+        values = {f"b{i}": (big if i == 7 else b"v%d" % i) for i in range(0, 20, 2)}
+        for k, v in values.items():
+            assert await mc.set(k, v, 10)
+        await mc.close()  # the next command needs a new connection: counted below
+        conns, cmds = _stat(port, "total_connections"), _stat(port, "cmd_get")
+        keys = [f"b{i % 20}" for i in range(40)]
+        tasks = [asyncio.ensure_future(mc.gets(k)) for k in keys]
+        doomed = asyncio.ensure_future(mc.gets("b2"))
+        await asyncio.sleep(0)  # every lookup is waiting for its answer
+        doomed.cancel()
+        got = await asyncio.gather(*tasks)
+        assert [g[0] if g else None for g in got] == [values.get(k) for k in keys]
+        assert len({g[1] for g in got if g}) == len(values)  # each key's own cas unique
+        # Twenty keys make two commands (at most MAX_KEYS_PER_GETS each), sent at once on
+        # two connections, plus the two stats connections since `conns`; each distinct key
+        # is asked for once.
+        assert -(-20 // MAX_KEYS_PER_GETS) == 2
+        assert _stat(port, "total_connections") - conns == 2 + 2
+        assert _stat(port, "cmd_get") - cmds == 20
+        assert doomed.cancelled()
+        assert (await mc.gets("b2"))[0] == b"v2"
         await mc.close()
 
     asyncio.run(main())
