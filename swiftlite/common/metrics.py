@@ -6,6 +6,9 @@ disk usage are not for tenants). Workers forked by `serve` keep their values in 
 files in one directory per server (`metrics_dir`; default `<tmp>/swiftlite-metrics/<server>-<pid>`,
 removed at exit, or by the next server to start if this one was killed), and a scrape on
 any worker sums them all, so counters are right however SO_REUSEPORT spreads the requests.
+Hot-path counts (requests, replica reads, cache lookups) are totalled in the worker and
+written to its files once a second and at each of its scrapes, so a scrape may lag the other
+workers by up to a second.
 
 What is measured:
 - every server: requests by server, method, status, request type (account, container,
