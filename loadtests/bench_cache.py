@@ -12,8 +12,10 @@ with `object_cache_size` set, then runs --rounds rounds of --seconds per proxy (
 off, on, ...): each of --conc clients GETs names drawn from a Zipf(s) law over the images
 (rank 1 the most popular; ranks are shuffled over names). Each proxy first gets --warmup
 seconds of the mix; the first round of each is also a warm-up, reported but left out of the
-medians. With memcached installed (and no --no-memcached), both proxies share one memcached
-(memcache_servers), as proxies of a multi-host cluster do: writes are shared through it
+medians; the cached proxy's hit ratio over the measured rounds (its
+`swiftlite_proxy_object_cache_lookups_total`) is printed after them. With memcached
+installed (and no --no-memcached), both proxies share one memcached (memcache_servers), as
+proxies of a multi-host cluster do: writes are shared through it
 (swiftlite/proxy/write_log.py), so entries live object_cache_ttl's default of 300 s.
 
 `--locust SECONDS` runs the locust image workload (loadtests/locustfile.py: each of --conc
@@ -94,6 +96,22 @@ async def measure(url: str, token: str, order: list[int], cdf: list[float], seco
         t0 = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(conc)))
         return done / (time.monotonic() - t0)
+
+
+def lookups(port: int) -> dict[str, float]:
+    """The cached proxy's object-cache lookups so far, by result (hit, miss, unsynced)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "swiftlite_proxy_object_cache_lookups_total":
+                out[sample.labels["result"]] = sample.value
+    return out
 
 
 def auth(auth_url: str) -> tuple[str, str]:
@@ -237,10 +255,14 @@ def main() -> None:
         for u in (url, cached_url):  # the cache's steady state, and the page cache's
             asyncio.run(measure(u, token, order, cdf, args.warmup, args.conc))
         rates: dict[str, list[float]] = {"off": [], "on": []}
-        for _ in range(args.rounds + 1):
+        looked: list[dict[str, float]] = []
+        for r in range(args.rounds + 1):
             for name, u in (("off", url), ("on", cached_url)):
+                if name == "on" and r == 1:
+                    looked.append(lookups(port))
                 rates[name].append(asyncio.run(measure(u, token, order, cdf, args.seconds,
                                                         args.conc)))
+        looked.append(lookups(port))
         print(f"config: {args.objects} objects of {args.size} B, Zipf({args.zipf}) reads, "
               f"{args.conc} clients, {args.rounds} x {args.seconds:.0f} s rounds per proxy "
               f"(+1 warm-up round, after {args.warmup:.0f} s of warm-up each), "
@@ -256,6 +278,11 @@ def main() -> None:
             print(f"cache {k:3}  {med[k]:8.1f} GET/s  rounds "
                   f"[{', '.join(f'{x:.0f}' for x in v)}] (first: warm-up)")
         print(f"ratio on/off: {med['on'] / med['off']:.2f}")
+        seen = {k: looked[1].get(k, 0) - looked[0].get(k, 0) for k in looked[1]}
+        if sum(seen.values()):
+            print("cache lookups in the measured rounds: " + ", ".join(
+                f"{k} {v:.0f}" for k, v in sorted(seen.items())) +
+                f"; hit ratio {seen.get('hit', 0) / sum(seen.values()):.3f}")
     finally:
         for p in (cached, plain):
             if p is not None:
