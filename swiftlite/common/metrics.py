@@ -296,6 +296,8 @@ def _flush_requests() -> None:
         if before == now:
             continue
         before = before or [0] * len(now)
+        # Marked flushed first: a failure below loses these counts, never adds them twice.
+        _flushed[key] = now
         method, status, kind = key
         server = _state["name"]
         if now[0] != before[0]:
@@ -310,7 +312,6 @@ def _flush_requests() -> None:
             _m["bytes_in"].labels(server, method, kind).inc(now[2] - before[2])
         if now[3] != before[3]:
             _m["bytes_out"].labels(server, method, kind).inc(now[3] - before[3])
-        _flushed[key] = now
 
 
 def pool_state(queued: int, threads: int) -> None:
