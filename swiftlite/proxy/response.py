@@ -23,12 +23,6 @@ class BodyCutShort(Exception):
 
 
 class BodyResponse(web.StreamResponse):
-    # A small body's status line and headers go out with its first chunk, in one write: a
-    # separate write for them was about 8% of a proxy serving small cached objects.
-    # (aiohttp's own `web.Response` does the same.) A big body keeps aiohttp's way, headers
-    # first: one more write is nothing there, and the first chunk is not held back for them.
-    _send_headers_immediately = False
-
     def __init__(self, status: int, headers: CIMultiDict | dict | None = None,
                  body: AsyncIterator[bytes] | None = None, length: int | None = None,
                  on_close: Callable[[], None] | None = None) -> None:
@@ -37,8 +31,11 @@ class BodyResponse(web.StreamResponse):
         self._on_close = on_close
         if length is not None:
             self.content_length = length
-        if length is None or length > HEADERS_WITH_BODY:
-            self._send_headers_immediately = True
+        # A small body's status line and headers go out with its first chunk, in one write:
+        # a separate write for them was about 8% of a proxy serving small cached objects.
+        # (aiohttp's own `web.Response` does the same.) A big body keeps aiohttp's way,
+        # headers first: one more write is nothing there.
+        self._send_headers_immediately = length is None or length > HEADERS_WITH_BODY
 
     def close(self) -> None:
         """Release what feeds the body (a backend connection); safe to call twice."""
