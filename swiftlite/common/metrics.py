@@ -60,6 +60,7 @@ MAX_REMEMBERED_SERIES = 1024
 LATENCY_BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30,
                    float("inf"))
 _sampler_pid = 0
+SAMPLE_INTERVAL = 1.0
 _sampling = threading.Lock()
 
 
@@ -69,7 +70,6 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
-SAMPLE_INTERVAL = 1.0
 
 
 def prepare(conf: Section, name: str) -> None:
