@@ -9,6 +9,7 @@ Pacing is a token bucket on objects/s and bytes/s, so background I/O never starv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -220,10 +221,9 @@ async def run_loop(conf: Section, daemon: str, run_pass: PassFn, once: bool,
                      " ".join(f"{k}={v}" for k, v in stats.items()))
             if once:
                 break
-            try:
-                await asyncio.wait_for(stop.wait(), max(0.0, interval - duration))
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, interval - duration)):
+                    await stop.wait()
             if stop.is_set():
                 break
     finally:

@@ -237,9 +237,10 @@ class MemcacheClient:
             if server.idle:
                 conn = server.idle.pop()
             else:
-                conn = await asyncio.wait_for(
-                    asyncio.open_connection(server.host, server.port), self.connect_timeout)
-            result = await asyncio.wait_for(run(*conn), self.io_timeout)
+                async with asyncio.timeout(self.connect_timeout):
+                    conn = await asyncio.open_connection(server.host, server.port)
+            async with asyncio.timeout(self.io_timeout):
+                result = await run(*conn)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError,
                 MemcacheError) as exc:
             if conn is not None:

@@ -139,7 +139,8 @@ class DeviceCommitter:
         """Wait `seconds`, or less if an update arrives (submit wakes us)."""
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     async def _apply(self) -> None:
         retire, busy = await run_blocking(self._apply_due)

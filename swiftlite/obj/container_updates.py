@@ -139,7 +139,8 @@ class ContainerUpdater:
                for _, targets in per_device for t in targets):
             return  # every target failed lately: don't wait, the task carries on
         try:
-            await asyncio.wait_for(asyncio.shield(task), self.wait_timeout)
+            async with asyncio.timeout(self.wait_timeout):
+                await asyncio.shield(task)
         except TimeoutError:
             pass  # it carries on (and saves itself on failure) in the background
         except Exception:  # noqa: BLE001 - _reap logs it; the object write stands

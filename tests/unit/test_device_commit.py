@@ -224,3 +224,26 @@ async def test_held_rows_of_a_damaged_db_do_not_stall_the_device(tmp_path):
     assert glob.glob(os.path.join(devices, "sda", "quarantined", "containers", "*"))
     await ulog.close()
     assert _logged(devices) == []
+
+
+async def test_a_cancel_arriving_as_the_pause_ends_is_kept(tmp_path):
+    """Stopping the committer cancels its task; a cancel that lands in the same loop pass
+    as an update's wake-up must still end the pause (Python 3.11's wait_for lost it, and the
+    task went on as if never cancelled)."""
+    _, _, committer = _setup(tmp_path)
+    kept = 0
+    for passes in range(6):  # the cancel lands 0..5 loop passes after the wake-up
+        task = asyncio.ensure_future(committer._pause(30))
+        await asyncio.sleep(0)  # it now waits on the wake-up
+        committer._wake.set()
+        for _ in range(passes):
+            await asyncio.sleep(0)
+        if task.cancel():  # accepted: the task had not finished
+            kept += 1
+            try:
+                await task
+            except asyncio.CancelledError:
+                continue
+            raise AssertionError(f"a cancel {passes} passes after the wake-up was lost")
+        await task
+    assert kept  # the window was really exercised

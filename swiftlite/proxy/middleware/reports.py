@@ -153,7 +153,8 @@ class Body:
     async def read(self, size: int) -> bytes:
         if self.content is not None:
             try:
-                return await asyncio.wait_for(self.content.read(size), self.timeout)
+                async with asyncio.timeout(self.timeout):
+                    return await self.content.read(size)
             except TimeoutError:
                 raise Outcome(408) from None
             except (ConnectionError, OSError):
