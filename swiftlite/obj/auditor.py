@@ -14,6 +14,10 @@ metadata (.data, and .meta over it) carries X-Delete-At is queued again, in one 
 append per suffix. The trailer is read anyway, so this costs nothing for other objects; a
 queue entry lost in a crash (a kill between an object's rename and its record) comes back
 within one audit cycle, and duplicates collapse in the queue.
+
+A third, for the state hint reads follow (``fileformat.HINT_XATTR``): a hash dir whose hint
+does not name its current files (written before hints, a crash between a hint and its rename,
+a file copied in by hand) gets it set again, under the writers' lock (``hints`` in the stats).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 from swiftlite.common import daemon
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import bodysum, digests, diskfile, expiring, sync
+from swiftlite.obj import bodysum, digests, diskfile, expiring, fileformat, sync
 
 log = logging.getLogger("swiftlite.object-auditor")
 NAME = "object-auditor"
@@ -73,7 +77,8 @@ def check_file(path: str) -> tuple[bool, int, dict[str, str] | None]:
 def audit_suffix(device_path: str, part: str, suffix: str,
                  reclaim_age: float) -> dict[str, int]:
     """Audit every object of one suffix dir (one thread hop)."""
-    out = {"objects": 0, "quarantined": 0, "bytes": 0, "reclaimed": 0, "expiring": 0}
+    out = {"objects": 0, "quarantined": 0, "bytes": 0, "reclaimed": 0, "expiring": 0,
+           "hints": 0}
     sdir = os.path.join(device_path, diskfile.OBJECTS, part, suffix)
     queued: list[expiring.Entry] = []
     for h in _listdir(sdir):
@@ -88,8 +93,14 @@ def audit_suffix(device_path: str, part: str, suffix: str,
         if sync.tombstone_expired(state, reclaim_age):
             out["reclaimed"] += sync.remove_if_unchanged(device_path, part, h, state)
             continue
+        names = state.split("|")
+        if fileformat.read_hint(hdir) != names:
+            try:
+                out["hints"] += diskfile.refresh_hint(device_path, part, h)
+            except OSError:
+                log.exception("could not set the state hint of %s", hdir)
         merged: dict[str, str] | None = None
-        for name in state.split("|"):
+        for name in names:
             ok, n, md = check_file(os.path.join(hdir, name))
             out["bytes"] += n
             if not ok:
@@ -140,14 +151,14 @@ class Auditor:
         return out, removed
 
     async def run_pass(self, stats: dict[str, Any]) -> None:
-        for k in ("quarantined", "bytes", "reclaimed", "rehashed", "expiring"):
+        for k in ("quarantined", "bytes", "reclaimed", "rehashed", "expiring", "hints"):
             stats[k] = 0
         work, stats["temp_removed"] = await run_blocking(self._walk)
         for dev_path, part, sufs in work:
             stats["partitions"] += 1
             for s in sufs:
                 res = await run_blocking(audit_suffix, dev_path, part, s, self.reclaim_age)
-                for k in ("objects", "quarantined", "bytes", "reclaimed", "expiring"):
+                for k in ("objects", "quarantined", "bytes", "reclaimed", "expiring", "hints"):
                     stats[k] += res[k]
                 await self.pacer.pace(res["objects"], res["bytes"])
         await self._rehash_some(work, stats)

@@ -53,6 +53,7 @@ from swiftlite.obj import bodysum, digests, direct_io, durability, expiring
 from swiftlite.obj.fileformat import (  # noqa: F401 (re-exported: one import for users)
     EXTS,
     FOOTER,
+    HINT_XATTR,
     MAGIC,
     OBJECTS,
     POSTABLE,
@@ -70,7 +71,9 @@ from swiftlite.obj.fileformat import (  # noqa: F401 (re-exported: one import fo
     parse_tail,
     read_fd_metadata,
     read_file_metadata,
+    read_hint,
     state_of,
+    write_hint,
 )
 
 TMP = "tmp"
@@ -266,9 +269,10 @@ def renamed(device_path: str, part: int | str, hexhash: str, tmp: str, filename:
             names = held.names
             old = state_of(names)
             current = check(hdir, names)
-            os.rename(tmp, os.path.join(hdir, filename))
             names.append(filename)
             new = state_of(names)  # obsolete files do not count, removed or not
+            write_hint(held.fd, new)  # before the rename: see fileformat.HINT_XATTR
+            os.rename(tmp, os.path.join(hdir, filename))
             assert held.journal is not None
             held.journal.record(hexhash[-3:], hexhash, old, new)
             journal_size = held.journal.size
@@ -676,19 +680,23 @@ class ObjectInfo:
 
 
 def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int = 0,
-                verify: bool = False) -> ObjectInfo:
-    """Find the current files, read metadata; read the body too when <= `read_whole` bytes.
+                verify: bool = False, hinted: bool = True) -> ObjectInfo:
+    """Find the current files (by the hash dir's hint when it has one, else by listing it),
+    read metadata; read the body too when <= `read_whole` bytes.
 
     A file with a corrupt trailer is quarantined and reported missing. `verify` checks a body
     read whole (for a full GET) against its sums (bodysum), so the caller can quarantine it.
     """
     hdir = hash_dir(device_path, part, hexhash)
-    try:
-        names = os.listdir(hdir)
-    except (FileNotFoundError, NotADirectoryError):
-        if not os.path.isdir(device_path):
-            raise DeviceMissing(device_path) from None
-        return ObjectInfo("missing")
+    names = read_hint(hdir) if hinted else None
+    if names is None or not names[0].endswith(".data"):  # a tombstone is read the long way
+        hinted = False
+        try:
+            names = os.listdir(hdir)
+        except (FileNotFoundError, NotADirectoryError):
+            if not os.path.isdir(device_path):
+                raise DeviceMissing(device_path) from None
+            return ObjectInfo("missing")
     main, meta = current_files(names)
     if main is None:
         return ObjectInfo("missing")
@@ -697,8 +705,8 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
         return ObjectInfo("deleted", timestamp=stem)
     try:
         fd = os.open(os.path.join(hdir, main), os.O_RDONLY)
-    except FileNotFoundError:  # replaced under us; the newer file wins next time
-        return open_object(device_path, part, hexhash, read_whole, verify)
+    except FileNotFoundError:  # replaced under us (or a hint ahead of its file): list it
+        return open_object(device_path, part, hexhash, read_whole, verify, False)
     info = ObjectInfo("ok", timestamp=stem)
     try:
         size = os.fstat(fd).st_size
@@ -719,7 +727,9 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
                 md = merge_metadata(md, read_file_metadata(os.path.join(hdir, meta))[0])
                 info.meta_timestamp = _split(meta)[0]
             except FileNotFoundError:
-                pass
+                if hinted:  # superseded since the hint was read: list the dir
+                    info.close()
+                    return open_object(device_path, part, hexhash, read_whole, verify, False)
     except CorruptFile:
         if fd >= 0:
             os.close(fd)
@@ -747,6 +757,20 @@ def current_paths(device_path: str, part: int | str, hexhash: str) -> list[str]:
     """Full paths of the object's current files (what a sync sends to a peer)."""
     hdir = hash_dir(device_path, part, hexhash)
     return [os.path.join(hdir, n) for n in current_files(_listdir(hdir)) if n]
+
+
+def refresh_hint(device_path: str, part: int | str, hexhash: str) -> bool:
+    """Set the hash dir's hint to its current files if it says otherwise (a dir written
+    before hints, a crash between a hint and its rename, a file copied in by hand); True if
+    it was set."""
+    with locked_hash_dir(device_path, part, hexhash) as held:
+        if held is None:
+            return False
+        state = state_of(held.names)
+        if not state or read_hint(held.path) == state.split("|"):
+            return False
+        write_hint(held.fd, state)
+        return True
 
 
 def quarantine(device_path: str, part: int | str, hexhash: str) -> bool:

@@ -257,3 +257,103 @@ def test_an_empty_body_in_any_pieces_is_written(dev, pieces):
     info = diskfile.open_object(dev, 0, H, 1 << 20, True)
     assert info.body == b"" and info.etag_ok
     info.close()
+
+
+def _hint(dev, h=H):
+    try:
+        return os.getxattr(diskfile.hash_dir(dev, 0, h), diskfile.HINT_XATTR).decode()
+    except OSError:
+        return None
+
+
+def test_every_write_keeps_the_state_hint_that_reads_follow(dev, tmp_path):
+    """A read opens the files the hash dir's hint names instead of listing the dir, so every
+    kind of write (PUT, POST, DELETE, a replica's file) must leave the hint naming exactly the
+    current files."""
+    if _xattrs_refused(dev):
+        pytest.skip("no user xattrs on this filesystem")
+    put(dev, "0000000001.00000", b"one")
+    assert _hint(dev) == "0000000001.00000.data"
+    put(dev, "0000000002.00000", b"two")
+    assert _hint(dev) == "0000000002.00000.data"
+    assert diskfile.open_object(dev, 0, H, read_whole=4096).body == b"two"
+    diskfile.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-K": "v"})
+    assert _hint(dev) == "0000000002.00000.data|0000000003.00000.meta"
+    info = diskfile.open_object(dev, 0, H, read_whole=4096)
+    assert info.body == b"two" and info.metadata["X-Object-Meta-K"] == "v"
+    diskfile.write_marker(dev, 0, H, "0000000004.00000", "ts", {})
+    assert _hint(dev) == "0000000004.00000.ts"
+    assert diskfile.open_object(dev, 0, H).status == "deleted"
+    # A peer's newer file (replication) goes through the same rename.
+    other = str(tmp_path / "sdb")
+    os.makedirs(other)
+    put(other, "0000000005.00000", b"five")
+    (src,) = diskfile.current_paths(other, 0, H)
+    w = diskfile.DataWriter(dev, 0, H)
+    w.write([open(src, "rb").read()], hash_body=False)
+    w.commit_raw(os.path.basename(src))
+    assert _hint(dev) == "0000000005.00000.data"
+    assert diskfile.open_object(dev, 0, H, read_whole=4096).body == b"five"
+
+
+def _xattrs_refused(path) -> bool:
+    try:
+        os.setxattr(path, "user.probe", b"1")
+        os.removexattr(path, "user.probe")
+        return False
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("hint", [
+    "0000000009.00000.data",  # ahead of its file: a crash between the hint and the rename
+    "0000000001.00000.data|0000000009.00000.meta",  # a .meta gone since
+    "../../0000000001.00000.data", "x|y|z", "", "\udcff",  # not a hint this code writes
+])
+def test_a_hint_that_does_not_fit_sends_the_read_to_a_listing(dev, hint):
+    if _xattrs_refused(dev):
+        pytest.skip("no user xattrs on this filesystem")
+    put(dev, "0000000001.00000", b"one")
+    os.setxattr(diskfile.hash_dir(dev, 0, H), diskfile.HINT_XATTR,
+                hint.encode(errors="surrogateescape"))
+    info = diskfile.open_object(dev, 0, H, read_whole=4096)
+    assert info.status == "ok" and info.body == b"one" and info.meta_timestamp is None
+    info = diskfile.open_object(dev, 0, H)  # the body left to stream
+    assert info.status == "ok" and info.fd >= 0 and info.body_len == 3
+    info.close()
+
+
+def test_a_hint_that_cannot_be_set_is_removed_or_the_write_fails(dev, monkeypatch):
+    """Where the new hint does not fit (the dir's xattr space is full), the old one must not
+    stay behind naming a file older than the new one."""
+    if _xattrs_refused(dev):
+        pytest.skip("no user xattrs on this filesystem")
+    put(dev, "0000000001.00000", b"one")
+    hdir = diskfile.hash_dir(dev, 0, H)
+    filled = 0
+    for size in (1024, 256, 64, 16, 4, 1):  # fill the xattr space to the byte
+        while filled < 10_000:
+            try:
+                os.setxattr(hdir, f"user.filler{filled}", b"x" * size)
+            except OSError as exc:
+                assert exc.errno in (errno.ENOSPC, errno.E2BIG)
+                break
+            filled += 1
+    if filled >= 10_000:
+        pytest.skip("this filesystem's xattr space did not fill")
+    # The .meta makes the state (and its hint) longer than the one that fits.
+    diskfile.write_marker(dev, 0, H, "0000000002.00000", "meta", {"X-Object-Meta-K": "v"})
+    assert _hint(dev) is None
+    info = diskfile.open_object(dev, 0, H, read_whole=4096)
+    assert info.body == b"one" and info.metadata["X-Object-Meta-K"] == "v"
+    # And where even the removal fails (I/O errors, injected), the write fails.
+    def broken(*a, **kw):
+        raise OSError(errno.EIO, "injected")
+
+    monkeypatch.setattr(os, "setxattr", broken)
+    monkeypatch.setattr(os, "removexattr", broken)
+    with pytest.raises(OSError):
+        diskfile.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-K": "w"})
+    monkeypatch.undo()
+    info = diskfile.open_object(dev, 0, H, read_whole=4096)
+    assert info.metadata["X-Object-Meta-K"] == "v"
