@@ -24,6 +24,11 @@ start-up.
 
 The current files of an object (its ``state``, ``fileformat.state_of``): the newest .data or
 .ts (a .ts wins a tie), plus the newest .meta when newer than a .data (or with no .data/.ts).
+The hash dir carries its state as a hint (the xattr ``user.swiftlite.state``), set under the
+flock before every rename into the dir, so a read opens the named files without listing the
+dir; a hint that names a file not there, or a tombstone, sends the read to a listing, and the
+auditor sets hints that lost track (``refresh_hint``). Nothing may add a file to a hash dir
+except through ``renamed``; a file copied in by hand is read once the auditor has passed.
 
 API used by the server and the replicator (blocking; call through the thread pool):
 ``DataWriter`` (PUT a body, or ``commit_raw`` a file copied from a peer), ``write_marker``
