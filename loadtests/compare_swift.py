@@ -50,6 +50,8 @@ def bench(a_url: str, b_url: str, size: str, count: int, conc: int, out: str,
     print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     print(r.stdout, flush=True)
+    if r.returncode != 0:  # say why (a Swift whose auth answers 503, say), not just "no file"
+        raise SystemExit(f"bench.py failed ({r.returncode}):\n{r.stderr.strip()}")
     with open(out) as f:
         return json.load(f)
 
