@@ -8,6 +8,7 @@ line, one healthcheck and one way of forking workers.
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import logging
 import os
@@ -186,6 +187,10 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
     # connections a full accept queue drops SYNs, and each costs the client a 1 s retransmit.
     site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
     await site.start()
+    # What start-up built (rings, configs, the app) lives as long as the process: out of the
+    # collector's sight, a full collection walks ~1.7k objects instead of ~42k. It took
+    # 17 ms of the event loop each time, about once a second under 64 KiB PUTs.
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
