@@ -155,14 +155,19 @@ def test_corrupt_trailer_is_quarantined_on_open(dev):
     assert os.listdir(qdir)[0].startswith(H)
 
 
-def test_commit_raw_copies_a_peer_file(dev, tmp_path):
+def copy_from_peer(dev, tmp_path, ts, body):
+    """Commit on `dev` the file a peer device holds for `body` at `ts`, as replication does."""
     other = str(tmp_path / "sdb")
-    os.makedirs(other)
-    put(other, "0000000007.00000", b"replica")
+    os.makedirs(other, exist_ok=True)
+    put(other, ts, body)
     (src,) = diskfile.current_paths(other, 0, H)
     w = diskfile.DataWriter(dev, 0, H)
     w.write([open(src, "rb").read()], hash_body=False)
     w.commit_raw(os.path.basename(src))
+
+
+def test_commit_raw_copies_a_peer_file(dev, tmp_path):
+    copy_from_peer(dev, tmp_path, "0000000007.00000", b"replica")
     info = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
     assert info.body == b"replica" and info.etag_ok
     w = diskfile.DataWriter(dev, 0, H)
@@ -285,13 +290,7 @@ def test_every_write_keeps_the_state_hint_that_reads_follow(dev, tmp_path):
     assert _hint(dev) == "0000000004.00000.ts"
     assert diskfile.open_object(dev, 0, H).status == "deleted"
     # A peer's newer file (replication) goes through the same rename.
-    other = str(tmp_path / "sdb")
-    os.makedirs(other)
-    put(other, "0000000005.00000", b"five")
-    (src,) = diskfile.current_paths(other, 0, H)
-    w = diskfile.DataWriter(dev, 0, H)
-    w.write([open(src, "rb").read()], hash_body=False)
-    w.commit_raw(os.path.basename(src))
+    copy_from_peer(dev, tmp_path, "0000000005.00000", b"five")
     assert _hint(dev) == "0000000005.00000.data"
     assert diskfile.open_object(dev, 0, H, read_whole=4096).body == b"five"
 
