@@ -74,7 +74,7 @@ def state_of(names: list[str]) -> str:
 
 
 # The state an object's hash dir holds, kept on the dir itself so a read opens its files
-# without listing the dir: a listing was about a third of a local read's pool time (six GIL
+# without listing the dir: a listing was over half of a local read's pool time (six GIL
 # round trips for a one-file dir). Trusted only because every file added to a hash dir goes
 # through `diskfile.renamed`, which sets the hint (hash dir locked) before the rename, so the
 # hint never names an existing file older than the current one. A hint naming a file that is
