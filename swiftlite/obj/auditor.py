@@ -29,7 +29,7 @@ from typing import Any
 from swiftlite.common import daemon
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import bodysum, digests, diskfile, expiring, fileformat, sync
+from swiftlite.obj import bodysum, digests, diskfile, expiring, sync
 
 log = logging.getLogger("swiftlite.object-auditor")
 NAME = "object-auditor"
@@ -94,7 +94,7 @@ def audit_suffix(device_path: str, part: str, suffix: str,
             out["reclaimed"] += sync.remove_if_unchanged(device_path, part, h, state)
             continue
         names = state.split("|")
-        if fileformat.read_hint(hdir) != names:
+        if diskfile.read_hint(hdir) != names:
             try:
                 out["hints"] += diskfile.refresh_hint(device_path, part, h)
             except OSError:

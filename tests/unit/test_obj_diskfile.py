@@ -264,6 +264,15 @@ def test_an_empty_body_in_any_pieces_is_written(dev, pieces):
     info.close()
 
 
+def _xattrs_refused(path) -> bool:
+    try:
+        os.setxattr(path, "user.probe", b"1")
+        os.removexattr(path, "user.probe")
+        return False
+    except OSError:
+        return True
+
+
 def _hint(dev, h=H):
     try:
         return os.getxattr(diskfile.hash_dir(dev, 0, h), diskfile.HINT_XATTR).decode()
@@ -293,15 +302,6 @@ def test_every_write_keeps_the_state_hint_that_reads_follow(dev, tmp_path):
     copy_from_peer(dev, tmp_path, "0000000005.00000", b"five")
     assert _hint(dev) == "0000000005.00000.data"
     assert diskfile.open_object(dev, 0, H, read_whole=4096).body == b"five"
-
-
-def _xattrs_refused(path) -> bool:
-    try:
-        os.setxattr(path, "user.probe", b"1")
-        os.removexattr(path, "user.probe")
-        return False
-    except OSError:
-        return True
 
 
 @pytest.mark.parametrize("hint", [
