@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from swiftlite.common import metrics
 from swiftlite.common.threadpool import deliver
-from swiftlite.obj import bodysum, durability
+from swiftlite.obj import bodysum, durability, page_cache
 from swiftlite.obj.direct_io import aligned_image
 from swiftlite.obj.diskfile import CommitResult, DataWriter, ETagMismatch, Renamed, pack_trailer
 
@@ -55,11 +55,17 @@ class Job:
     error: BaseException | None = None  # refuses the whole job (ETag mismatch)
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future | None = None
+    buffered: bool = False  # its files went through the page cache (not O_DIRECT)
+
+    @functools.cached_property
+    def size(self) -> int:
+        """The body's bytes."""
+        return sum(len(c) for c in self.chunks)
 
     @functools.cached_property
     def nbytes(self) -> int:
         """Bytes this job writes in all (its body once per device)."""
-        return sum(len(c) for c in self.chunks) * len(self.writers)
+        return self.size * len(self.writers)
 
     @functools.cached_property
     def keys(self) -> frozenset[tuple[str, str, str]]:
@@ -84,8 +90,10 @@ def put_many(writers: list[DataWriter], chunks: list[bytes], metadata: dict[str,
     return job.outcome()
 
 
-def put_batch(jobs: list[Job], direct_body: int = 0) -> None:
+def put_batch(jobs: list[Job], direct_body: int = 0,
+              window: page_cache.WrittenWindow | None = None) -> None:
     """Commit every job durably with two flushes in all; outcomes are set on the jobs.
+    Files written through the page cache join `window` once committed.
 
     Jobs must not share a hash dir (the committer never batches two such jobs): this thread
     would wait on its own flock. A job that names one hash dir twice is refused.
@@ -125,7 +133,7 @@ def put_batch(jobs: list[Job], direct_body: int = 0) -> None:
             return
         for job, i in live:
             job.writers[i].close_flushed()
-        _commit_all(live, flush_all)
+        _commit_all(live, flush_all, window)
 
 
 def _write_job(job: Job, direct_body: int = 0) -> list[tuple[Job, int]]:
@@ -138,13 +146,14 @@ def _write_job(job: Job, direct_body: int = 0) -> list[tuple[Job, int]]:
     if job.expected_etag and job.expected_etag.strip('"').lower() != job.etag:
         job.error = ETagMismatch(job.etag)
         return []
-    size = sum(len(c) for c in job.chunks)
+    size = job.size
     job.metadata = dict(job.metadata, ETag=job.etag, **{"X-Timestamp": job.timestamp,
                                                         "Content-Length": str(size),
                                                         bodysum.CHECK_KEY: sums.check})
     trailer = pack_trailer(job.metadata)
     image = aligned_image([*job.chunks, trailer]) if direct_body and size >= direct_body \
         else None
+    job.buffered = image is None
     live = []
     for i in sorted(range(len(job.writers)), key=lambda k: job.writers[k].device_path):
         w = job.writers[i]
@@ -160,7 +169,8 @@ def _write_job(job: Job, direct_body: int = 0) -> list[tuple[Job, int]]:
     return live
 
 
-def _commit_all(live: list[tuple[Job, int]], flush_all) -> None:
+def _commit_all(live: list[tuple[Job, int]], flush_all,
+                window: page_cache.WrittenWindow | None = None) -> None:
     """Rename every live file into its hash dir, all of them held locked, then flush once
     for all; older files go only after that flush. One loop and one ExitStack, however big
     the batch (the stack holds the locks, not the call depth).
@@ -192,6 +202,8 @@ def _commit_all(live: list[tuple[Job, int]], flush_all) -> None:
                 job.results[i] = job.writers[i].committed(r.finish(), job.metadata)
             except BaseException as exc:  # noqa: BLE001 - durable; only the cleanup failed
                 job.results[i] = exc
+            if window is not None and job.buffered:
+                window.add(os.path.join(r.held.path, f"{job.timestamp}.data"), job.size)
 
 
 class BatchCommitter:
@@ -211,8 +223,12 @@ class BatchCommitter:
     """
 
     def __init__(self, max_jobs: int = MAX_JOBS, threads: int = 1, large_threads: int = 2,
-                 large_body: int = LARGE_BODY, direct_body: int = 0) -> None:
+                 large_body: int = LARGE_BODY, direct_body: int = 0,
+                 written_cache: int | None = None) -> None:
         self.max_jobs = max(1, max_jobs)
+        # The page cache keeps this many bytes of the files written last (None: all).
+        self.written_cache = written_cache
+        self.window = None if written_cache is None else page_cache.WrittenWindow(written_cache)
         self.direct_body = direct_body  # see _write_job
         self.threads = max(1, threads)
         self.large_threads = max(1, large_threads)
@@ -263,6 +279,8 @@ class BatchCommitter:
             if self._pid != os.getpid():  # first use, or a forked worker: its own threads
                 self._pid = os.getpid()
                 self._queues, self._held = {}, set()
+                if self.written_cache is not None:
+                    self.window = page_cache.WrittenWindow(self.written_cache)
             queue = self._queues.get(key)
             if queue is None:
                 queue = self._queues[key] = []
@@ -281,7 +299,7 @@ class BatchCommitter:
                     self._cv.wait()
             try:
                 t0 = time.monotonic()
-                put_batch(batch, self.direct_body)
+                put_batch(batch, self.direct_body, self.window)
                 metrics.batch_committed(len(batch), time.monotonic() - t0)
             except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
                 for job in batch:
@@ -296,6 +314,8 @@ class BatchCommitter:
             for job in batch:
                 assert job.loop is not None and job.future is not None
                 deliver(job.loop, job.future, None, None)
+            if self.window is not None:  # after the answers: no PUT waits for this
+                self.window.drop_overflow()
 
     def _take(self, queue: list[Job], max_bytes: int = 0) -> list[Job]:
         """The next batch from `queue`, in order, sharing no hash dir with a batch in

@@ -86,7 +86,9 @@ class ObjectServer:
                                         conf.get_int("commit_threads", 1),
                                         conf.get_int("large_commit_threads", 2),
                                         conf.get_size("large_commit_body", LARGE_BODY),
-                                        self.direct_body)
+                                        self.direct_body,
+                                        conf.get_size("written_cache_size", 512 * 1024 * 1024)
+                                        if conf.get_bool("drop_written_cache", True) else None)
         self._folding: set[tuple[str, int]] = set()
 
     # ---- plumbing ---------------------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""The page cache keeps the object files written last, and lets older ones go.
+
+A buffered write copies the body into page-cache pages. Left there, every PUT grows the
+cache with fresh pages. Fresh pages are the costly kind: on the VMs this runs on (a balloon
+that hands free memory back to the host), a fresh page is faulted in from the host on first
+touch, and a 64 KiB file cost the committer about 160 us of kernel time to write, against
+about 60 us when the pages are recycled ones (`loadtests/RESULTS.md`, sixteenth session).
+Swift drops every written object from the cache for a like reason, and then reads what
+was just written from the disk.
+
+`WrittenWindow` is the middle way: the most recent `limit` bytes of object files written
+stay cached (an image is often read again soon after its upload, and a replica read then
+costs no disk read), and older ones are dropped from the cache, so new writes reuse their
+pages. A file read later is cached again by that read, as any file is.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+
+
+def drop(path: str) -> None:
+    """Let the kernel free `path`'s cached pages (clean ones: the file is flushed).
+    A file removed or replaced since has nothing to drop."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass  # only a hint
+    finally:
+        os.close(fd)
+
+
+class WrittenWindow:
+    """The paths of recently written files, newest last, up to `limit` bytes (thread-safe)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(0, limit)
+        self._files: collections.deque[tuple[str, int]] = collections.deque()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.dropped = 0  # files dropped from the cache: for tests and stats
+
+    def add(self, path: str, nbytes: int) -> None:
+        with self._lock:
+            self._files.append((path, nbytes))
+            self._bytes += nbytes
+
+    def overflow(self) -> list[str]:
+        """Take the oldest paths out until what is left fits in `limit`; the caller drops
+        them (`drop`, blocking: a committer thread, not the event loop)."""
+        out = []
+        with self._lock:
+            while self._bytes > self.limit and self._files:
+                path, n = self._files.popleft()
+                self._bytes -= n
+                out.append(path)
+            self.dropped += len(out)
+        return out
+
+    def drop_overflow(self) -> None:
+        for path in self.overflow():
+            drop(path)
