@@ -149,6 +149,9 @@ def init() -> None:
     _m["flush"] = Histogram("swiftlite_batch_commit_seconds",
                             "Time to write, flush and rename one batch",
                             buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5))
+    _m["cache_dropped"] = Counter("swiftlite_page_cache_dropped_files",
+                                  "Written object files dropped from the page cache, past "
+                                  "the newest written_cache_size bytes")
     # Rows per commit, for device rounds and held applies alike.
     db_rows = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1000)
     _m["db_round"] = Histogram("swiftlite_db_commit_round_updates",
@@ -325,6 +328,11 @@ def batch_committed(objects: int, seconds: float) -> None:
     if _m:
         _m["batch_size"].observe(objects)
         _m["flush"].observe(seconds)
+
+
+def written_dropped(files: int) -> None:
+    if _m and files:
+        _m["cache_dropped"].inc(files)
 
 
 def db_round(updates: int, dbs: int, seconds: float, deferred: int) -> None:

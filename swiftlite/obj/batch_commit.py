@@ -315,7 +315,7 @@ class BatchCommitter:
                 assert job.loop is not None and job.future is not None
                 deliver(job.loop, job.future, None, None)
             if self.window is not None:  # after the answers: no PUT waits for this
-                self.window.drop_overflow()
+                metrics.written_dropped(self.window.drop_overflow())
 
     def _take(self, queue: list[Job], max_bytes: int = 0) -> list[Job]:
         """The next batch from `queue`, in order, sharing no hash dir with a batch in

@@ -63,6 +63,9 @@ class WrittenWindow:
             self.dropped += len(out)
         return out
 
-    def drop_overflow(self) -> None:
-        for path in self.overflow():
+    def drop_overflow(self) -> int:
+        """Drop what `overflow` takes out; returns how many files."""
+        paths = self.overflow()
+        for path in paths:
             drop(path)
+        return len(paths)

@@ -5,6 +5,7 @@ devices, and nobody outside metrics_allowed_networks can read them.
 
 from __future__ import annotations
 
+import configparser
 import http.client
 import urllib.parse
 import uuid
@@ -88,6 +89,32 @@ def test_put_counters_sum_over_every_worker(cluster):
                  what="the object server's PUTs")
     finally:
         proxy.stop()
+
+
+def test_the_object_server_counts_the_files_it_drops_from_the_page_cache(tmp_path):
+    """With a window of one byte every committed replica file is dropped from the page
+    cache once its batch is answered, and counted; the objects stay whole."""
+    c = start_cluster(str(tmp_path / "window"), nodes=1, devices=3, replicas=3, part_power=4)
+    try:
+        c.kill_node(0, roles=["object"])
+        conf = configparser.ConfigParser(interpolation=None)
+        conf.read(c.nodes[0]["conf"])
+        conf["object-server"]["written_cache_size"] = "1"
+        with open(c.nodes[0]["conf"], "w") as f:
+            conf.write(f)
+        c.start_node(0, roles=["object"])
+        conn = c.connection()
+        conn.put_container("window")
+        for i in range(5):
+            conn.put_object("window", f"o{i}", b"%d" % i * 20000)
+        port = c.nodes[0]["servers"]["object"]["port"]
+        name = "swiftlite_page_cache_dropped_files_total"
+        wait_for(lambda: total(port, name) >= 15, 10, what="15 replica files dropped")
+        assert total(port, name) == 15  # 5 objects x 3 replicas, each once
+        for i in range(5):
+            assert conn.get_object("window", f"o{i}")[1] == b"%d" % i * 20000
+    finally:
+        c.stop()
 
 
 @pytest.mark.slow
