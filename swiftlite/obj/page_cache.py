@@ -17,8 +17,12 @@ pages. A file read later is cached again by that read, as any file is.
 from __future__ import annotations
 
 import collections
+import mmap
 import os
 import threading
+
+PAGE = mmap.PAGESIZE
+MAX_FILES = 32768  # paths remembered at most: tiny objects would need millions for the bytes
 
 
 def drop(path: str) -> None:
@@ -37,16 +41,19 @@ def drop(path: str) -> None:
 
 
 class WrittenWindow:
-    """The paths of recently written files, newest last, up to `limit` bytes (thread-safe)."""
+    """The paths of recently written files, newest last, up to `limit` bytes of the pages
+    they fill and `max_files` files (thread-safe)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_files: int = MAX_FILES) -> None:
         self.limit = max(0, limit)
+        self.max_files = max(0, max_files)
         self._files: collections.deque[tuple[str, int]] = collections.deque()
         self._bytes = 0
         self._lock = threading.Lock()
         self.dropped = 0  # files dropped from the cache: for tests and stats
 
     def add(self, path: str, nbytes: int) -> None:
+        nbytes = max(1, -(-nbytes // PAGE)) * PAGE  # the cache holds whole pages
         with self._lock:
             self._files.append((path, nbytes))
             self._bytes += nbytes
@@ -56,7 +63,8 @@ class WrittenWindow:
         them (`drop`, blocking: a committer thread, not the event loop)."""
         out = []
         with self._lock:
-            while self._bytes > self.limit and self._files:
+            while self._files and (self._bytes > self.limit
+                                   or len(self._files) > self.max_files):
                 path, n = self._files.popleft()
                 self._bytes -= n
                 out.append(path)

@@ -61,21 +61,25 @@ def droppable(tmp_path):
     return tmp_path
 
 
-def test_the_window_gives_up_its_oldest_files_beyond_its_bytes():
-    w = page_cache.WrittenWindow(250)
+def test_the_window_gives_up_its_oldest_files_beyond_its_bytes_or_count():
+    w = page_cache.WrittenWindow(250 * PAGE)
     for i in range(5):
-        w.add(f"f{i}", 100)
-    assert w.overflow() == ["f0", "f1", "f2"]  # 200 bytes left: the newest two
+        w.add(f"f{i}", 100 * PAGE)
+    assert w.overflow() == ["f0", "f1", "f2"]  # 200 pages left: the newest two
     assert w.overflow() == []
-    w.add("f5", 50)
-    assert w.overflow() == []  # 250 fits
-    w.add("f6", 1)
+    w.add("f5", 50 * PAGE - 100)  # counted in whole pages: 50
+    assert w.overflow() == []  # 250 pages fit
+    w.add("f6", 1)  # one page
     assert w.overflow() == ["f3"]
     assert w.dropped == 4
     assert page_cache.WrittenWindow(0).overflow() == []
     zero = page_cache.WrittenWindow(0)
     zero.add("g", 1)
     assert zero.overflow() == ["g"]
+    few = page_cache.WrittenWindow(1 << 30, max_files=2)  # tiny files: the count binds
+    for i in range(4):
+        few.add(f"t{i}", 10)
+    assert few.overflow() == ["t0", "t1"]
 
 
 def test_drop_frees_a_flushed_files_pages_and_ignores_a_missing_file(droppable):
