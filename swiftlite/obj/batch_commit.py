@@ -227,7 +227,6 @@ class BatchCommitter:
                  written_cache: int | None = None) -> None:
         self.max_jobs = max(1, max_jobs)
         # The page cache keeps this many bytes of the files written last (None: all).
-        self.written_cache = written_cache
         self.window = None if written_cache is None else page_cache.WrittenWindow(written_cache)
         self.direct_body = direct_body  # see _write_job
         self.threads = max(1, threads)
@@ -279,8 +278,9 @@ class BatchCommitter:
             if self._pid != os.getpid():  # first use, or a forked worker: its own threads
                 self._pid = os.getpid()
                 self._queues, self._held = {}, set()
-                if self.written_cache is not None:
-                    self.window = page_cache.WrittenWindow(self.written_cache)
+                if self.window is not None:  # the parent's files are not this worker's
+                    self.window = page_cache.WrittenWindow(self.window.limit,
+                                                           self.window.max_files)
             queue = self._queues.get(key)
             if queue is None:
                 queue = self._queues[key] = []

@@ -22,6 +22,7 @@ import os
 import threading
 
 PAGE = mmap.PAGESIZE
+WINDOW = 512 * 1024 * 1024  # written_cache_size's default (etc/object-server.conf)
 MAX_FILES = 32768  # paths remembered at most: tiny objects would need millions for the bytes
 
 

@@ -30,7 +30,7 @@ from swiftlite.common.server import make_app
 from swiftlite.common.sysmeta import LISTING_BYTES, OBJECT_SYSMETA, OVERRIDE_ETAG
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import bodysum, digests, diskfile, durability, read_plan, sync
+from swiftlite.obj import bodysum, digests, diskfile, durability, page_cache, read_plan, sync
 from swiftlite.obj.batch_commit import LARGE_BODY, MAX_JOBS, BatchCommitter
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 from swiftlite.obj.read_plan import DEFAULT_CT, PASSED_HEADERS
@@ -87,7 +87,7 @@ class ObjectServer:
                                         conf.get_int("large_commit_threads", 2),
                                         conf.get_size("large_commit_body", LARGE_BODY),
                                         self.direct_body,
-                                        conf.get_size("written_cache_size", 512 * 1024 * 1024)
+                                        conf.get_size("written_cache_size", page_cache.WINDOW)
                                         if conf.get_bool("drop_written_cache", True) else None)
         self._folding: set[tuple[str, int]] = set()
 
