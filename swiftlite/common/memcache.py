@@ -10,6 +10,11 @@ invalidations) always try, as they are rare and a skipped one could leave anothe
 reading a stale entry.
 
 Keys go to servers by rendezvous hashing: adding or removing a server moves only its share.
+
+Lookups (`gets`, the one command on every proxy request) go over one pipelined connection
+per server (`_Pipe`): a batch is written as soon as it is formed, without waiting for the
+answers to the batches before it, and answers are matched to batches in order. The other
+commands are rare and use the pooled connections.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -64,11 +70,128 @@ class _Server:
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self.down_until = 0.0
         self.weight_seed = f"{host}:{port}".encode()
+        self.pipe: _Pipe | None = None
 
     def close(self) -> None:
         for _, writer in self.idle:
             writer.close()
         self.idle.clear()
+        if self.pipe is not None:
+            self.pipe.fail(None)
+            self.pipe = None
+
+
+# A batch on a pipe: its keys, who waits for them, and the timer that gives up on it.
+_Sent = tuple[list[bytes], dict[bytes, list], asyncio.TimerHandle]
+
+
+class _Pipe(asyncio.Protocol):
+    """One connection for `gets` batches, pipelined. A round trip through the pooled
+    connections (a task, a timeout scope, stream reads) cost a proxy about as much loop time
+    as the rest of a cached GET; here a batch is one write, and its answer is parsed where
+    it arrives. Any failure (a timeout, nonsense, the connection lost) answers every batch
+    waiting on this connection with misses and closes it; the next batch opens a new one."""
+
+    def __init__(self, client: MemcacheClient, server: _Server) -> None:
+        self.client, self.server = client, server
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.outbox: list[bytes] = []  # written once connected
+        self.sent: deque[_Sent] = deque()
+        self.found: dict[bytes, tuple[bytes, int]] = {}  # the head batch's answers so far
+        self.buf = bytearray()
+        self.dead = False
+        self.connecting = self.loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
+        try:
+            async with asyncio.timeout(self.client.connect_timeout):
+                await self.loop.create_connection(lambda: self, self.server.host,
+                                                  self.server.port)
+        except (OSError, TimeoutError) as exc:
+            self.fail(exc)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if self.dead:  # gave up while connecting
+            transport.close()
+            return
+        if self.outbox:
+            self.transport.write(b"".join(self.outbox))
+            self.outbox.clear()
+
+    def send(self, keys: list[bytes], waiters: dict[bytes, list]) -> None:
+        cmd = b"gets " + b" ".join(keys) + b"\r\n"
+        timer = self.loop.call_later(self.client.io_timeout, self.fail, TimeoutError())
+        self.sent.append((keys, waiters, timer))
+        if self.transport is not None:
+            self.transport.write(cmd)
+        else:
+            self.outbox.append(cmd)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos = 0
+        try:
+            while self.sent:
+                end = buf.find(b"\r\n", pos)
+                if end < 0:
+                    break
+                if end - pos == 3 and buf[pos:end] == b"END":
+                    pos = end + 2
+                    keys, waiters, timer = self.sent.popleft()
+                    timer.cancel()
+                    _answer(keys, waiters, self.found)
+                    self.found = {}
+                    continue
+                parts = bytes(buf[pos:end]).split()
+                if len(parts) != 5 or parts[0] != b"VALUE" or \
+                        parts[1] not in self.sent[0][0]:
+                    raise MemcacheError(f"gets: {bytes(buf[pos:pos + 100])!r}")
+                size, unique = int(parts[3]), int(parts[4])
+                if len(buf) < end + 2 + size + 2:
+                    break  # the value is still on its way
+                if buf[end + 2 + size:end + 4 + size] != b"\r\n":
+                    raise MemcacheError("gets: malformed value")
+                self.found[parts[1]] = (bytes(buf[end + 2:end + 2 + size]), unique)
+                pos = end + 4 + size
+            if not self.sent and pos < len(buf):
+                raise MemcacheError(f"unasked-for bytes: {bytes(buf[pos:pos + 100])!r}")
+        except (MemcacheError, ValueError) as exc:
+            self.fail(exc)
+            return
+        del buf[:pos]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(exc or ConnectionResetError("memcached closed the connection"))
+
+    def fail(self, exc: BaseException | None) -> None:
+        """Every waiting batch hears a miss; the connection is not used again."""
+        if self.dead:
+            return
+        self.dead = True
+        if self.server.pipe is self:
+            self.server.pipe = None
+        if self.transport is not None:
+            self.transport.abort()
+        if self.connecting is not asyncio.current_task():
+            self.connecting.cancel()
+        while self.sent:
+            keys, waiters, timer = self.sent.popleft()
+            timer.cancel()
+            _answer(keys, waiters, {})
+        if exc is not None:
+            self.server.down_until = time.monotonic() + self.client.retry_interval
+            self.client._warn(self.server, exc)
+
+
+def _answer(keys: list[bytes], waiters: dict[bytes, list],
+            found: dict[bytes, tuple[bytes, int]]) -> None:
+    for k in keys:
+        for fut in waiters[k]:
+            if not fut.done():
+                fut.set_result(found.get(k))
 
 
 class MemcacheClient:
@@ -83,7 +206,6 @@ class MemcacheClient:
         self.retry_interval = retry_interval
         self._last_log = 0.0
         self._batch: tuple[asyncio.AbstractEventLoop, dict[bytes, list]] | None = None
-        self._tasks: set[asyncio.Task] = set()
 
     def server_for(self, key: bytes) -> _Server:
         if len(self.servers) == 1:
@@ -187,25 +309,20 @@ class MemcacheClient:
     def _send_batch(self, batch: tuple[asyncio.AbstractEventLoop, dict[bytes, list]]) -> None:
         if self._batch is batch:
             self._batch = None
-        by_server: dict[int, list[bytes]] = {}
+        by_server: dict[int, tuple[_Server, list[bytes]]] = {}
         for k in batch[1]:
-            by_server.setdefault(id(self.server_for(k)), []).append(k)
-        for keys in by_server.values():
+            server = self.server_for(k)
+            by_server.setdefault(id(server), (server, []))[1].append(k)
+        now = time.monotonic()
+        for server, keys in by_server.values():
+            if server.down_until > now:
+                _answer(keys, batch[1], {})  # just failed: a miss without waiting
+                continue
+            pipe = server.pipe
+            if pipe is None or pipe.dead:
+                pipe = server.pipe = _Pipe(self, server)
             for i in range(0, len(keys), MAX_KEYS_PER_GETS):
-                task = batch[0].create_task(self._gets_batch(keys[i:i + MAX_KEYS_PER_GETS],
-                                                             batch[1]))
-                self._tasks.add(task)  # a task nobody references can be collected
-                task.add_done_callback(self._tasks.discard)
-
-    async def _gets_batch(self, keys: list[bytes], waiters: dict[bytes, list]) -> None:
-        found: dict[bytes, tuple[bytes, int]] = {}
-        try:
-            found = await self._call(keys[0], lambda r, w: self._gets(r, w, keys), {})
-        finally:  # cancelled too: every waiter hears (a miss)
-            for k in keys:
-                for fut in waiters[k]:
-                    if not fut.done():
-                        fut.set_result(found.get(k))
+                pipe.send(keys[i:i + MAX_KEYS_PER_GETS], batch[1])
 
     @staticmethod
     async def _gets(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

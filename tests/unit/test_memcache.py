@@ -106,16 +106,75 @@ def test_lookups_of_one_loop_pass_share_a_round_trip(memcached):
         assert [g[0] if g else None for g in got] == [values.get(k) for k in keys]
         assert len({g[1] for g in got if g}) == len(values)  # each key's own cas unique
         # Twenty keys make two commands (at most MAX_KEYS_PER_GETS each), sent at once on
-        # two connections, plus the two stats connections since `conns`; each distinct key
-        # is asked for once.
+        # one pipelined connection, plus the two stats connections since `conns`; each
+        # distinct key is asked for once.
         assert -(-20 // MAX_KEYS_PER_GETS) == 2
-        assert _stat(port, "total_connections") - conns == 2 + 2
+        assert _stat(port, "total_connections") - conns == 1 + 2
         assert _stat(port, "cmd_get") - cmds == 20
         assert doomed.cancelled()
         assert (await mc.gets("b2"))[0] == b"v2"
         await mc.close()
 
     asyncio.run(main())
+
+
+def test_batches_of_successive_loop_passes_are_pipelined_on_one_connection(memcached):
+    """Lookups asked for in five loop passes, none waiting for an earlier answer, go out as
+    five commands on one connection, and each hears its own key's value."""
+    port, _ = memcached
+
+    async def main() -> None:
+        mc = MemcacheClient([("127.0.0.1", port)], connect_timeout=5, io_timeout=5)
+        for i in range(5):
+            assert await mc.set(f"p{i}", b"value %d" % i, 10)
+        conns, cmds = _stat(port, "total_connections"), _stat(port, "cmd_get")
+        tasks = []
+        for i in range(5):
+            tasks += [asyncio.ensure_future(mc.gets(f"p{i}")),
+                      asyncio.ensure_future(mc.gets("absent"))]
+            await asyncio.sleep(0)  # the next lookups make a batch of their own
+        got = await asyncio.gather(*tasks)
+        assert [g[0] if g else None for g in got] == \
+            [v for i in range(5) for v in (b"value %d" % i, None)]
+        assert _stat(port, "total_connections") - conns == 1 + 2  # + the two stats calls
+        assert _stat(port, "cmd_get") - cmds == 10
+        await mc.close()
+
+    asyncio.run(main())
+
+
+def test_a_lookup_connection_answering_nonsense_fails_open(memcached):
+    """A server that answers a lookup with bytes that are no answer: a miss, the connection
+    dropped, the server skipped for retry_interval; then lookups work again."""
+    port, _ = memcached
+    fake = socket.socket()
+    fake.bind(("127.0.0.1", 0))
+    fake.listen(4)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        mc = MemcacheClient([("127.0.0.1", fake.getsockname()[1])], connect_timeout=5,
+                            io_timeout=5, retry_interval=0.2)
+        lookup = asyncio.ensure_future(mc.gets("k"))
+        fake.setblocking(False)
+        conn, _ = await loop.sock_accept(fake)
+        assert (await loop.sock_recv(conn, 100)).startswith(b"gets k")
+        await loop.sock_sendall(conn, b"VALUE k 0 nonsense\r\n")
+        assert await lookup is None
+        assert await loop.sock_recv(conn, 100) == b""  # dropped by the client
+        assert await mc.gets("k") is None  # skipped: no new connection is tried
+        conn.close()
+        # A working server behind the same client after the retry interval.
+        mc.servers[0].port = port
+        assert await mc.set("k", b"v", 10)
+        deadline = time.monotonic() + 10
+        while (hit := await mc.gets("k")) is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert hit is not None and hit[0] == b"v"
+        await mc.close()
+
+    asyncio.run(main())
+    fake.close()
 
 
 def test_fails_open_when_down_refused_or_silent(memcached):
