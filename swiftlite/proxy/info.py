@@ -38,6 +38,7 @@ from swiftlite.common.server import before_fork
 
 TOMBSTONE = b"-"
 MAX_LOCAL_ENTRIES = 50000
+MAX_DECODED = 4096
 
 
 @dataclass
@@ -145,6 +146,10 @@ class InfoCache:
         self.tombstone_ttl = max(ttl, 120.0)
         self.table = table or shared_table()
         self._entries: dict[tuple, tuple[Any, int, int]] = {}  # key -> value, since, expiry
+        # memcached's bytes -> their decoded value: with memcached, every request looks up
+        # its container, and decoding the same JSON each time was ~3% of a cached GET.
+        # Values are shared, as local entries are: nothing changes one after it is made.
+        self._decoded: dict[bytes, Any] = {}
 
     def _slot_hash(self, key: tuple) -> int:
         # str hashes are salted per interpreter, but forked workers share the parent's salt.
@@ -173,10 +178,15 @@ class InfoCache:
         if data == TOMBSTONE:
             fill.unique = unique
             return None, fill
-        try:
-            value = _decode(data)
-        except (ValueError, TypeError, KeyError):
-            return None, fill  # not ours, or an older format: fetch, and `add` will not fit
+        value = self._decoded.get(data)
+        if value is None:
+            try:
+                value = _decode(data)
+            except (ValueError, TypeError, KeyError):
+                return None, fill  # not ours, or an older format: fetch; `add` will not fit
+            if len(self._decoded) >= MAX_DECODED:
+                self._decoded.clear()
+            self._decoded[data] = value
         self._keep(key, value, fill.since)
         return value, None
 
