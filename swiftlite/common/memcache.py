@@ -81,8 +81,8 @@ class _Server:
             self.pipe = None
 
 
-# A batch on a pipe: its keys, who waits for them, and the timer that gives up on it.
-_Sent = tuple[list[bytes], dict[bytes, list], asyncio.TimerHandle]
+# A batch on a pipe: its keys, who waits for them, and when it gives up (monotonic).
+_Sent = tuple[list[bytes], dict[bytes, list], float]
 
 
 class _Pipe(asyncio.Protocol):
@@ -101,6 +101,7 @@ class _Pipe(asyncio.Protocol):
         self.found: dict[bytes, tuple[bytes, int]] = {}  # the head batch's answers so far
         self.buf = bytearray()
         self.dead = False
+        self.watchdog: asyncio.TimerHandle | None = None
         self.connecting = self.loop.create_task(self._connect())
 
     async def _connect(self) -> None:
@@ -122,8 +123,9 @@ class _Pipe(asyncio.Protocol):
 
     def send(self, keys: list[bytes], waiters: dict[bytes, list]) -> None:
         cmd = b"gets " + b" ".join(keys) + b"\r\n"
-        timer = self.loop.call_later(self.client.io_timeout, self.fail, TimeoutError())
-        self.sent.append((keys, waiters, timer))
+        self.sent.append((keys, waiters, self.loop.time() + self.client.io_timeout))
+        if self.watchdog is None:
+            self.watchdog = self.loop.call_at(self.sent[0][2], self._check)
         if self.transport is not None:
             self.transport.write(cmd)
         else:
@@ -140,8 +142,7 @@ class _Pipe(asyncio.Protocol):
                     break
                 if end - pos == 3 and buf[pos:end] == b"END":
                     pos = end + 2
-                    keys, waiters, timer = self.sent.popleft()
-                    timer.cancel()
+                    keys, waiters, _ = self.sent.popleft()
                     _answer(keys, waiters, self.found)
                     self.found = {}
                     continue
@@ -163,6 +164,16 @@ class _Pipe(asyncio.Protocol):
             return
         del buf[:pos]
 
+    def _check(self) -> None:
+        # One timer per pipe, not one per batch: it waits for the oldest batch's deadline.
+        self.watchdog = None
+        if self.dead or not self.sent:
+            return
+        if self.loop.time() >= self.sent[0][2]:
+            self.fail(TimeoutError())
+        else:
+            self.watchdog = self.loop.call_at(self.sent[0][2], self._check)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.fail(exc or ConnectionResetError("memcached closed the connection"))
 
@@ -177,9 +188,10 @@ class _Pipe(asyncio.Protocol):
             self.transport.abort()
         if self.connecting is not asyncio.current_task():
             self.connecting.cancel()
+        if self.watchdog is not None:
+            self.watchdog.cancel()
         while self.sent:
-            keys, waiters, timer = self.sent.popleft()
-            timer.cancel()
+            keys, waiters, _ = self.sent.popleft()
             _answer(keys, waiters, {})
         if exc is not None:
             self.server.down_until = time.monotonic() + self.client.retry_interval
