@@ -150,6 +150,7 @@ class InfoCache:
         # its container, and decoding the same JSON each time was ~3% of a cached GET.
         # Values are shared, as local entries are: nothing changes one after it is made.
         self._decoded: dict[bytes, Any] = {}
+        self.changes = 0  # drops by this worker so far: what a request's memo is valid for
 
     def _slot_hash(self, key: tuple) -> int:
         # str hashes are salted per interpreter, but forked workers share the parent's salt.
@@ -207,6 +208,7 @@ class InfoCache:
         memcached first, then the stamp: a worker that read memcached before the tombstone
         started before the stamp, so it drops what it read."""
         self._entries.pop(key, None)
+        self.changes += 1
         if self.memcache is not None:
             await self.memcache.set(self._mc_key(key), TOMBSTONE, self.tombstone_ttl)
         self.table.stamp(self._slot_hash(key))

@@ -29,6 +29,10 @@ from swiftlite.proxy.write_log import WriteLog
 from swiftlite.ring import Ring
 
 PROXY = web.AppKey("proxy", object)
+# Request key: the container and account info this request (and its sub-requests, which
+# share it) already looked up, as Swift's per-request info cache: an anonymous read of a
+# public container asks for its container three times (staticweb, versioning, the ACL).
+INFO_MEMO = "swiftlite.info_memo"
 
 
 @dataclass
@@ -217,15 +221,27 @@ class Proxy:
                            ring: Ring, names: tuple[str, ...], cls: type,
                            fields: Callable[[Any], tuple]) -> Any:
         """A container's or account's info from the cache, else from a HEAD of a replica
-        (only a 2xx answer is cached)."""
+        (only a 2xx answer is cached). Kept for the rest of the request until this worker
+        writes any such info (a sub-request's PUT, say): `cache.changes` then moves on."""
+        memo = request.get(INFO_MEMO)
+        if memo is None:
+            memo = request[INFO_MEMO] = {}
+        mkey = (cache.kind, key)
+        seen = memo.get(mkey)
+        changes = cache.changes
+        if seen is not None and seen[0] == changes:
+            return seen[1]
         cached, fill = await cache.lookup(key)
         if cached is not None:
+            memo[mkey] = (changes, cached)
             return cached
         resp = await read_any(self, request, ring, ring.get_part(*names), "HEAD", names)
         if resp.status // 100 != 2:
-            return cls(404 if resp.status == 404 else resp.status)
-        info = cls(resp.status, *fields(resp.headers))
-        await cache.put(key, info, fill)
+            info = cls(404 if resp.status == 404 else resp.status)
+        else:
+            info = cls(resp.status, *fields(resp.headers))
+            await cache.put(key, info, fill)
+        memo[mkey] = (changes, info)
         return info
 
     # ---- auth and info endpoints ---------------------------------------------------------

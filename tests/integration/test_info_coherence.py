@@ -210,6 +210,24 @@ def test_change_through_one_host_seen_at_once_through_the_other(two_hosts, memca
     assert request(a, "PUT", f"{path}/y.jpg", auth, b"y") == 404
 
 
+def test_a_read_asks_memcached_for_its_container_once(two_hosts, memcached_port):
+    """staticweb, object versioning and the ACL check each want the container's info for
+    an anonymous read of a public container: the request looks it up once and they share
+    it (the count is memcached's own)."""
+    c, (a, b), _ = two_hosts
+    url, token = swiftclient.get_auth(a + "/auth/v1.0", "test:tester", "testing")
+    path = urllib.parse.urlsplit(url).path + f"/memo-{uuid.uuid4().hex[:8]}"
+    auth = {"X-Auth-Token": token}
+    assert request(a, "PUT", path, {**auth, "X-Container-Read": ".r:*"}) == 201
+    assert request(a, "PUT", f"{path}/x.jpg", auth, b"x") == 201
+    assert request(b, "GET", f"{path}/x.jpg") == 200  # B's info of it is in memcached now
+    before = mc_stats(memcached_port[0])
+    assert statuses(b, "GET", f"{path}/x.jpg", n=10) == [200] * 10
+    after = mc_stats(memcached_port[0])
+    assert after["cmd_get"] - before["cmd_get"] == 10
+    assert after["get_hits"] - before["get_hits"] == 10
+
+
 def test_memcached_down_does_not_fail_requests(two_hosts, memcached_port):
     c, (a, b), procs = two_hosts
     _, mc = memcached_port
