@@ -181,6 +181,10 @@ def init() -> None:
                           "Object cache lookups by result (hit, miss, unsynced: a miss "
                           "because this worker has not heard other hosts' writes lately)",
                           ["result"])
+    _m["cache_fills"] = Counter("swiftlite_proxy_object_cache_fills",
+                                "Objects a cache miss read whole, by what became of them "
+                                "(admitted; not_admitted: the cache was full and the object "
+                                "had not missed lately)", ["result"])
     _m["replica_reads"] = Counter("swiftlite_proxy_replica_reads",
                                   "Object GET/HEAD replica reads the proxy made, by device "
                                   "(ip:port/device of its object server) and path (local: "
@@ -193,7 +197,7 @@ def init() -> None:
                                 "by route: shortcut (past the features that leave them "
                                 "alone) or declined (a feature had to see it: the full "
                                 "pipeline answered)", ["route"])
-    for name in ("replica_reads", "plain_reads", "cache"):
+    for name in ("replica_reads", "plain_reads", "cache", "cache_fills"):
         sampled(_tally_sampler(name))
     sampled(_flush_requests)
     _start_sampler()
@@ -360,6 +364,10 @@ def update_log_replayed(segments: int) -> None:
 
 def cache_lookup(result: str) -> None:
     tally("cache", result)
+
+
+def cache_fill(result: str) -> None:
+    tally("cache_fills", result)
 
 
 def replica_read(node: dict[str, Any], via: str) -> None:
