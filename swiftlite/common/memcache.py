@@ -331,7 +331,7 @@ class MemcacheClient:
                 _answer(keys, batch[1], {})  # just failed: a miss without waiting
                 continue
             pipe = server.pipe
-            if pipe is None or pipe.dead:
+            if pipe is None or pipe.dead or pipe.loop is not batch[0]:  # (a loop since gone)
                 pipe = server.pipe = _Pipe(self, server)
             for i in range(0, len(keys), MAX_KEYS_PER_GETS):
                 pipe.send(keys[i:i + MAX_KEYS_PER_GETS], batch[1])

@@ -38,7 +38,7 @@ from swiftlite.common.server import before_fork
 
 TOMBSTONE = b"-"
 MAX_LOCAL_ENTRIES = 50000
-MAX_DECODED = 4096
+MAX_DECODED = 1024
 
 
 @dataclass
