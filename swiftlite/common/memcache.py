@@ -11,10 +11,10 @@ reading a stale entry.
 
 Keys go to servers by rendezvous hashing: adding or removing a server moves only its share.
 
-Lookups (`gets`, the one command on every proxy request) go over one pipelined connection
-per server (`_Pipe`): a batch is written as soon as it is formed, without waiting for the
-answers to the batches before it, and answers are matched to batches in order. The other
-commands are rare and use the pooled connections.
+Lookups (`gets`, the one command on every proxy request, and `lookup`) go over one
+pipelined connection per server (`_Pipe`): a batch is written as soon as it is formed,
+without waiting for the answers to the batches before it, and answers are matched to
+batches in order. The other commands are rare and use the pooled connections.
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ class _Server:
 
 # A batch on a pipe: its keys, who waits for them, and when it gives up (monotonic).
 _Sent = tuple[list[bytes], dict[bytes, list], float]
+# What a lookup's waiter hears when its server failed (a miss is None).
+FAILED = object()
 
 
 class _Pipe(asyncio.Protocol):
@@ -192,18 +194,20 @@ class _Pipe(asyncio.Protocol):
             self.watchdog.cancel()
         while self.sent:
             keys, waiters, _ = self.sent.popleft()
-            _answer(keys, waiters, {})
+            _answer(keys, waiters, None)
         if exc is not None:
             self.server.down_until = time.monotonic() + self.client.retry_interval
             self.client._warn(self.server, exc)
 
 
 def _answer(keys: list[bytes], waiters: dict[bytes, list],
-            found: dict[bytes, tuple[bytes, int]]) -> None:
+            found: dict[bytes, tuple[bytes, int]] | None) -> None:
+    """Each waiter hears its key's (value, cas unique), None for a miss, or FAILED (found
+    None: the server failed)."""
     for k in keys:
         for fut in waiters[k]:
             if not fut.done():
-                fut.set_result(found.get(k))
+                fut.set_result(FAILED if found is None else found.get(k))
 
 
 class MemcacheClient:
@@ -247,7 +251,8 @@ class MemcacheClient:
             loop.call_soon(self._send_batch, batch)
         fut = loop.create_future()
         batch[1].setdefault(k, []).append(fut)
-        return await fut
+        hit = await fut
+        return None if hit is FAILED else hit
 
     async def get(self, key: str) -> bytes | None:
         hit = await self.gets(key)
@@ -256,12 +261,15 @@ class MemcacheClient:
     async def lookup(self, key: str) -> tuple[bool, bytes | None]:
         """(answered, value): a miss (True, None) told apart from a failure (False, None)."""
         k = check_key(key)
-
-        async def run(reader, writer) -> tuple[bool, bytes | None]:
-            hit = (await self._gets(reader, writer, [k])).get(k)
-            return True, (hit[0] if hit else None)
-
-        return await self._call(k, run, (False, None), always=True)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        # Always tried, even on a server that just failed: a caller that must tell a miss
+        # from a failure (the write log) asks rarely.
+        self._pipe(self.server_for(k), loop).send([k], {k: [fut]})
+        hit = await fut
+        if hit is FAILED:
+            return False, None
+        return True, (hit[0] if hit else None)
 
     async def append(self, key: str, value: bytes, ttl: float) -> bool:
         """Appended to the key's value, which is created if absent (`ttl` applies then)."""
@@ -328,32 +336,17 @@ class MemcacheClient:
         now = time.monotonic()
         for server, keys in by_server.values():
             if server.down_until > now:
-                _answer(keys, batch[1], {})  # just failed: a miss without waiting
+                _answer(keys, batch[1], None)  # just failed: a miss without waiting
                 continue
-            pipe = server.pipe
-            if pipe is None or pipe.dead or pipe.loop is not batch[0]:  # (a loop since gone)
-                pipe = server.pipe = _Pipe(self, server)
+            pipe = self._pipe(server, batch[0])
             for i in range(0, len(keys), MAX_KEYS_PER_GETS):
                 pipe.send(keys[i:i + MAX_KEYS_PER_GETS], batch[1])
 
-    @staticmethod
-    async def _gets(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    keys: list[bytes]) -> dict[bytes, tuple[bytes, int]]:
-        """{key: (value, cas unique)} for the keys memcached holds."""
-        writer.write(b"gets " + b" ".join(keys) + b"\r\n")
-        found: dict[bytes, tuple[bytes, int]] = {}
-        while True:
-            line = await reader.readline()
-            if line == b"END\r\n":
-                return found
-            parts = line.split()
-            if len(parts) != 5 or parts[0] != b"VALUE" or parts[1] not in keys:
-                raise MemcacheError(f"gets: {line[:100]!r}")
-            size, unique = int(parts[3]), int(parts[4])
-            data = await reader.readexactly(size + 2)
-            if data[-2:] != b"\r\n":
-                raise MemcacheError("gets: malformed value")
-            found[parts[1]] = (data[:-2], unique)
+    def _pipe(self, server: _Server, loop: asyncio.AbstractEventLoop) -> _Pipe:
+        pipe = server.pipe
+        if pipe is None or pipe.dead or pipe.loop is not loop:  # (a loop since gone)
+            pipe = server.pipe = _Pipe(self, server)
+        return pipe
 
     async def _call(self, key: bytes,
                     run: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[T]],

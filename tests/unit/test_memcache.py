@@ -54,6 +54,9 @@ def test_commands_against_real_memcached(memcached):
         assert value == b"three"
         assert await mc.cas("k", b"four", unique, 10)
         assert await mc.get("k") == b"four"
+        # lookup tells a miss from a failure: here, a hit and a miss.
+        assert await mc.lookup("k") == (True, b"four")
+        assert await mc.lookup("never-set") == (True, None)
         big = os.urandom(200_000) + b"\r\nEND\r\n"  # binary, with protocol-looking bytes
         assert await mc.set("big", big, 10)
         assert await mc.get("big") == big
@@ -189,6 +192,7 @@ def test_fails_open_when_down_refused_or_silent(memcached):
         # The pooled connection is dead, then connecting is refused: misses, not errors.
         assert await mc.gets("k") is None
         assert await mc.get("k") is None
+        assert await mc.lookup("k") == (False, None)  # a failure, not a miss
         assert not await mc.set("k", b"v", 10)
         assert not await mc.delete("k")
         # A server that accepts but never answers costs one io_timeout, then reads skip it.
