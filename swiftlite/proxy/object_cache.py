@@ -89,11 +89,10 @@ class ObjectCache:
         # The name other hosts publish writes under (write_log), so theirs stamp it too.
         return digest(*key) & self.table.mask
 
-    def _admit(self, key: Key, size: int) -> bool:
-        """Room without evicting, or a second miss of this object not long ago."""
+    def _admit(self, h: int, size: int) -> bool:
+        """Room without evicting, or a second miss of the object (digest `h`) not long ago."""
         if self.used + size <= self.budget:
             return True
-        h = digest(*key)
         if h in self._missed or h in self._missed_before:
             self._missed.discard(h)
             self._missed_before.discard(h)
@@ -130,10 +129,11 @@ class ObjectCache:
         return None, now
 
     def put(self, key: Key, headers: CIMultiDict, body: bytes, since: int) -> None:
-        if len(body) > self.max_object or self.table.slots[self._slot(key)] >= since or \
+        h = digest(*key)
+        if len(body) > self.max_object or self.table.slots[h & self.table.mask] >= since or \
                 since <= self._void_before():
             return  # too big, or a write landed (or may have) since the fetch began
-        if key not in self._lru and not self._admit(key, len(body)):
+        if key not in self._lru and not self._admit(h, len(body)):
             return
         metrics.cache_fill("admitted")
         try:
