@@ -3,8 +3,8 @@
 A buffered write copies the body into page-cache pages. Left there, every PUT grows the
 cache with fresh pages. Fresh pages are the costly kind: on the VMs this runs on (a balloon
 that hands free memory back to the host), a fresh page is faulted in from the host on first
-touch, and a 64 KiB file cost the committer about 160 us of kernel time to write, against
-about 60 us when the pages are recycled ones (`loadtests/RESULTS.md`, sixteenth session).
+touch: creating and writing a new 64 KiB file cost 57-313 us of kernel time, against 27 us
+when its pages were ones just freed (`loadtests/RESULTS.md`, sixteenth session).
 Swift drops every written object from the cache for a like reason, and then reads what
 was just written from the disk.
 
