@@ -47,7 +47,10 @@ def before_fork(hook: Callable[[Section], None]) -> Callable[[Section], None]:
 
 @web.middleware
 async def base_middleware(request: web.Request, handler):
-    """Request id, /healthcheck, and the last line of defence: no exception escapes as a hang."""
+    """Request id, /healthcheck, and the last line of defence: no exception escapes as a hang.
+
+    Also callable as a plain function: `make_app(route=...)` wraps its one route with it
+    instead of installing it as aiohttp middleware."""
     request[TXID] = request_txid(request.headers)
     if request.path == "/healthcheck":
         return web.Response(text="OK")
@@ -107,20 +110,38 @@ def backend_auth_middleware(signer: signing.Signer):
     return backend_auth
 
 
-def make_app(*, backend: bool = False, **kwargs) -> web.Application:
+def make_app(*, backend: bool = False,
+             route: Callable[[web.Request], Awaitable[web.StreamResponse]] | None = None,
+             **kwargs) -> web.Application:
     """An aiohttp Application with the shared middleware installed.
 
     `backend=True` (storage servers) also requires every request to carry a valid backend
     signature; without a configured secret that raises SecretError and the server won't
-    start."""
+    start. `route`: the app's only handler, for every method and path (the proxy), with
+    base_middleware's work done in that route instead: aiohttp then runs no middleware chain
+    at all, which was about 3% of the proxy's time on a cached GET."""
     signed = []
     if backend:
         signed = [backend_auth_middleware(signing.require())]
-    middlewares = [base_middleware, *signed, *kwargs.pop("middlewares", [])]
-    app = web.Application(middlewares=middlewares, client_max_size=8 * 1024**2, **kwargs)
+    middlewares = [*signed, *kwargs.pop("middlewares", [])]
+    if route is None or middlewares:
+        middlewares.insert(0, base_middleware)
+        app = web.Application(middlewares=middlewares, client_max_size=8 * 1024**2, **kwargs)
+        if route is not None:
+            app.router.add_route("*", _ANY_PATH, route)
+    else:
+        app = web.Application(client_max_size=8 * 1024**2, **kwargs)
+
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            return await base_middleware(request, route)
+
+        app.router.add_route("*", _ANY_PATH, guarded)
     app.on_response_prepare.append(_add_txid)
     return app
 
+
+# [\s\S]: a name may hold a newline, which ".*" would not match (a 404 from the router).
+_ANY_PATH = r"/{tail:[\s\S]*}"
 
 # `swiftlite up` binds each server's port itself and hands the listening socket down under
 # this variable, so a port it picked can never be taken by another process in between.

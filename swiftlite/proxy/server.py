@@ -304,10 +304,8 @@ def create_app(conf: Section) -> web.Application:
     lenient_parser.install()  # clients may send UTF-8 names unencoded, as Swift allows
     empty_length.install()  # 204s say Content-Length: 0, as Swift's do
     proxy = Proxy(conf)
-    app = make_app()
+    app = make_app(route=_dispatch)
     app[PROXY] = proxy
     app.on_startup.append(proxy.startup)
     app.on_cleanup.append(proxy.cleanup)
-    # [\s\S]: a name may hold a newline, which ".*" would not match (a 404 from the router).
-    app.router.add_route("*", r"/{tail:[\s\S]*}", _dispatch)
     return app
