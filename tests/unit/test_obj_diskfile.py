@@ -356,3 +356,26 @@ def test_a_hint_that_cannot_be_set_is_removed_or_the_write_fails(dev, monkeypatc
     monkeypatch.undo()
     info = diskfile.open_object(dev, 0, H, read_whole=4096)
     assert info.metadata["X-Object-Meta-K"] == "v"
+
+
+@pytest.mark.parametrize("delta", [-1, 0, 1])
+def test_a_whole_read_around_its_first_reads_size_gets_every_byte(dev, delta):
+    # A file of exactly FIRST_READ bytes must not be taken as short, and one a byte longer
+    # must get its last byte from the second read.
+    def data_size(ts: str) -> int:
+        return os.path.getsize(os.path.join(diskfile.hash_dir(dev, 0, H), ts + ".data"))
+
+    probe = diskfile.FIRST_READ - 1000
+    put(dev, "0000000001.00000", os.urandom(probe))
+    overhead = data_size("0000000001.00000") - probe  # the trailer: metadata and footer
+    body = os.urandom(diskfile.FIRST_READ - overhead + delta)
+    put(dev, "0000000002.00000", body)
+    assert data_size("0000000002.00000") == diskfile.FIRST_READ + delta
+    info = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
+    assert info.body == body and info.etag_ok is True and info.fd == -1
+    # Too big to read whole: metadata only, and the file stays open for streaming.
+    info = diskfile.open_object(dev, 0, H, read_whole=len(body) - 1)
+    try:
+        assert info.body is None and info.fd >= 0 and info.body_len == len(body)
+    finally:
+        info.close()
