@@ -664,6 +664,7 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
 
 FIRST_READ = 64 * 1024  # what a whole-body read asks for before it knows the file's size
 
+
 @dataclass
 class ObjectInfo:
     """What GET/HEAD needs: found (and live), tombstoned, or absent."""
@@ -714,14 +715,14 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
     info = ObjectInfo("ok", timestamp=stem)
     try:
         # A small file is read whole without asking its size first: a read that comes back
-        # short has reached the end. One syscall less is one wait for the GIL less in a
-        # proxy's pool thread, and such waits were most of a local read's time.
+        # short has reached the end. One syscall less, and in a proxy's pool thread each
+        # syscall is one more wait to take the GIL back from a busy event loop.
         guess = min(read_whole + FOOTER.size, FIRST_READ) if read_whole else 0
         first = os.pread(fd, guess, 0) if guess else b""
         size = len(first) if len(first) < guess else os.fstat(fd).st_size
         if size - FOOTER.size <= read_whole:
-            whole = first if len(first) == size else first + os.pread(fd, size - len(first),
-                                                                       len(first))
+            # A bigger one is read again from the start: cheaper than joining two pieces.
+            whole = first if len(first) == size else os.pread(fd, size, 0)
             res = parse_tail(whole, size)
             if not isinstance(res, tuple):
                 raise CorruptFile("short file")
