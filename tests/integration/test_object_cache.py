@@ -224,3 +224,52 @@ def test_without_memcached_no_worker_serves_from_its_cache(hosts):
     mproc.wait(10)
     assert request(a, "PUT", f"{path}/img", auth, b"unpublished")[0] == 201
     assert _seen_within(b, f"{path}/img", auth, {(200, b"unp")}, BOUND) < BOUND
+
+
+def test_fills_read_through_object_servers_and_too_big_objects_stay_local(env):
+    """Local reads on: a miss that may fill the cache goes to an object server (its log
+    line), a read of an object found too big to keep comes back to this host's devices,
+    and `object_cache_local_fills` keeps fills local."""
+    c, _, acct, auth = env
+    variants = {
+        "fills-remote": start_proxy_variant(c, "fills-remote", {
+            "object_cache_size": "8388608", "object_cache_max_object": str(MAX_OBJECT)}),
+        "fills-local": start_proxy_variant(c, "fills-local", {
+            "object_cache_size": "8388608", "object_cache_max_object": str(MAX_OBJECT),
+            "object_cache_local_fills": "true"})}
+    try:
+        port = variants["fills-remote"].port
+        path = _container(port, acct, auth)
+        small, big = f"s-{uuid.uuid4().hex[:6]}", f"b-{uuid.uuid4().hex[:6]}"
+        body = os.urandom(MAX_OBJECT + 1)
+        assert request(port, "PUT", f"{path}/{small}", auth, b"tiny")[0] == 201
+        assert request(port, "PUT", f"{path}/{big}", auth, body)[0] == 201
+
+        def gets_logged(name: str, n: int) -> None:
+            wait_for(lambda: object_gets(c.root, name) == n, 10,
+                     what=f"{n} object-server GETs of {name}")
+
+        assert request(port, "GET", f"{path}/{small}", auth)[:2] == (200, b"tiny")
+        gets_logged(small, 1)  # the fill, read by an object server
+        assert request(port, "GET", f"{path}/{big}", auth)[:2] == (200, body)
+        gets_logged(big, 1)  # found too big to keep ...
+        assert request(port, "GET", f"{path}/{big}", auth)[:2] == (200, body)
+        assert request(port, "GET", f"{path}/{small}", auth)[:2] == (200, b"tiny")  # a hit
+        other = f"o-{uuid.uuid4().hex[:6]}"
+        assert request(port, "PUT", f"{path}/{other}", auth, b"other")[0] == 201
+        assert request(variants["fills-local"].port, "GET", f"{path}/{other}",
+                       auth)[:2] == (200, b"other")
+        assert request(port, "GET", f"{path}/{big}", auth)[:2] == (200, body)
+        # A last fill read by the (one) object server: once its line is in the log, so is
+        # any line of the reads before it.
+        last = f"l-{uuid.uuid4().hex[:6]}"
+        assert request(port, "PUT", f"{path}/{last}", auth, b"last")[0] == 201
+        assert request(port, "GET", f"{path}/{last}", auth)[:2] == (200, b"last")
+        gets_logged(last, 1)
+        # ... so the big one's later reads were local, and so was the fill with local
+        # fills on.
+        assert object_gets(c.root, big) == 1 and object_gets(c.root, other) == 0
+        assert object_gets(c.root, small) == 1
+    finally:
+        for v in variants.values():
+            v.stop()
