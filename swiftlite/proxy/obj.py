@@ -95,19 +95,14 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
     if extra:  # set by a pipeline feature (never from a client's headers)
         headers.update(extra)
     _pass_open_expired(proxy, request, headers)
-    key = (target.account, target.container, target.obj)
-    # A miss that may fill the cache is read by an object server, unless the object is
-    # known to be too big to keep (ObjectCache.read_locally says why).
-    local = not since or cache.read_locally(key)
     resp = await open_object(proxy, request, request.method, target.account, target.container,
-                             target.obj, headers, local=local)
+                             target.obj, headers)
     if resp is None:
         return error(404, "Not Found")
     if since and resp.status == 200 and request.method == "GET":
         length = int(resp.headers.get("Content-Length", -1))
         if 0 <= length <= cache.max_object:
             return await _fill_cache(cache, target, resp, length, since)
-        cache.too_big(key)
     return object_response(resp)
 
 
@@ -133,7 +128,7 @@ def _pass_open_expired(proxy, request: web.Request, headers: dict[str, str]) -> 
 
 
 async def open_object(proxy, request: web.Request, method: str, acct: str, cont: str, name: str,
-                      extra: dict[str, str] | None = None, local: bool = True) -> Answer | None:
+                      extra: dict[str, str] | None = None) -> Answer | None:
     """The first replica's answer worth relaying (the caller releases it); None for 404.
 
     Replicas are tried in random order; 404s and errors fall through to the next (and to
@@ -158,23 +153,23 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     primaries: set[str] | None = None
     winner: Answer | None = None
 
-    local_reads = proxy.local_reads if local else None
+    local = proxy.local_reads
 
     async def send(node: dict) -> Answer | None:
-        if local_reads is not None:
-            answer = await local_reads.open(node, method, part, (acct, cont, name), headers)
+        if local is not None:
+            answer = await local.open(node, method, part, (acct, cont, name), headers)
             if answer is not None:
                 return answer
         metrics.replica_read(node, "http")
         return await proxy.backend.open(node, method, node_path(node, part, acct, cont, name),
                                         headers)
 
-    if local_reads is not None and not newest:
+    if local is not None and not newest:
         # The first replica read here, without hedging's tasks and timers: a local read
         # does not hang on a peer. Anything but an answer worth relaying (a 404, say)
         # is dropped and the replicas are asked as usual, this one again included.
         first = next((n for n in order.primaries if not proxy.limiter.limited(n)), None)
-        answer = await local_reads.open(first, method, part, (acct, cont, name), headers) \
+        answer = await local.open(first, method, part, (acct, cont, name), headers) \
             if first is not None else None
         if answer is not None:
             if answer.status < 500 and answer.status != 404:

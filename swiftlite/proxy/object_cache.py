@@ -48,7 +48,6 @@ HARMLESS_EXTRA = frozenset({"X-Backend-Ignore-Range-If-Metadata-Present",
                             "X-Backend-Etag-Is-At"})
 
 Key = tuple[str, str, str]
-MAX_TOO_BIG = 4096  # objects remembered as too big to keep, so their reads stay local
 
 
 @dataclass(slots=True)
@@ -62,16 +61,8 @@ class Entry:
 
 class ObjectCache:
     def __init__(self, budget: int, max_object: int, ttl: float,
-                 table: StampTable | None = None, write_log: WriteLog | None = None,
-                 local_fills: bool = False) -> None:
+                 table: StampTable | None = None, write_log: WriteLog | None = None) -> None:
         self.write_log = write_log  # other hosts' writes; None: one host, or TTL only
-        # Whether a miss that may fill the cache is read here (local_object_devices) or by
-        # an object server: a worker busy serving hits loses more to its thread pool's GIL
-        # hand-offs (34 futex calls a local read) than to an HTTP hop, measured in
-        # loadtests/RESULTS.md (eighteenth session). Objects found too big to keep are
-        # remembered (at most MAX_TOO_BIG), and read here again.
-        self.local_fills = local_fills
-        self._big: OrderedDict[Key, None] = OrderedDict()
         self.budget = budget
         self.max_object = min(max_object, budget)
         self.ttl_ns = int(ttl * 1e9)
@@ -93,17 +84,6 @@ class ObjectCache:
         if any(h in headers for h in UNCACHED_WHEN):
             return False
         return not extra or extra.keys() <= HARMLESS_EXTRA
-
-    def read_locally(self, key: Key) -> bool:
-        """Whether a miss of `key` may be read from this host's devices."""
-        return self.local_fills or key in self._big
-
-    def too_big(self, key: Key) -> None:
-        """`key` was read and found larger than max_object: its next misses stay local."""
-        self._big[key] = None
-        self._big.move_to_end(key)
-        if len(self._big) > MAX_TOO_BIG:
-            self._big.popitem(last=False)
 
     def _slot(self, key: Key) -> int:
         # The name other hosts publish writes under (write_log), so theirs stamp it too.

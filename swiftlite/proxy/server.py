@@ -96,9 +96,7 @@ class Proxy:
             # through another host is seen; with it, only a write whose proxy could not
             # reach memcached is (and a long life is what makes a skewed mix hit).
             conf.get_float("object_cache_ttl", 300.0 if self.write_log else 5.0),
-            write_log=self.write_log,
-            local_fills=conf.get_bool("object_cache_local_fills", False)) \
-            if cache_size > 0 else None
+            write_log=self.write_log) if cache_size > 0 else None
         # Replicas on this host's object servers read here, without the HTTP hop
         # (swiftlite/proxy/local_reads.py); empty: every read goes to its object server.
         local = parse_local_devices(conf.get_str("local_object_devices", ""))

@@ -52,20 +52,3 @@ def test_the_memory_of_misses_is_bounded():
     assert not fill(cache, "tail0")  # forgotten long ago: this miss is its first again
     assert not fill(cache, "tail0")  # (and it is let in only now, on its second)
     assert fill(cache, "tail0")
-
-
-def test_fills_are_remote_but_objects_too_big_to_keep_are_read_locally():
-    from swiftlite.proxy.object_cache import MAX_TOO_BIG
-
-    cache = ObjectCache(budget=10 * SIZE, max_object=SIZE, ttl=300, table=StampTable(64))
-    key = ("a", "c", "big")
-    assert not cache.read_locally(key)
-    cache.too_big(key)
-    assert cache.read_locally(key) and not cache.read_locally(("a", "c", "small"))
-    for i in range(MAX_TOO_BIG):  # the memory of big objects stays bounded, oldest out
-        cache.too_big(("a", "c", f"big{i}"))
-    assert not cache.read_locally(key) and cache.read_locally(("a", "c", "big1"))
-    assert len(cache._big) == MAX_TOO_BIG
-    local = ObjectCache(budget=10 * SIZE, max_object=SIZE, ttl=300, table=StampTable(64),
-                        local_fills=True)
-    assert local.read_locally(("a", "c", "small"))
