@@ -63,25 +63,22 @@ class BodyResponse(web.StreamResponse):
         return b"".join([c async for c in self.chunks()])
 
     async def write_eof(self, data: bytes = b"") -> None:
-        if self._data is not None:
-            if self._req is not None and self._req.method != "HEAD" \
-                    and self.status not in (204, 304):
-                data = self._data + data if data else self._data
-            self.close()
-            await super().write_eof(data)
-            return
-        body = self.body_iter
+        req = self._req
+        sends = req is not None and req.method != "HEAD" and self.status not in (204, 304)
+        held, body = self._data, self.body_iter
         try:
-            if body is not None and self._req is not None and self._req.method != "HEAD" \
-                    and self.status not in (204, 304):
+            if sends and held is not None:
+                data = held + data if data else held  # with the headers, in one write
+            elif sends and body is not None:
+                assert req is not None
                 try:
                     async for chunk in body:
                         await self.write(chunk)
                 except BodyCutShort as exc:
                     # Never let a cut body look complete: drop the connection.
-                    log.warning("body of %s cut short: %s", self._req.path, exc)
-                    if self._req.transport is not None:
-                        self._req.transport.abort()
+                    log.warning("body of %s cut short: %s", req.path, exc)
+                    if req.transport is not None:
+                        req.transport.abort()
                     raise ConnectionResetError("body cut short") from None
         finally:
             self.close()
