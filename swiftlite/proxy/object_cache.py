@@ -85,9 +85,10 @@ class ObjectCache:
             return False
         return not extra or extra.keys() <= HARMLESS_EXTRA
 
-    def _slot(self, key: Key) -> int:
-        # The name other hosts publish writes under (write_log), so theirs stamp it too.
-        return digest(*key) & self.table.mask
+    def _stamp(self, h: int) -> int:
+        """The stamp-table value of the object whose digest is `h`: the digest is the name
+        other hosts publish writes under (write_log), so theirs stamp it too."""
+        return self.table.slots[h & self.table.mask]
 
     def _admit(self, h: int, size: int) -> bool:
         """Room without evicting, or a second miss of the object (digest `h`) not long ago."""
@@ -116,7 +117,7 @@ class ObjectCache:
             return None, 0  # not kept either: fetches now could be missing writes
         entry = self._lru.get(key)
         if entry is not None:
-            if now < entry.expiry and self.table.slots[self._slot(key)] < entry.since and \
+            if now < entry.expiry and self._stamp(digest(*key)) < entry.since and \
                     entry.since > self._void_before() and \
                     (entry.delete_at is None or time.time() < entry.delete_at):
                 self._lru.move_to_end(key)
@@ -130,7 +131,7 @@ class ObjectCache:
 
     def put(self, key: Key, headers: CIMultiDict, body: bytes, since: int) -> None:
         h = digest(*key)
-        if len(body) > self.max_object or self.table.slots[h & self.table.mask] >= since or \
+        if len(body) > self.max_object or self._stamp(h) >= since or \
                 since <= self._void_before():
             return  # too big, or a write landed (or may have) since the fetch began
         if key not in self._lru and not self._admit(h, len(body)):
