@@ -110,6 +110,9 @@ def backend_auth_middleware(signer: signing.Signer):
     return backend_auth
 
 
+# [\s\S]: a name may hold a newline, which ".*" would not match (a 404 from the router).
+_ANY_PATH = r"/{tail:[\s\S]*}"
+
 def make_app(*, backend: bool = False,
              route: Callable[[web.Request], Awaitable[web.StreamResponse]] | None = None,
              **kwargs) -> web.Application:
@@ -139,9 +142,6 @@ def make_app(*, backend: bool = False,
     app.on_response_prepare.append(_add_txid)
     return app
 
-
-# [\s\S]: a name may hold a newline, which ".*" would not match (a 404 from the router).
-_ANY_PATH = r"/{tail:[\s\S]*}"
 
 # `swiftlite up` binds each server's port itself and hands the listening socket down under
 # this variable, so a port it picked can never be taken by another process in between.
