@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,9 @@ log = logging.getLogger("swiftlite.memcache")
 T = TypeVar("T")
 MAX_KEY = 250
 MAX_KEYS_PER_GETS = 16  # keeps a command line well inside what memcached reads at once
+# Bytes a key may not hold: control characters, space, DEL. A regex scans in C: checking
+# byte by byte in Python was about 3% of a proxy serving cached objects.
+_BAD_KEY_BYTE = re.compile(rb"[\x00-\x20\x7f]")
 
 
 class MemcacheError(Exception):
@@ -58,7 +62,7 @@ def parse_servers(value: str | list[str]) -> list[tuple[str, int]]:
 
 def check_key(key: str) -> bytes:
     raw = key.encode()
-    if not raw or len(raw) > MAX_KEY or any(b <= 32 or b == 127 for b in raw):
+    if not raw or len(raw) > MAX_KEY or _BAD_KEY_BYTE.search(raw):
         raise ValueError(f"invalid memcached key {key!r}")
     return raw
 
