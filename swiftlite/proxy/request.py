@@ -36,6 +36,13 @@ ALLOW_RESERVED = "swiftlite.allow_reserved"
 TIMESTAMP = "swiftlite.timestamp"
 
 API_VERSIONS = ("v1", "v1.0")
+# Raw paths already parsed (not for the reserved namespace) -> ApiPath or None: a parse is a
+# pure function of the path, and decoding and checking every name again was about 5% of a
+# proxy serving cached objects, whose clients ask for the same hot paths over and over.
+MAX_PARSED = 16384
+MAX_KEPT_PATH = 512
+_parsed: dict[str, ApiPath | None] = {}
+_UNSEEN = object()
 
 
 @dataclass(frozen=True)
@@ -87,8 +94,26 @@ def api_path(request: web.Request) -> ApiPath | None:
             return memo[1]
     except KeyError:
         pass
-    reserved = bool(request.get(ALLOW_RESERVED))
-    path = decode_raw_path(request.raw_path, reserved)
+    raw_path = request.raw_path
+    # Only short paths without a query are kept: bounded memory whatever clients send.
+    keep = len(raw_path) <= MAX_KEPT_PATH and "?" not in raw_path and \
+        not request.get(ALLOW_RESERVED)
+    if keep:
+        parsed = _parsed.get(raw_path, _UNSEEN)
+        if parsed is not _UNSEEN:
+            request[_PATH] = (raw_path, parsed)
+            return parsed
+    parsed = _parse(raw_path, bool(request.get(ALLOW_RESERVED)))
+    if keep:
+        if len(_parsed) >= MAX_PARSED:
+            _parsed.clear()
+        _parsed[raw_path] = parsed
+    request[_PATH] = (raw_path, parsed)
+    return parsed
+
+
+def _parse(raw_path: str, reserved: bool) -> ApiPath | None:
+    path = decode_raw_path(raw_path, reserved)
     segs = path.split("/", 4)
     if len(segs) < 2 or segs[1] not in API_VERSIONS:
         parsed = None
@@ -112,7 +137,6 @@ def api_path(request: web.Request) -> ApiPath | None:
                 if bad:
                     raise HTTPError(400, bad)
         parsed = ApiPath(segs[1], acct, cont, name)
-    request[_PATH] = (request.raw_path, parsed)
     return parsed
 
 
