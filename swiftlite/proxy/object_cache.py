@@ -57,6 +57,7 @@ class Entry:
     since: int  # monotonic ns when the fetch began
     expiry: int  # monotonic ns
     delete_at: int | None
+    digest: int  # write_log.digest of its key, which its stamp is read under
 
 
 class ObjectCache:
@@ -117,7 +118,7 @@ class ObjectCache:
             return None, 0  # not kept either: fetches now could be missing writes
         entry = self._lru.get(key)
         if entry is not None:
-            if now < entry.expiry and self._stamp(digest(*key)) < entry.since and \
+            if now < entry.expiry and self._stamp(entry.digest) < entry.since and \
                     entry.since > self._void_before() and \
                     (entry.delete_at is None or time.time() < entry.delete_at):
                 self._lru.move_to_end(key)
@@ -142,7 +143,7 @@ class ObjectCache:
         except ValueError:
             return
         self._remove(key)
-        self._lru[key] = Entry(headers, body, since, since + self.ttl_ns, delete_at)
+        self._lru[key] = Entry(headers, body, since, since + self.ttl_ns, delete_at, h)
         self.used += len(body)
         while self.used > self.budget and self._lru:
             self._remove(next(iter(self._lru)))
