@@ -80,6 +80,7 @@ async def _write(proxy, request: web.Request, target, method: str) -> web.Respon
         proxy.container_ring, part, method, lambda n: node_path(n, part, acct, cont),
         headers_for, use_handoffs=(method != "DELETE"))
     await proxy.container_cache.drop((acct, cont))
+    proxy.container_written(acct, cont)
     best = best_response(responses, proxy.container_ring.replica_count)
     if method == "DELETE" and best.status == 409:
         return web.Response(status=409, text="There was a conflict when trying to complete "

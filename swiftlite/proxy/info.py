@@ -35,6 +35,7 @@ from typing import Any
 from swiftlite.common.config import Section
 from swiftlite.common.memcache import MemcacheClient, parse_servers
 from swiftlite.common.server import before_fork
+from swiftlite.proxy.write_log import digest
 
 TOMBSTONE = b"-"
 MAX_LOCAL_ENTRIES = 50000
@@ -242,3 +243,53 @@ def info_caches(conf: Section) -> tuple[InfoCache, InfoCache]:
                       memcache, local),
             InfoCache(conf.get_float("recheck_account_existence", 10.0), "account",
                       memcache, local))
+
+
+class SyncedInfo:
+    """Container facts kept in this worker for as long as the write log vouches that no
+    proxy host has written the container since they were read, for decisions that are not
+    about access (whether a plain read is object versioning's to answer).
+
+    Every container write through any proxy stamps the container's digest (the stamp table
+    here, the write log for other hosts), so a fact is void at once on this host and within
+    the write log's bound on the others: the bound the hot-object cache already states for
+    an object's own overwrite. A fact is never older than `ttl` (the info cache's lifetime),
+    and none is used while the worker is out of sync with the write log. ACLs are never
+    judged from here: they are read from memcached on every request, as before.
+    """
+
+    def __init__(self, ttl: float, write_log: Any, table: StampTable | None = None) -> None:
+        self.ttl_ns = int(ttl * 1e9)
+        self.write_log = write_log
+        self.table = table or shared_table()
+        self._entries: dict[tuple[str, str], tuple[Any, int, int]] = {}  # value, since, digest
+
+    def get(self, acct: str, cont: str) -> Any | None:
+        entry = self._entries.get((acct, cont))
+        if entry is None:
+            return None
+        value, since, h = entry
+        if time.monotonic_ns() - since < self.ttl_ns and self._valid(since, h):
+            return value
+        del self._entries[(acct, cont)]
+        return None
+
+    def keep(self, acct: str, cont: str, value: Any, since: int) -> None:
+        """What a read that began at `since` (monotonic ns) found."""
+        h = container_digest(acct, cont)
+        if not self._valid(since, h):
+            return
+        if len(self._entries) > MAX_LOCAL_ENTRIES:
+            self._entries.clear()
+        self._entries[(acct, cont)] = (value, since, h)
+
+    def _valid(self, since: int, h: int) -> bool:
+        log = self.write_log
+        return self.table.slots[h & self.table.mask] < since and log.in_sync() and \
+            since > log.valid_after
+
+
+def container_digest(acct: str, cont: str) -> int:
+    """The name a container's writes are stamped and published under: an object's digest
+    with an empty object name, which no object has."""
+    return digest(acct, cont, "")

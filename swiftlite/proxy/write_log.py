@@ -30,12 +30,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import xxhash
 
 from swiftlite.common import metrics
-from swiftlite.common.memcache import MemcacheClient
-from swiftlite.proxy.info import StampTable
+
+if TYPE_CHECKING:  # info.py names containers by this module's digest
+    from swiftlite.common.memcache import MemcacheClient
+    from swiftlite.proxy.info import StampTable
 
 log = logging.getLogger("swiftlite.proxy.write_log")
 

@@ -224,3 +224,28 @@ def test_without_memcached_no_worker_serves_from_its_cache(hosts):
     mproc.wait(10)
     assert request(a, "PUT", f"{path}/img", auth, b"unpublished")[0] == 201
     assert _seen_within(b, f"{path}/img", auth, {(200, b"unp")}, BOUND) < BOUND
+
+
+def _version_ids(port: int, path: str, auth: dict) -> set[str | None]:
+    return {request(port, "GET", path, auth)[2].get("x-object-version-id")
+            for _ in range(PROBES)}
+
+
+def test_versioning_turned_on_through_another_host_is_seen_within_the_bound(hosts):
+    """A plain read's "is this container versioned?" is kept in the worker while the write
+    log vouches for it (info.SyncedInfo): a container write through another host must still
+    reach every worker within the bound, and one through this host at once."""
+    _, a, b, _, acct, auth, _ = hosts
+    for writer in (a, b):  # another host, then this one
+        path = _container(a, acct, auth)
+        assert request(a, "PUT", f"{path}/img", auth, b"pre")[0] == 201
+        assert _version_ids(b, f"{path}/img", auth) == {None}  # kept: not versioned
+        assert request(writer, "POST", path, {**auth, "X-Versions-Enabled": "true"})[0] == 204
+        if writer == b:
+            assert _version_ids(b, f"{path}/img", auth) == {"null"}
+            continue
+        t0 = time.monotonic()
+        name = f"{path}/img"
+        wait_for(lambda: _version_ids(b, name, auth) == {"null"}, BOUND + 10,  # noqa: B023
+                 what="versioning seen through the other host")
+        assert time.monotonic() - t0 < BOUND

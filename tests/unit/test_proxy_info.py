@@ -8,7 +8,15 @@ import signal
 import time
 
 from swiftlite.common.memcache import MemcacheClient
-from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache, StampTable
+from swiftlite.proxy.info import (
+    AccountInfo,
+    ContainerInfo,
+    InfoCache,
+    StampTable,
+    SyncedInfo,
+    container_digest,
+)
+from swiftlite.proxy.write_log import digest
 from tests.unit.test_memcache import start_memcached
 
 
@@ -117,3 +125,56 @@ def test_memcached_shared_between_caches_of_two_hosts():
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+class _Log:
+    """What SyncedInfo asks of a write log: is it in sync, and since when are entries good."""
+
+    def __init__(self) -> None:
+        self.synced = True
+        self.valid_after = 0
+
+    def in_sync(self) -> bool:
+        return self.synced
+
+
+def test_synced_facts_live_until_their_container_is_written_or_the_log_lags():
+    table, log = StampTable(1024), _Log()
+    facts = SyncedInfo(3600, log, table)
+    info = ContainerInfo(200)
+
+    def kept(acct: str = "AUTH_a", cont: str = "c") -> ContainerInfo | None:
+        facts.keep(acct, cont, info, time.monotonic_ns())
+        return facts.get(acct, cont)
+
+    assert kept() is info
+    # A write of the container by a sibling worker (or another host, through the log).
+    run_child(lambda: table.stamp(container_digest("AUTH_a", "c")))
+    assert facts.get("AUTH_a", "c") is None
+    # A read that began before such a write is never kept.
+    since = time.monotonic_ns()
+    table.stamp(container_digest("AUTH_a", "c"))
+    facts.keep("AUTH_a", "c", info, since)
+    assert facts.get("AUTH_a", "c") is None
+    # An object's write is not its container's (unless the two share a slot).
+    assert kept() is info
+    obj = digest("AUTH_a", "c", "o")
+    table.stamp(obj)
+    shared = (obj & table.mask) == (container_digest("AUTH_a", "c") & table.mask)
+    assert (facts.get("AUTH_a", "c") is None) == shared
+    assert kept() is info
+    # A worker out of sync with the log trusts nothing it kept, and keeps nothing.
+    log.synced = False
+    assert facts.get("AUTH_a", "c") is None
+    assert kept() is None
+    log.synced = True
+    # Entries from before the log caught up again after a lag are void.
+    assert kept() is info
+    log.valid_after = time.monotonic_ns()
+    assert facts.get("AUTH_a", "c") is None
+    # No entry outlives the ttl.
+    short = SyncedInfo(0.05, log, table)
+    short.keep("AUTH_a", "d", info, time.monotonic_ns())
+    assert short.get("AUTH_a", "d") is info
+    time.sleep(0.06)  # the lifetime itself is under test: nothing to wait on but time
+    assert short.get("AUTH_a", "d") is None

@@ -148,11 +148,12 @@ class ObjectVersioning(Middleware):
 
     async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
         """A read in a container that was ever versioned is this feature's (its objects
-        are links to their versions, or null versions)."""
+        are links to their versions, or null versions). Not a question of access: the
+        answer may be the one kept until the container is next written (container_facts)."""
         if request.get(ALLOW_RESERVED):
             return request
         assert path.container is not None
-        info = await self.proxy.container_info(request, path.account, path.container)
+        info = await self.proxy.container_facts(request, path.account, path.container)
         return None if _versions_of(info) else request
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
