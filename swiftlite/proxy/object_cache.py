@@ -18,7 +18,9 @@ Optional (`object_cache_size`, 0 = off). What it promises:
   kept. A write made through another proxy host reaches this host through memcached
   (swiftlite/proxy/write_log.py) within about a second; without memcached, or for a write
   whose proxy could not reach it, after at most `object_cache_ttl` seconds. An object past
-  its X-Delete-At is never served.
+  its X-Delete-At is never served. Container writes go the same ways, and with the cache on
+  a plain read asks whether its container is versioned of `info.SyncedInfo`, which keeps
+  the answer until the container is next written: the same bound.
 - **Access.** The cache holds bodies, never verdicts: the caller is judged (owner, ACLs, a
   tempurl grant) exactly as for any GET before the cache is asked.
 - Only plain reads are served or filled: GET/HEAD without Range, conditions, X-Newest or

@@ -5,7 +5,9 @@ A host's own workers already agree at once (the stamp table, swiftlite/proxy/inf
 hosts used to learn nothing, so `object_cache_ttl` had to be short, and a short lifetime
 caps the hit ratio of a skewed read mix. With memcached configured, every proxy worker:
 
-- **publishes** each object write it makes (PUT, POST, DELETE, COPY; any outcome): the
+- **publishes** each object write it makes (PUT, POST, DELETE, COPY; any outcome), and each
+  container write (under the digest of the container with an empty object name, which
+  voids what `info.SyncedInfo` kept about it): the
   8-byte digest of the object's path is appended to the memcached item of the current second
   (`swiftlite/writes/<second>`, kept `RETAIN` seconds). Writes are batched per worker: one
   append per `interval` at most, sent after the client's answer, so a write costs no round
