@@ -109,8 +109,11 @@ class Proxy:
         # With the cache and its write log, whether a plain read's container is versioned
         # is kept in the worker until the container is written (info.SyncedInfo): a
         # memcached round trip less on every hit.
+        # Not with memcache_local_ttl: an entry kept in this worker may predate a write
+        # another host published, and would then be vouched for from a later moment.
         self.synced_containers = SyncedInfo(self.container_cache.ttl, self.write_log) \
-            if self.object_cache is not None and self.write_log is not None else None
+            if self.object_cache is not None and self.write_log is not None and \
+            self.container_cache.local_ttl_ns == 0 else None
         # Replicas on this host's object servers read here, without the HTTP hop
         # (swiftlite/proxy/local_reads.py); empty: every read goes to its object server.
         local = parse_local_devices(conf.get_str("local_object_devices", ""))
@@ -241,9 +244,13 @@ class Proxy:
             return await self.container_info(request, acct, cont)
         info = synced.get(acct, cont)
         if info is None:
+            # Kept only when read now: info this request already holds was read earlier,
+            # and a write between then and `since` would go unnoticed.
+            memo = request.get(INFO_MEMO)
+            now = memo is None or ("container", (acct, cont)) not in memo
             since = time.monotonic_ns()
             info = await self.container_info(request, acct, cont)
-            if info.status // 100 == 2:
+            if now and info.status // 100 == 2:
                 synced.keep(acct, cont, info, since)
         return info
 
