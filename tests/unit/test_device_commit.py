@@ -159,7 +159,9 @@ async def test_held_rows_are_logged_and_applied_later_in_one_transaction(tmp_pat
     assert _on_disk(b) == 3
     await asyncio.gather(*(_submit(dc, x, [f"{x.container}{i}"])
                            for i in range(3, 6) for x in (a, b)))
-    await _until(lambda: _on_disk(a) == 6)  # six held: due, applied at once
+    # Six held: due, applied at once. The commit is visible to another connection a moment
+    # before the pool thread counts it: wait for the count too.
+    await _until(lambda: _on_disk(a) == 6 and a.item_commits > commits)
     assert a.item_commits == commits + 1
     assert a.get_info()["object_count"] == 6
     await dc.drain()
