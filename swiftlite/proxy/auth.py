@@ -105,6 +105,7 @@ class TempAuth:
             url = parts.pop() if len(parts) > 1 and "://" in parts[-1] else None
             self.users[f"{account}:{name}"] = User(account, name, parts[0], parts[1:], url)
         self._cache: dict[str, Identity] = {}
+        self._last_owner: tuple[Identity | None, str, bool] = (None, "", False)
 
     # ---- accounts ----------------------------------------------------------------------------
 
@@ -126,6 +127,16 @@ class TempAuth:
         prefix's required group, if any), or granted `admin` by the account's ACL."""
         if ident is None:
             return False
+        # Asked several times per request (tempauth, the core, the answer's checks) about
+        # one identity, which is immutable: the last verdict is kept with what it was for.
+        last = self._last_owner
+        if last[0] is ident and last[1] == account:
+            return last[2]
+        verdict = self._is_owner(ident, account)
+        self._last_owner = (ident, account, verdict)
+        return verdict
+
+    def _is_owner(self, ident: Identity, account: str) -> bool:
         prefix = self.account_prefix(account)
         if prefix is None:
             return False
