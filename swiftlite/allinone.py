@@ -15,6 +15,8 @@ Re-running `up` on the same root reuses the rings, configs and data.
 from __future__ import annotations
 
 import configparser
+import io
+import ipaddress
 import json
 import os
 import secrets
@@ -44,7 +46,11 @@ DAEMONS = {  # daemon name -> module that must exist for it to be started
     "account-replicator": "swiftlite.db.replicator",
     "container-sharder": "swiftlite.container.sharder",
 }
-USERS = {  # those of Swift's all-in-one development setup
+# Swift's all-in-one development users, with its well-known passwords. Those passwords are
+# kept only while the proxy listens on loopback (the README's examples and Swift's functional
+# suite use them): a proxy reachable from the network gets generated ones (`_secure_users`),
+# as a known password there, a reseller admin's among them, is a working default credential.
+USERS = {
     "user_test_tester": "testing .admin",
     "user_test_tester2": "testing2 .admin",
     "user_test_tester3": "testing3",
@@ -85,8 +91,29 @@ def _ini(sections: dict[str, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _write(path: str, text: str) -> None:
-    atomic_write(path, text.encode(), fsync=False)
+def _write(path: str, text: str, private: bool = False) -> None:
+    """`private`: readable by its owner only (a config holding a secret)."""
+    atomic_write(path, text.encode(), mode=None if private else 0o644, fsync=False)
+
+
+def _read_conf(path: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
+    parser.read(path)
+    return parser
+
+
+def _save_conf(path: str, parser: configparser.ConfigParser) -> None:
+    """Replace a config (they all hold secrets: owner-only) with `parser`'s contents."""
+    text = io.StringIO()
+    parser.write(text)
+    _write(path, text.getvalue(), private=True)
+
+
+def _conf_paths(plan: dict[str, Any]) -> list[str]:
+    """Every config of the root: each holds a secret (backend_secret, [hash], auth_secret)."""
+    return [os.path.join(plan["etc_dir"], "swiftlite.conf"), plan["proxy_conf"],
+            *(n["conf"] for n in plan["nodes"])]
 
 
 def build(args: Namespace) -> dict[str, Any]:
@@ -106,6 +133,7 @@ def build(args: Namespace) -> dict[str, Any]:
             plan = json.load(f)
         _add_backend_secret(plan, backend_secret)
         _add_daemon_sections(plan)
+        _make_private(plan)
         return plan
     for d in ("etc", "logs", "run"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
@@ -116,7 +144,7 @@ def build(args: Namespace) -> dict[str, Any]:
     random_ports = args.port == 0
     hash_conf = {"hash_path_prefix": secrets.token_hex(8),
                  "hash_path_suffix": secrets.token_hex(8)}
-    _write(os.path.join(etc, "swiftlite.conf"), _ini({"hash": hash_conf}))
+    _write(os.path.join(etc, "swiftlite.conf"), _ini({"hash": hash_conf}), private=True)
     # The proxy and the object servers carry every byte: one process per CPU each (an
     # object server is one GIL, and its replica writes queue behind it). Container and
     # account servers stay single: their SQLite group commit batches best in one process.
@@ -150,7 +178,7 @@ def build(args: Namespace) -> dict[str, Any]:
             sections["container-sharder"]["shard_container_threshold"] = args.shard_threshold
         if getattr(args, "delay_reaping", None):
             sections["object-expirer"]["delay_reaping"] = args.delay_reaping
-        _write(conf_path, _ini(sections))
+        _write(conf_path, _ini(sections), private=True)
         nodes.append({"name": f"node{n}", "ip": ring_ip, "zone": n, "ports": ports,
                       "bind": backend_bind, "workers": role_workers,
                       "devices_root": devices_root, "conf": conf_path,
@@ -169,7 +197,7 @@ def build(args: Namespace) -> dict[str, Any]:
                          "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS,
                          # as Swift's all-in-one setup: expired objects readable on request
                          "allow_open_expired": "true", **local_reads},
-    }))
+    }), private=True)
     for kind, role in (("object", "object"), ("container", "container"),
                        ("account", "account")):
         builder = RingBuilder(args.part_power, args.replicas, 1)
@@ -192,6 +220,42 @@ def build(args: Namespace) -> dict[str, Any]:
     return plan
 
 
+def _loopback(bind: str) -> bool:
+    """Only this host can reach an address so bound ("0.0.0.0", a name: reachable)."""
+    if bind == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
+
+
+def _secure_users(plan: dict[str, Any]) -> list[str]:
+    """Give every user whose password is one of USERS' well-known ones a generated password
+    when the proxy is reachable from the network (a new root's, and one made before this
+    rule); returns the users changed. Nothing changes for a loopback proxy."""
+    if _loopback(plan.get("bind") or "0.0.0.0"):
+        return []
+    known = {value.split()[0] for value in USERS.values()}
+    parser = _read_conf(plan["proxy_conf"])
+    section = parser["proxy-server"]
+    changed = []
+    for key in [k for k in parser.options("proxy-server") if k.startswith("user_")]:
+        key_and_groups = section[key].split()
+        if key_and_groups and key_and_groups[0] in known:
+            key_and_groups[0] = secrets.token_urlsafe(18)
+            section[key] = " ".join(key_and_groups)
+            changed.append(key[len("user_"):])
+    if changed:
+        _save_conf(plan["proxy_conf"], parser)
+    return changed
+
+
+def _password(proxy_conf: str, user_key: str) -> str:
+    """The password `user_key` (user_<account>_<user>) has in the proxy's config."""
+    return _read_conf(proxy_conf).get("proxy-server", user_key, fallback="").split(" ", 1)[0]
+
+
 def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip else ip
 
@@ -211,32 +275,31 @@ def _meta_layout(root: str, n: int, count: int) -> tuple[str | None, list[str]]:
 def _add_backend_secret(plan: dict[str, Any], secret: str) -> None:
     """Give the configs of a root made before backend signing one shared backend_secret."""
     for path in [plan["proxy_conf"], *(n["conf"] for n in plan["nodes"])]:
-        parser = configparser.ConfigParser(interpolation=None)
-        parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
-        parser.read(path)
+        parser = _read_conf(path)
         if parser.defaults().get("backend_secret"):
             continue
         parser["DEFAULT"]["backend_secret"] = secret
-        with open(path + ".tmp", "w") as f:
-            parser.write(f)
-        os.replace(path + ".tmp", path)
+        _save_conf(path, parser)
 
 
 def _add_daemon_sections(plan: dict[str, Any]) -> None:
     """Give the node configs of a root made before a daemon existed (the object-expirer,
     say) that daemon's section, as a new root gets it."""
     for path in (n["conf"] for n in plan["nodes"]):
-        parser = configparser.ConfigParser(interpolation=None)
-        parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
-        parser.read(path)
+        parser = _read_conf(path)
         missing = [d for d in DAEMONS if not parser.has_section(d)]
         if not missing:
             continue
         for d in missing:
             parser[d] = {"interval": "30"}
-        with open(path + ".tmp", "w") as f:
-            parser.write(f)
-        os.replace(path + ".tmp", path)
+        _save_conf(path, parser)
+
+
+def _make_private(plan: dict[str, Any]) -> None:
+    """Configs of a root made before they were owner-only become so (each holds a secret)."""
+    for path in _conf_paths(plan):
+        if os.path.exists(path) and os.stat(path).st_mode & 0o077:
+            os.chmod(path, 0o600)
 
 
 def _plan_listener(ip: str | None, port: int, workers: int | None) -> socket.socket | None:
@@ -261,6 +324,11 @@ def _healthy(ip: str, port: int) -> bool:
 def run_up(args: Namespace) -> int:
     plan = build(args)
     root = plan["root"]
+    renewed = _secure_users(plan)
+    if renewed:
+        print(f"swiftlite up: the proxy listens on {plan['bind']}, reachable from the network:"
+              f" users {', '.join(renewed)} got generated passwords in place of the"
+              f" well-known ones (see user_* in {plan['proxy_conf']})", file=sys.stderr)
     try:  # a stale cluster.json would tell tools a cluster is ready before it is
         os.unlink(os.path.join(root, "cluster.json"))
     except FileNotFoundError:
@@ -329,8 +397,9 @@ def run_up(args: Namespace) -> int:
         return 1
     _write(os.path.join(root, "cluster.json"), json.dumps(cluster, indent=2))
     if not stopping:
+        key = _password(plan["proxy_conf"], "user_test_tester")
         print(f"swiftlite is up: {cluster['proxy']['auth_url']}\n"
-              f"  swift -A {cluster['proxy']['auth_url']} -U test:tester -K testing stat\n"
+              f"  swift -A {cluster['proxy']['auth_url']} -U test:tester -K {key} stat\n"
               f"  data and logs under {root}; Ctrl-C stops everything", flush=True)
     reported: set[str] = set()
     while not stopping:

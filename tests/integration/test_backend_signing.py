@@ -1,5 +1,6 @@
 """Storage servers answer only signed requests from the cluster; no server starts without a
-usable secret; `swiftlite up --bind 0.0.0.0` keeps storage on loopback.
+usable secret; `swiftlite up --bind 0.0.0.0` keeps storage on loopback, and its users get
+generated passwords instead of the well-known development ones.
 
 Requests here are written by hand on a socket, so nothing signs them unless the test does
 (see tests/backend_signing.py for the signing every other test gets).
@@ -191,24 +192,45 @@ def _listening(port: int) -> set[str]:
     return out
 
 
-def test_up_with_public_bind_keeps_storage_on_loopback(tmp_path):
+def test_up_with_public_bind_keeps_storage_on_loopback_and_known_passwords_off(tmp_path):
     root = tmp_path / "up"
     cmd = [sys.executable, "-m", "swiftlite.cli", "up", "--root", str(root), "--port", "0",
            "--bind", "0.0.0.0", "--devices", "1", "--replicas", "1", "--part-power", "2",
            "--workers", "1", "--no-daemons"]
-    with open(tmp_path / "up.log", "wb") as log:
+    log_path = tmp_path / "up.log"
+    with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
         path = root / "cluster.json"
         wait_for(lambda: proc.poll() is None and path.exists(), 60, what="cluster.json")
         info = json.loads(path.read_text())
-        assert _listening(info["proxy"]["port"]) == {"00000000"}
+        proxy_port = info["proxy"]["port"]
+        assert _listening(proxy_port) == {"00000000"}
         for node in info["nodes"]:
             for role, s in node["servers"].items():
                 assert _listening(s["port"]) == {"0100007F"}, role  # 127.0.0.1 only
-        with open(os.path.join(info["etc_dir"], "node1.conf")) as f:
+        etc = info["etc_dir"]
+        with open(os.path.join(etc, "node1.conf")) as f:
             assert "backend_secret = " in f.read()
+        for name in ("proxy.conf", "node1.conf", "swiftlite.conf"):  # each holds a secret
+            assert os.stat(os.path.join(etc, name)).st_mode & 0o077 == 0, name
+
+        def auth(user: str, key: str) -> int:
+            return send(proxy_port, "GET", "/auth/v1.0",
+                        {"X-Auth-User": user, "X-Auth-Key": key})[0]
+
+        # Swift's development passwords, the reseller admin's among them, work nowhere.
+        for user, key in (("test:tester", "testing"), ("admin:admin", "admin"),
+                          ("test:tester3", "testing3"), ("test5:tester5", "testing5")):
+            assert auth(user, key) == 401, user
+        conf = configparser.ConfigParser(interpolation=None)
+        conf.read(os.path.join(etc, "proxy.conf"))
+        key, groups = conf.get("proxy-server", "user_test_tester").split(" ", 1)
+        assert groups == ".admin" and len(key) >= 20
+        assert auth("test:tester", key) == 200
+        wait_for(lambda: "swiftlite is up" in log_path.read_text(), 10, what="the banner")
+        assert f"-U test:tester -K {key} stat" in log_path.read_text()
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
