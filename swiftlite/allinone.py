@@ -437,9 +437,10 @@ def run_status(args: Namespace) -> int:
         states = [f"{role}:{'up' if _healthy(node['ip'], s['port']) else 'DOWN'}"
                   for role, s in node["servers"].items()]
         print(f"{node['name']}  " + "  ".join(states))
-        obj = node["servers"].get("object")
-        for line in headline(node["ip"], obj["port"]) if obj else []:
-            print(f"  object server: {line}")
+        for role in ("object", "container", "account"):
+            server = node["servers"].get(role)
+            for line in headline(node["ip"], server["port"]) if server else []:
+                print(f"  {role} server: {line}")
         status_dir = os.path.join(root, "run", node["name"])
         for name in sorted(os.listdir(status_dir)) if os.path.isdir(status_dir) else []:
             if not name.endswith(".json"):

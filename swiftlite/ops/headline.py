@@ -1,5 +1,6 @@
 """The few numbers worth a glance, from a server's own `/metrics` (what `swiftlite status`
-prints under each server): requests and errors by method, latency percentiles, bytes."""
+prints under each server): requests and errors by method, latency percentiles, bytes, and a
+container or account server's update commits (device rounds, and DBs holding logged rows)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,18 @@ def summarize(samples: dict[str, list[tuple[dict[str, str], float]]]) -> list[st
     nout = sum(v for _, v in samples.get("swiftlite_response_bytes_total", []))
     if by_method:
         lines.append(f"bytes in {nin / 2**20:.1f} MiB, out {nout / 2**20:.1f} MiB")
+    rounds = _total(samples, "swiftlite_db_commit_round_updates_count")
+    if rounds:
+        updates = _total(samples, "swiftlite_db_commit_round_updates_sum")
+        deferred = _total(samples, "swiftlite_db_commit_deferred_total")
+        held = _total(samples, "swiftlite_db_held_dbs")
+        lines.append(f"update rounds {int(rounds)} ({updates / rounds:.1f} updates each), "
+                     f"{int(deferred)} left to a busy DB, {int(held)} DBs holding rows")
     return lines
+
+
+def _total(samples: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float:
+    return sum(v for _, v in samples.get(name, []))
 
 
 def headline(ip: str, port: int) -> list[str]:

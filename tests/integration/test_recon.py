@@ -145,6 +145,9 @@ def test_status_shows_headline_numbers(cluster):
     assert int(get.split()[1]) >= 5 and " 0 5xx" in get and "p99 " in get, proxy_lines
     assert any(x.strip().startswith("bytes in") for x in proxy_lines)
     assert any("object server: PUT" in x for x in lines), lines
+    # The object PUTs' container updates went through device rounds.
+    assert any("container server: update rounds" in x and "DBs holding rows" in x
+               for x in lines), lines
 
 
 def test_async_pending_counted_while_a_container_server_is_down(cluster):

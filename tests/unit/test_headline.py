@@ -30,3 +30,15 @@ def test_summarize_counts_methods_errors_and_bytes():
     assert lines[0] == "GET 92 requests, 2 5xx, p50 5.0ms p99 50ms"
     assert lines[1].startswith("PUT 8 requests, 0 5xx")
     assert lines[-1] == "bytes in 8.0 MiB, out 1.0 MiB"
+
+
+def test_summarize_shows_update_rounds_and_held_rows():
+    samples = {
+        "swiftlite_db_commit_round_updates_count": [({}, 40.0)],
+        "swiftlite_db_commit_round_updates_sum": [({}, 100.0)],
+        "swiftlite_db_commit_deferred_total": [({}, 3.0)],
+        "swiftlite_db_held_dbs": [({"pid": "1"}, 2.0), ({"pid": "2"}, 1.0)],
+    }
+    assert summarize(samples) == [
+        "update rounds 40 (2.5 updates each), 3 left to a busy DB, 3 DBs holding rows"]
+    assert summarize({}) == []  # a server without the update log shows no such line
