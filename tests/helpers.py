@@ -7,6 +7,7 @@ import configparser
 import http.client
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -90,11 +91,14 @@ def healthy(port: int, ip: str = "127.0.0.1") -> bool:
 class ServerProcess:
     """`swiftlite server <role> -c conf` as a real child process."""
 
-    def __init__(self, role: str, conf_path: str, port: int, log_path: str | None = None):
+    def __init__(self, role: str, conf_path: str, port: int, log_path: str | None = None,
+                 nofile: int | None = None):
+        """`nofile`: the process's open-files limit (soft and hard), to starve it."""
         self.role = role
         self.conf_path = conf_path
         self.port = port
         self.log_path = log_path or conf_path + f".{role}.log"
+        self.nofile = nofile
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
@@ -103,11 +107,15 @@ class ServerProcess:
             [sys.executable, "-m", "swiftlite.cli", "server", self.role, "-c", self.conf_path,
              "--port", str(self.port)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=None if self.nofile is None else self._limit_files,
         )
         log.close()
         wait_for(lambda: self.proc.poll() is None and healthy(self.port), timeout,
                  what=f"{self.role} server on port {self.port} (log {self.log_path})")
         return self
+
+    def _limit_files(self) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc and self.proc.poll() is None:
@@ -137,10 +145,11 @@ def http_request(base: str, method: str, path: str, headers: dict | None = None,
 
 
 def start_proxy_variant(cluster: Any, name: str, proxy: dict[str, str] | None = None,
-                        filters: dict[str, dict[str, str]] | None = None) -> ServerProcess:
+                        filters: dict[str, dict[str, str]] | None = None,
+                        nofile: int | None = None) -> ServerProcess:
     """Another proxy on `cluster`'s rings and storage: its proxy.conf with `proxy` options set
     in [proxy-server] and `filters` as [filter:<name>] sections, one worker, a free port, and
-    its log at logs/proxy-<name>.log."""
+    its log at logs/proxy-<name>.log (`nofile`: see ServerProcess)."""
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(os.path.join(cluster.etc_dir, "proxy.conf"))
     parser["proxy-server"]["workers"] = "1"
@@ -152,7 +161,8 @@ def start_proxy_variant(cluster: Any, name: str, proxy: dict[str, str] | None = 
     with open(conf, "w") as f:
         parser.write(f)
     return ServerProcess("proxy", conf, free_port(),
-                         os.path.join(cluster.root, "logs", f"proxy-{name}.log")).start()
+                         os.path.join(cluster.root, "logs", f"proxy-{name}.log"),
+                         nofile).start()
 
 
 def start_memcached() -> tuple[int, subprocess.Popen]:

@@ -31,6 +31,8 @@ from swiftlite.common import signing
 MAX_HEAD = 64 * 1024
 _SIG_LOWER = signing.HEADER.lower()
 _REFUSED = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL)
+# This process (or host) ran out of something: no node is at fault.
+_LOCAL = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class ClientError(Exception):
@@ -41,11 +43,13 @@ class ConnectError(ClientError):
     """Nothing was sent: the node refused or did not accept the connection in time.
 
     `refused` is true when the node is certainly not serving (connection refused, no route):
-    a timeout may only mean the node, or this process, is busy."""
+    a timeout may only mean the node, or this process, is busy. `local` is true when this
+    process could not even try (out of file descriptors, say): the node is not at fault."""
 
-    def __init__(self, msg: str, refused: bool = False) -> None:
+    def __init__(self, msg: str, refused: bool = False, local: bool = False) -> None:
         super().__init__(msg)
         self.refused = refused
+        self.local = local
 
 
 class _Conn(asyncio.Protocol):
@@ -344,9 +348,9 @@ class Pool:
             async with asyncio.timeout(self.conn_timeout):
                 _, conn = await loop.create_connection(lambda: _Conn(loop), key[0], key[1])
         except (OSError, TimeoutError) as exc:
-            refused = isinstance(exc, OSError) and exc.errno in _REFUSED
+            code = exc.errno if isinstance(exc, OSError) else None
             raise ConnectError(f"connect to {key[0]}:{key[1]} failed: {exc!r}",
-                               refused) from None
+                               code in _REFUSED, code in _LOCAL) from None
         return conn, False
 
     async def request(self, ip: str, port: int, method: str, path: str,

@@ -197,7 +197,11 @@ def init() -> None:
                                 "by route: shortcut (past the features that leave them "
                                 "alone) or declined (a feature had to see it: the full "
                                 "pipeline answered)", ["route"])
-    for name in ("replica_reads", "plain_reads", "cache", "cache_fills"):
+    _m["connections_shed"] = Counter("swiftlite_client_connections_shed",
+                                     "Client connections shed at max_clients, by how: "
+                                     "evicted (the oldest with no request in progress "
+                                     "closed) or refused (a newcomer answered 503)", ["how"])
+    for name in ("replica_reads", "plain_reads", "cache", "cache_fills", "connections_shed"):
         sampled(_tally_sampler(name))
     sampled(_flush_requests)
     _start_sampler()

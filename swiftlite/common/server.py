@@ -28,6 +28,7 @@ from swiftlite.common import metrics, signing, stall, threadpool
 from swiftlite.common.config import Section
 from swiftlite.common.http import TXID, HTTPError, error, request_txid
 from swiftlite.common.logs import RequestLogger, setup_logging
+from swiftlite.common.max_clients import ConnectionCap
 
 AppFactory = Callable[[Section], web.Application | Awaitable[web.Application]]
 log = logging.getLogger("swiftlite.server")
@@ -215,6 +216,7 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
     stall.install(guard)
     assert runner.server is not None
     sweeper = asyncio.get_running_loop().create_task(guard.run(runner.server))
+    ConnectionCap(runner.server, max_clients(conf, name)).install()
     # aiohttp listens again with its own backlog (128 by default): under a burst of new
     # connections a full accept queue drops SYNs, and each costs the client a 1 s retransmit.
     site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
@@ -258,6 +260,18 @@ def worker_count(conf: Section, default: str = "1") -> int:
     if raw == "auto":
         return os.cpu_count() or 1
     return int(raw)
+
+
+def max_clients(conf: Section, name: str) -> int:
+    """`max_clients` per process (0: no cap), at most a quarter of the open-files limit: the
+    rest stays for backend connections, files and DBs. The proxy's default is Swift's, 1024.
+    A storage server's clients are proxies keeping pools of idle connections (up to
+    `backend_connections_per_host` per worker each), which should rarely be shed: 8192."""
+    wanted = conf.get_int("max_clients", 1024 if name == "proxy-server" else 8192)
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if wanted <= 0 or soft == resource.RLIM_INFINITY:
+        return max(0, wanted)
+    return max(1, min(wanted, soft // 4))
 
 
 def raise_fd_limit(wanted: int = 65536) -> int:

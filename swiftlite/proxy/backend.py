@@ -12,7 +12,13 @@ from multidict import CIMultiDict
 
 from swiftlite.common.fastclient import ClientError, ConnectError, Pool, Response
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, format_also, parse_statuses
-from swiftlite.proxy.nodes import ErrorLimiter, logical_path, verdicts, write_handoffs
+from swiftlite.proxy.nodes import (
+    ErrorLimiter,
+    local_fault,
+    logical_path,
+    verdicts,
+    write_handoffs,
+)
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")
@@ -189,7 +195,9 @@ class Backend:
         except NETWORK_ERRORS as exc:
             if isinstance(exc, ConnectError):
                 # Nothing was sent, so the request cannot be the cause.
-                if exc.refused:
+                if exc.local:  # this process is out of descriptors: no node's fault
+                    local_fault(f"{method} {path}: {exc}")
+                elif exc.refused:
                     self.limiter.fatal(node, f"{method} {path}: {exc}", server=True)
                 else:
                     self.limiter.error(node, f"{method} {path}: {exc!r}", server=True)

@@ -8,7 +8,9 @@ client sending requests that every replica fails (a header that crashes a parser
 query) would take every node out for every tenant. So:
 
 - Counted at once: nothing could be sent (connection refused or not accepted in time) and
-  507 (the device is gone or full). A client cannot cause these for one request.
+  507 (the device is gone or full). A client cannot cause these for one request. A connect
+  this process could not even try (out of file descriptors: `local_fault`) is never
+  counted; `max_clients` keeps clients from using them up.
 - Judged per request (`Verdicts`): a 5xx, or a connection that broke or timed out after the
   request was sent, is only a suspicion. It counts when another replica answered the same
   request (same method and account/container/object path, in the same client request)
@@ -36,6 +38,20 @@ from typing import Any
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")
+
+
+_local_warned = 0.0
+
+
+def local_fault(what: str) -> None:
+    """A backend request this process could not even try (out of file descriptors, say):
+    never counted against the node, whatever caused it (a client holding connections by the
+    thousand must not take nodes out for every tenant). Logged at most once a minute."""
+    global _local_warned
+    now = time.monotonic()
+    if now - _local_warned >= 60.0:
+        _local_warned = now
+        log.error("this process could not reach a backend (not counted against it): %s", what)
 
 
 def node_key(node: dict[str, Any]) -> str:

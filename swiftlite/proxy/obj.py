@@ -38,7 +38,14 @@ from swiftlite.proxy.backend import (
 )
 from swiftlite.proxy.common import metadata_headers
 from swiftlite.proxy.local_reads import LocalResponse
-from swiftlite.proxy.nodes import logical_path, node_key, read_order, verdicts, write_handoffs
+from swiftlite.proxy.nodes import (
+    local_fault,
+    logical_path,
+    node_key,
+    read_order,
+    verdicts,
+    write_handoffs,
+)
 from swiftlite.proxy.request import BACKEND_GET_HEADERS, BODY, TIMESTAMP
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, bytes_response
 
@@ -424,7 +431,9 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
                     judge.suspect(node, "PUT", logical, f"PUT {path}: {r.status}")
                 return resp
             except NETWORK_ERRORS as exc:
-                if isinstance(exc, ConnectError):  # nothing sent: the node's fault
+                if isinstance(exc, ConnectError) and exc.local:  # not the node's fault
+                    local_fault(f"PUT {path}: {exc}")
+                elif isinstance(exc, ConnectError):  # nothing sent: the node's fault
                     proxy.limiter.error(node, f"PUT {path}: {exc!r}", server=True)
                 else:  # e.g. the server refused the body early: maybe the request's fault
                     judge.suspect(node, "PUT", logical, f"PUT {path}: {exc!r}", server=True)

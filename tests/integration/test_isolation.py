@@ -22,7 +22,7 @@ import pytest
 import swiftclient
 
 from tests.cluster import Cluster, start_cluster
-from tests.helpers import free_port, healthy, wait_for
+from tests.helpers import free_port, healthy, start_proxy_variant, wait_for
 
 A = "/v1/AUTH_test"
 
@@ -42,8 +42,8 @@ class Raw:
     """Requests with exact header bytes (http.client would refuse or re-encode them), on
     one keep-alive connection."""
 
-    def __init__(self, cluster) -> None:
-        u = urllib.parse.urlsplit(cluster.proxy_url)
+    def __init__(self, cluster, url: str | None = None) -> None:
+        u = urllib.parse.urlsplit(url or cluster.proxy_url)
         self.addr = (u.hostname, u.port)
         self.sock: socket.socket | None = None
 
@@ -326,6 +326,103 @@ def test_huge_range_is_a_big_number_and_harms_nobody(cluster):
     assert (status, headers.get("content-range"), body) == (206, b"bytes 0-4/5", b"hello")
     assert raw("GET", f"{A}/ranges/o0", {"X-Auth-Token": tok,
                                           "Range": f"bytes={huge}-"})[0] == 416
+
+
+# ---- connection floods ----------------------------------------------------------------------
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """The server closed it (whatever answer it sent before is read and dropped)."""
+    sock.settimeout(0.05)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def test_a_connection_flood_never_error_limits_the_nodes(cluster):
+    """A client holding every descriptor of a proxy (here a proxy limited to 160 and no
+    max_clients) makes its backend connects fail: that is this process's fault, never the
+    nodes'. Once the flood ends, the next write is stored at once (before: every object
+    server was error-limited for a minute, for every tenant)."""
+    tok = token(cluster)
+    _seed(Raw(cluster), tok, "flood", 1, b"still here")
+    proxy = start_proxy_variant(cluster, "starved", {"max_clients": "0",
+                                                     "backend_connections_per_host": "0"},
+                                nofile=160)
+    url = f"http://127.0.0.1:{proxy.port}"
+    raw = Raw(cluster, url)  # one keep-alive connection, made before the flood
+    flood: list[socket.socket] = []
+    try:
+        assert raw("GET", f"{A}/flood/o0", {"X-Auth-Token": tok})[0] == 200
+        wait_for(lambda: flood.append(socket.create_connection(("127.0.0.1", proxy.port)))
+                 or _open_fds(proxy.proc.pid) >= 159, 30, what="the proxy out of descriptors")
+        statuses = [raw("GET", f"{A}/flood/o0", {"X-Auth-Token": tok})[0] for _ in range(15)]
+        assert set(statuses) == {503}, statuses  # nothing could reach a replica
+    finally:
+        for s in flood:
+            s.close()
+    wait_for(lambda: _open_fds(proxy.proc.pid) < 100, 30, what="the flood's sockets closed")
+    try:
+        # A write skips error-limited nodes (a read would still try one as a last resort).
+        assert raw("PUT", f"{A}/flood/after", {"X-Auth-Token": tok}, b"new")[0] == 201
+        status, _, body = raw("GET", f"{A}/flood/o0", {"X-Auth-Token": tok})
+        assert (status, body) == (200, b"still here")
+        assert "error limited" not in proxy.log_text()
+        assert "not counted against it" in proxy.log_text()
+    finally:
+        raw.close()
+        proxy.stop()
+
+
+def test_max_clients_sheds_idle_connections_first_then_refuses(cluster):
+    tok = token(cluster)
+    _seed(Raw(cluster), tok, "capped", 1, b"x")
+    proxy = start_proxy_variant(cluster, "capped", {"max_clients": "4"})
+    addr = ("127.0.0.1", proxy.port)
+    url = f"http://127.0.0.1:{proxy.port}"
+    socks: list[socket.socket] = []
+    try:
+        # Four uploads in progress: each waits for its body once the proxy said continue.
+        for i in range(4):
+            s = socket.create_connection(addr, timeout=10)
+            s.sendall(f"PUT {A}/capped/up{i} HTTP/1.1\r\nHost: t\r\nX-Auth-Token: {tok}\r\n"
+                      "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n".encode())
+            assert s.recv(100).startswith(b"HTTP/1.1 100"), i
+            socks.append(s)
+        # Every connection is busy: a newcomer is told so, and nothing else is cut.
+        status, headers, body = Raw(cluster, url)("GET", f"{A}/capped/o0",
+                                                  {"X-Auth-Token": tok})
+        assert status == 503 and b"Too many connections" in body
+        for i, s in enumerate(socks):
+            s.sendall(b"hello")
+            assert s.recv(100).startswith(b"HTTP/1.1 201"), i
+        # Now they are idle keep-alives: the oldest gives way to each newcomer.
+        assert Raw(cluster, url)("GET", f"{A}/capped/o0", {"X-Auth-Token": tok})[0] == 200
+        wait_for(lambda: _closed_by_peer(socks[0]), 10, what="the oldest idle one closed")
+        assert not any(_closed_by_peer(s) for s in socks[2:])
+        # A client that holds connections open without a request loses them the same way.
+        idle = []
+        for _ in range(4):
+            s = socket.create_connection(addr, timeout=10)
+            s.sendall(b"GET /v1/AUTH_test HTTP/1.1\r\n")  # and never the rest
+            idle.append(s)
+        for _ in range(3):
+            assert Raw(cluster, url)("GET", f"{A}/capped/o0", {"X-Auth-Token": tok})[0] == 200
+        socks += idle
+        wait_for(lambda: _closed_by_peer(idle[0]), 10, what="a head-trickler shed")
+        assert "max_clients (4) reached" in proxy.log_text()
+    finally:
+        for s in socks:
+            s.close()
+        proxy.stop()
 
 
 FAILING_OBJECT_SERVER = """

@@ -1,0 +1,104 @@
+"""A cap on the client connections of each server process: `max_clients`.
+
+Every connection holds a file descriptor, and a server needs descriptors of its own: the
+proxy for its connections to the storage servers and its local reads, a storage server for
+object files and DBs. Without a cap, a client holding thousands of connections (idle, or
+sending its headers a byte at a time until `keepalive_timeout`) runs the process out of
+them. Its backend connects then fail for every tenant (never counted against a node: see
+`fastclient.ConnectError.local`).
+
+At the cap, a new connection takes the place of the oldest one with no request in progress
+(an idle keep-alive, or one still sending its request head), so a client that holds
+connections open without using them loses them first. When every connection has a request
+in progress, the newcomer's request is answered 503 and the connection closed (an answer
+written before the request is read could be lost to a TCP reset); one that sends no request
+within REFUSED_GRACE seconds is closed. Either is counted in
+`swiftlite_client_connections_shed_total`; a warning is logged at most once a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from aiohttp import web
+
+from swiftlite.common import metrics
+
+log = logging.getLogger("swiftlite.server")
+
+REFUSED_GRACE = 5.0
+_WARN_EVERY = 60.0
+
+
+async def _refuse(request: web.BaseRequest) -> web.StreamResponse:
+    """The answer to every request on a connection over the cap."""
+    resp = web.Response(status=503, text="Too many connections; try again",
+                        headers={"Retry-After": "1"})
+    resp.force_close()
+    return resp
+
+
+class ConnectionCap:
+    """Keeps an aiohttp `web.Server`'s open connections at `limit` or fewer (0: no cap)."""
+
+    def __init__(self, server: Any, limit: int) -> None:
+        self.server = server
+        self.limit = limit
+        self._closing: set[Any] = set()  # shed, not yet gone from the server's table
+        self._warned = 0.0
+        self.evicted = 0
+        self.refused = 0
+
+    def install(self) -> None:
+        if self.limit <= 0:
+            return
+        made, lost = self.server.connection_made, self.server.connection_lost
+
+        def connection_made(handler: Any, transport: Any) -> None:
+            made(handler, transport)
+            self._admit(handler)
+
+        def connection_lost(handler: Any, exc: BaseException | None) -> None:
+            self._closing.discard(handler)
+            lost(handler, exc)
+
+        # The handlers call these through the server instance (aiohttp's RequestHandler
+        # keeps it as its manager), so instance attributes take their place.
+        self.server.connection_made = connection_made
+        self.server.connection_lost = connection_lost
+
+    def _admit(self, handler: Any) -> None:
+        conns = self.server._connections  # insertion order: oldest first
+        if len(conns) - len(self._closing) <= self.limit:
+            return  # (an upper bound: a closed connection leaves the table a little later)
+        live = [h for h in conns if h.transport is not None and h not in self._closing]
+        if len(live) <= self.limit:
+            return
+        for other in live:
+            if other is not handler and not getattr(other, "_request_in_progress", False):
+                self._shed(other, "evicted")
+                other.force_close()
+                return
+        self._shed(handler, "refused")
+        handler._request_handler = _refuse  # this connection's only: see aiohttp's handler
+        asyncio.get_running_loop().call_later(REFUSED_GRACE, self._drop, handler)
+
+    def _drop(self, handler: Any) -> None:
+        if handler in self._closing:  # still there: it sent no (whole) request in time
+            handler.force_close()
+
+    def _shed(self, handler: Any, how: str) -> None:
+        self._closing.add(handler)
+        if how == "evicted":
+            self.evicted += 1
+        else:
+            self.refused += 1
+        metrics.tally("connections_shed", how)
+        now = time.monotonic()
+        if now - self._warned >= _WARN_EVERY:
+            self._warned = now
+            log.warning("max_clients (%d) reached: connections shed so far: %d idle closed, "
+                        "%d refused with 503", self.limit, self.evicted, self.refused)
