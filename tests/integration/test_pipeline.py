@@ -55,10 +55,10 @@ def test_info_advertises_only_the_features_in_the_pipeline(proxies):
     full, minimal, _ = proxies
     info_full = json.loads(call(full, "GET", "/info")[2])
     info_min = json.loads(call(minimal, "GET", "/info")[2])
-    for feature in ("tempauth", "dlo", "container_quotas", "account_quotas"):
+    for feature in ("tempauth", "dlo", "container_quotas", "account_quotas", "ratelimit"):
         assert feature in info_full
     assert "tempauth" in info_min
-    for feature in ("dlo", "container_quotas", "account_quotas"):
+    for feature in ("dlo", "container_quotas", "account_quotas", "ratelimit"):
         assert feature not in info_min
     assert info_min["swift"]["max_file_size"] == info_full["swift"]["max_file_size"]
 
