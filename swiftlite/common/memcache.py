@@ -26,7 +26,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 log = logging.getLogger("swiftlite.memcache")
 T = TypeVar("T")
@@ -214,9 +214,6 @@ def _answer(keys: list[bytes], waiters: dict[bytes, list],
                 fut.set_result(FAILED if found is None else found.get(k))
 
 
-_FAILED_INCR: Any = object()  # incr's "could not ask", told apart from NOT_FOUND (None)
-
-
 class MemcacheClient:
     def __init__(self, servers: list[tuple[str, int]], connect_timeout: float = 0.3,
                  io_timeout: float = 0.5, max_idle: int = 32,
@@ -297,33 +294,6 @@ class MemcacheClient:
     async def cas(self, key: str, value: bytes, unique: int, ttl: float) -> bool:
         """Stored only if the key still holds the item `gets` returned `unique` for."""
         return await self._store(b"cas", key, value, ttl, unique=unique)
-
-    async def incr(self, key: str, delta: int, ttl: float) -> int | None:
-        """The key's number after adding `delta` (an absent key starts at `delta`, kept for
-        `ttl`; a negative delta stops at 0 and leaves an absent key absent); None when
-        memcached could not be asked (not tried while its server is marked down: a caller
-        that can do without the answer should not wait for it)."""
-        k = check_key(key)
-        cmd = b"incr %s %d\r\n" % (k, delta) if delta >= 0 else b"decr %s %d\r\n" % (k, -delta)
-
-        async def run(reader, writer) -> int | None:
-            writer.write(cmd)
-            line = await reader.readline()
-            if line == b"NOT_FOUND\r\n":
-                return None
-            if line[:1].isdigit():
-                return int(line)
-            raise MemcacheError(f"incr: {line!r}")
-
-        for _ in range(3):  # incr misses an absent key; add loses to a racing add
-            n = await self._call(k, run, _FAILED_INCR)
-            if n is _FAILED_INCR:
-                return None
-            if n is not None or delta < 0:
-                return n
-            if await self._store(b"add", key, str(delta).encode(), ttl):
-                return delta
-        return None
 
     async def delete(self, key: str) -> bool:
         """True when the key is gone (deleted or absent); False when unknown."""

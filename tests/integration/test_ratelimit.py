@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import swiftclient
 
-from tests.helpers import http_request, start_memcached, start_proxy_variant, wait_for
+from tests.helpers import free_port, http_request, start_memcached, start_proxy_variant, wait_for
 
 A = "/v1/AUTH_test"
 
@@ -151,3 +151,16 @@ def test_two_proxies_share_the_limit_through_memcached(cluster):
         b.stop()
         os.killpg(memcached.pid, signal.SIGTERM)
         memcached.wait(timeout=10)
+
+
+def test_without_a_reachable_memcached_each_worker_limits_alone(cluster):
+    conn = cluster.connection()
+    conn.put_container("nomc")
+    dead = {"memcache_servers": f"127.0.0.1:{free_port()}"}  # nothing listens there
+    proxy = _limited(cluster, "rl-nomc", dead, container_ratelimit_0="4")
+    url = f"http://127.0.0.1:{proxy.port}"
+    try:
+        statuses = _burst(url, _token(cluster), "PUT", [f"{A}/nomc/o{i}" for i in range(16)])
+        assert 2 <= statuses.count(201) <= 9 and statuses.count(498) >= 7, statuses
+    finally:
+        proxy.stop()

@@ -13,17 +13,18 @@ unless set:
 - `account_whitelist` / `account_blacklist`: accounts (comma-separated, e.g. AUTH_test)
   never limited / refused every write and listing (497).
 
-A request over its rate waits for its turn (the worker serves others meanwhile). One whose
-turn is more than `max_sleep_time_seconds` away is answered 498 at once, and its turn is
-given back, so a client that keeps hammering does not push the turns of the container's
-other users further out. A key idle for a while may go faster at first, to catch up on at
-most `rate_buffer_seconds` of its rate. Waits over `log_sleep_time_seconds` (0: none) are
-logged.
+Each key (an account, a container) has a next free turn. A request takes it and moves it on
+by 1/rate, then waits until its turn (the worker serves others meanwhile). One whose turn is
+more than `max_sleep_time_seconds` away is answered 498 at once and takes no turn, so a
+client that keeps hammering does not push the turns of the container's other users further
+out. A key idle for a while may go faster at first: its turns never start more than
+`rate_buffer_seconds` in the past. Waits over `log_sleep_time_seconds` (0: none) are logged.
 
-The turns are counted in memcached (`memcache_servers`), shared by every proxy and worker;
-without it (or while it cannot be reached) each worker counts alone, so the limits hold per
-worker process. Turns are kept in 1/`clock_accuracy` seconds; proxies' clocks must agree to
-about that.
+The next free turns live in memcached (`memcache_servers`), shared by every proxy and
+worker, moved on by compare-and-swap (so a burst arriving at an idle key is not served
+whole, as it would be if each request restarted the key). Without memcached (or while it
+cannot be used) each worker counts alone, so the limits hold per worker process. Turns are
+kept in 1/`clock_accuracy` seconds; the proxies' clocks must agree to about that.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ log = logging.getLogger("swiftlite.proxy.ratelimit")
 
 WRITES = ("PUT", "POST", "DELETE", "COPY")
 _LOCAL_KEYS = 10000  # keys a worker counts alone (without memcached), least recent dropped
+_UNSHARED: Any = object()
 
 
 def _sizes(conf: Any, prefix: str) -> list[tuple[int, float]]:
@@ -95,6 +97,7 @@ class RateLimit(Middleware):
         self.active = bool(self.account_rate > 0 or self.container_rates
                            or self.listing_rates or self.blacklist)
         self._local: OrderedDict[str, int] = OrderedDict()
+        self._queues: dict[str, list[Any]] = {}  # key -> [lock, requests using it]
 
     def info(self) -> dict[str, Any]:
         return {"account_ratelimit": self.account_rate,
@@ -147,44 +150,54 @@ class RateLimit(Middleware):
 
     async def _turn(self, name: str, rate: float) -> float | None:
         """Seconds until this request's turn under `rate` per second for `name`, or None
-        when that is past max_sleep_time_seconds (the turn is then given back)."""
+        when that is past max_sleep_time_seconds (no turn is taken then)."""
         key = "ratelimit/" + hashlib.md5(name.encode(), usedforsecurity=False).hexdigest()
         step = max(1, round(self.accuracy / rate))
-        # A key unused for longer than any wait it could hold is let go.
-        ttl = self.max_sleep + self.buffer + 60
         memcache = self.proxy.container_cache.memcache
-        for _ in range(3):
-            now = int(time.time() * self.accuracy)
-            behind = now - int(self.buffer * self.accuracy)
-            end = await memcache.incr(key, step, ttl) if memcache is not None else None
-            if end is None:
-                return self._local_turn(key, step, now, behind)
-            if end - step >= behind:
-                wait = (end - step - now) / self.accuracy
-                if wait > self.max_sleep:
-                    await memcache.incr(key, -step, ttl)
-                    return None
-                return max(0.0, wait)
-            # Idle for longer than the buffer (or new): its turns start again from now. Only
-            # one of the requests that found it so may restart it (a compare-and-swap), or a
-            # burst arriving at an idle key would be served whole; the others queue after it.
-            hit = await memcache.gets(key)
-            if hit is not None and int(hit[0]) - step < behind and \
-                    await memcache.cas(key, b"%d" % (now + step), hit[1], ttl):
-                return 0.0
-        return 0.0  # memcached keeps changing under us: let this one through
+        if memcache is not None:
+            # One request of this worker at a time per key: a compare-and-swap then meets
+            # other workers' and proxies' only, and seldom has to go round again.
+            entry = self._queues.setdefault(key, [asyncio.Lock(), 0])
+            entry[1] += 1
+            try:
+                async with entry[0]:
+                    wait = await self._shared_turn(memcache, key, step)
+            finally:
+                entry[1] -= 1
+                if not entry[1]:
+                    del self._queues[key]
+            if wait is not _UNSHARED:
+                return wait
+        return self._local_turn(key, step)
 
-    def _local_turn(self, key: str, step: int, now: int, behind: int) -> float | None:
-        """_turn counted in this worker alone (no memcached, or it cannot be reached)."""
-        local = self._local
-        end = local.get(key, 0) + step
-        if end - step < behind:
-            end = now + step
-        wait = (end - step - now) / self.accuracy
+    async def _shared_turn(self, memcache: Any, key: str, step: int) -> Any:
+        """_turn through memcached, which holds the key's next free turn (a compare-and-swap
+        moves it on); _UNSHARED when memcached cannot be used."""
+        ttl = self.max_sleep + self.buffer + 60  # an idle key is let go
+        for _ in range(8):
+            now = int(time.time() * self.accuracy)
+            hit = await memcache.gets(key)
+            if hit is None:  # absent (or memcached is down: then add fails too)
+                if await memcache.add(key, b"%d" % (now + step), ttl):
+                    return 0.0
+                continue
+            turn = max(int(hit[0]), now - int(self.buffer * self.accuracy))
+            wait = (turn - now) / self.accuracy
+            if wait > self.max_sleep:
+                return None
+            if await memcache.cas(key, b"%d" % (turn + step), hit[1], ttl):
+                return max(0.0, wait)
+        return _UNSHARED
+
+    def _local_turn(self, key: str, step: int) -> float | None:
+        """_turn counted in this worker alone (no memcached, or it cannot be used)."""
+        now = int(time.time() * self.accuracy)
+        turn = max(self._local.get(key, 0), now - int(self.buffer * self.accuracy))
+        wait = (turn - now) / self.accuracy
         if wait > self.max_sleep:
-            return None  # the turn not taken
-        local[key] = end
-        local.move_to_end(key)
-        if len(local) > _LOCAL_KEYS:
-            local.popitem(last=False)
+            return None
+        self._local[key] = turn + step
+        self._local.move_to_end(key)
+        if len(self._local) > _LOCAL_KEYS:
+            self._local.popitem(last=False)
         return max(0.0, wait)
