@@ -360,28 +360,28 @@ def test_a_connection_flood_never_error_limits_the_nodes(cluster):
     url = f"http://127.0.0.1:{proxy.port}"
     raw = Raw(cluster, url)  # one keep-alive connection, made before the flood
     flood: list[socket.socket] = []
-    try:
-        assert raw("GET", f"{A}/flood/o0", {"X-Auth-Token": tok})[0] == 200
-        refused = []
+    refused = []
 
-        def starved_reads() -> bool:
-            """Top the flood up to every descriptor, then read: True once a dozen reads
-            found no replica (more than error_suppression_limit faults per server)."""
-            for _ in range(50):  # (bounded: the wait's deadline must hold)
-                if _open_fds(proxy.proc.pid) >= 160:
-                    break
-                flood.append(socket.create_connection(("127.0.0.1", proxy.port)))
-            status = raw("GET", f"{A}/flood/o0", {"X-Auth-Token": tok})[0]
-            assert status in (200, 503), status
-            refused.extend([status] if status == 503 else [])
-            return len(refused) >= 12
+    def starved_reads() -> bool:
+        """Top the flood up to every descriptor, then read: True once a dozen reads found
+        no replica (more than error_suppression_limit faults per server)."""
+        for _ in range(50):  # (bounded: the wait's deadline must hold)
+            if _open_fds(proxy.proc.pid) >= 160:
+                break
+            flood.append(socket.create_connection(("127.0.0.1", proxy.port)))
+        status = raw("GET", f"{A}/flood/o0", {"X-Auth-Token": tok})[0]
+        assert status in (200, 503), status
+        refused.extend([status] if status == 503 else [])
+        return len(refused) >= 12
 
-        wait_for(starved_reads, 60, what="reads failing for want of descriptors")
-    finally:
-        for s in flood:
-            s.close()
-    wait_for(lambda: _open_fds(proxy.proc.pid) < 100, 30, what="the flood's sockets closed")
     try:
+        try:
+            assert raw("GET", f"{A}/flood/o0", {"X-Auth-Token": tok})[0] == 200
+            wait_for(starved_reads, 60, what="reads failing for want of descriptors")
+        finally:
+            for s in flood:
+                s.close()
+        wait_for(lambda: _open_fds(proxy.proc.pid) < 100, 30, what="the flood's sockets closed")
         # A write skips error-limited nodes (a read would still try one as a last resort).
         assert raw("PUT", f"{A}/flood/after", {"X-Auth-Token": tok}, b"new")[0] == 201
         status, _, body = raw("GET", f"{A}/flood/o0", {"X-Auth-Token": tok})

@@ -67,12 +67,12 @@ def test_writes_into_a_hot_container_are_held_to_the_rate(cluster):
     assert len(names) == statuses.count(201) + (status == 201)
 
 
-def test_refused_turns_are_given_back(cluster):
+def test_refused_requests_take_no_turn(cluster):
     """A client hammering past the limit does not push later turns out: once the burst is
-    over, the container's next writer waits about one turn, not the burst's length."""
+    over, the container's next writer waits about one turn, not the bursts' length."""
     conn = cluster.connection()
     conn.put_container("hammered")
-    proxy = _limited(cluster, "rl-giveback", container_ratelimit_0="2")
+    proxy = _limited(cluster, "rl-hammered", container_ratelimit_0="2")
     url = f"http://127.0.0.1:{proxy.port}"
     tok = _token(cluster)
     try:
@@ -132,10 +132,13 @@ def test_two_proxies_share_the_limit_through_memcached(cluster):
     conn.put_container("shared")
     port, memcached = start_memcached()
     mc = {"memcache_servers": f"127.0.0.1:{port}"}
-    a = _limited(cluster, "rl-a", mc, container_ratelimit_0="4")
-    b = _limited(cluster, "rl-b", mc, container_ratelimit_0="4")
+    proxies = []
     tok = _token(cluster)
     try:
+        a = _limited(cluster, "rl-a", mc, container_ratelimit_0="4")
+        proxies.append(a)
+        b = _limited(cluster, "rl-b", mc, container_ratelimit_0="4")
+        proxies.append(b)
         paths = [f"{A}/shared/o{i}" for i in range(20)]
         with ThreadPoolExecutor(2) as pool:
             got = list(pool.map(
@@ -147,8 +150,8 @@ def test_two_proxies_share_the_limit_through_memcached(cluster):
         assert 2 <= statuses.count(201) <= 8, statuses
         assert got[0].count(498) and got[1].count(498), got
     finally:
-        a.stop()
-        b.stop()
+        for p in proxies:
+            p.stop()
         os.killpg(memcached.pid, signal.SIGTERM)
         memcached.wait(timeout=10)
 
