@@ -26,6 +26,7 @@ from swiftlite.container.shard_ranges import (
     merge_range,
     split_points,
 )
+from swiftlite.db.broker import write_txn
 
 ROOT_KEY = "x-container-sysmeta-shard-root"  # a shard's root, quoted (set when made)
 _PROGRESS_SCHEMA = ("CREATE TABLE IF NOT EXISTS shard_progress "
@@ -91,13 +92,8 @@ class ShardingMixin:
     def merge_ranges(self, incoming: Iterable[ShardRange]) -> int:
         with self._lock:
             conn = self._get_conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with write_txn(conn, self.db_file):
                 changed = self._merge_ranges_locked(conn, incoming)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             return changed
 
     def merge_shard_ranges(self, rows: list[dict[str, Any]]) -> int:
@@ -200,12 +196,7 @@ class ShardingMixin:
         with self._lock:
             conn = self._get_conn()
             conn.execute(_PROGRESS_SCHEMA)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with write_txn(conn, self.db_file):
                 conn.execute("INSERT OR REPLACE INTO shard_progress (key, value) VALUES"
                              " ('progress', ?)", (json.dumps(progress),))
                 self._merge_ranges_locked(conn, ranges)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise

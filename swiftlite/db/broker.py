@@ -18,6 +18,7 @@ Shape kept for the DB replicator and the sharder:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -31,6 +32,8 @@ from swiftlite.common.constraints import check_stored_metadata
 from swiftlite.common.fsutil import fsync_dir
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
+
+log = logging.getLogger("swiftlite.db.broker")
 
 ZERO_TS = Timestamp(0).internal
 
@@ -102,10 +105,26 @@ def merge_metadata(current: Metadata, incoming: Mapping[str, Any]) -> bool:
     return changed
 
 
+# A write that waited this long for a DB's lock is logged: another writer (a replicator, the
+# sharder, a listing's held rows, another process) kept it from committing.
+SLOW_LOCK_WAIT = 1.0
+
+
+def begin_write(conn: sqlite3.Connection, db_file: str) -> None:
+    """BEGIN IMMEDIATE (take the DB's write lock), logging a long wait for it."""
+    started = time.monotonic()
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    finally:
+        waited = time.monotonic() - started
+        if waited >= SLOW_LOCK_WAIT:
+            log.warning("waited %.1fs for the write lock of %s", waited, db_file)
+
+
 @contextmanager
-def _write_txn(conn: sqlite3.Connection) -> Iterator[None]:
+def write_txn(conn: sqlite3.Connection, db_file: str) -> Iterator[None]:
     """BEGIN IMMEDIATE; COMMIT when the block ends, ROLLBACK if it (or the COMMIT) raises."""
-    conn.execute("BEGIN IMMEDIATE")
+    begin_write(conn, db_file)
     try:
         yield
         conn.execute("COMMIT")
@@ -242,7 +261,7 @@ class DatabaseBroker:
                 self._create_file(put_timestamp)
                 created = True
             conn = self._get_conn()
-            with _write_txn(conn):
+            with write_txn(conn, self.db_file):
                 was_deleted = self._is_deleted_locked(conn)
                 row = conn.execute("SELECT put_timestamp, metadata FROM stat").fetchone()
                 if put_timestamp > row[0]:
@@ -305,7 +324,7 @@ class DatabaseBroker:
         Last-Modified follows it)."""
         with self._lock:
             conn = self._get_conn()
-            with _write_txn(conn):
+            with write_txn(conn, self.db_file):
                 if put_timestamp:  # never revives a deleted DB
                     conn.execute("UPDATE stat SET put_timestamp = ? WHERE put_timestamp < ?"
                                  " AND delete_timestamp <= put_timestamp",
@@ -322,7 +341,7 @@ class DatabaseBroker:
         """Newest-wins merge of the DB's own put/delete timestamps (replication, DELETE)."""
         with self._lock:
             conn = self._get_conn()
-            with _write_txn(conn):
+            with write_txn(conn, self.db_file):
                 was = self._is_deleted_locked(conn)
                 if put_timestamp:
                     conn.execute("UPDATE stat SET put_timestamp = ? WHERE put_timestamp < ?",
@@ -339,7 +358,7 @@ class DatabaseBroker:
         """Mark deleted if empty: returns ("notfound"|"conflict"|"deleted", info)."""
         with self._lock:
             conn = self._get_conn()
-            conn.execute("BEGIN IMMEDIATE")
+            begin_write(conn, self.db_file)
             try:
                 if self._is_deleted_locked(conn):
                     conn.execute("ROLLBACK")
@@ -428,7 +447,7 @@ class DatabaseBroker:
         held = self._take_pending()
         done = False
         try:
-            with _write_txn(conn):
+            with write_txn(conn, self.db_file):
                 changed = self._merge_items_locked(conn, held + rows)
             done = True
         except sqlite3.OperationalError as exc:
@@ -570,7 +589,7 @@ class DatabaseBroker:
         cut = cutoff.internal
         with self._lock:
             conn = self._get_conn()
-            with _write_txn(conn):
+            with write_txn(conn, self.db_file):
                 cur = conn.execute(
                     f"DELETE FROM {self.ITEMS_TABLE} WHERE deleted = 1 AND "
                     f"{self._tombstone_column()} < ?", (cut,))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 
 import pytest
@@ -133,3 +134,22 @@ def test_survives_reopen(broker, tmp_path):
     broker.close()
     again = ContainerBroker(broker.db_file)
     assert again.get_info()["bytes_used"] == 3
+
+
+def test_a_long_wait_for_the_write_lock_is_logged(broker, caplog):
+    """Another writer (here another connection) holds the DB for 1.3 s: the update waits
+    for it, lands, and the wait is logged with the DB's path; a short wait is not."""
+    holder = sqlite3.connect(broker.db_file, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(1.3, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    try:
+        with caplog.at_level("WARNING", logger="swiftlite.db.broker"):
+            broker.merge_items([row("held", ts())])
+            broker.merge_items([row("free", ts())])
+    finally:
+        release.join()
+        holder.close()
+    waits = [r.getMessage() for r in caplog.records if "write lock" in r.getMessage()]
+    assert len(waits) == 1 and broker.db_file in waits[0], waits
+    assert {r["name"] for r in broker.get_items_since(-1, 10)} == {"held", "free"}
