@@ -91,6 +91,10 @@ class Middleware:
     # How this feature treats a plain read: PASS, HOOKS, or None (the default), which keeps
     # every request of the pipeline on the full path.
     plain_reads: ClassVar[str | None] = None
+    # When its `accept_plain` declines a plain read, the core's answer is kept and handed to
+    # the full pipeline's core for the same request instead of read again (plain_reads.py).
+    # Only for a feature whose __call__ sends that request down unchanged first.
+    replays_declined: ClassVar[bool] = False
 
     def __init__(self, app: Handler, proxy: Proxy, conf: Section) -> None:
         self.app = app

@@ -20,7 +20,10 @@ core, then their checks of the answer in reverse order, as the full chain would:
 
 A declined read (or one a hook refuses with an HTTP error) is answered by the full pipeline
 from the start, as if the short cut had not been tried: the request keys a hook set are
-undone, and an answer already read is closed. An HTTP error the core raises (a 403, a 503
+undone, and an answer already read is closed. Except when the feature that declined says
+`replays_declined` (SLO and DLO, which decline a manifest): its 2xx answer, not yet read, is
+kept for the full pipeline's core to return for this very request (`take_primed`), so a
+manifest is fetched once, not twice. An HTTP error the core raises (a 403, a 503
 after the replicas failed) is the answer, as on the full path, where no feature catches it
 before catch_errors: a failed read is never tried twice. The core judges the caller on every
 read, as always: the short cut skips code, never a verdict. `plain_read_shortcut = false`
@@ -39,6 +42,10 @@ from swiftlite.proxy.request import api_path
 from swiftlite.proxy.response import BodyResponse
 
 READS = ("GET", "HEAD")
+# [method, raw path and query, answer]: the core's answer to a declined read, kept for the
+# full pipeline. A list, shared by the clones of the request (aiohttp copies their keys), so
+# it is handed out once.
+PRIMED = "swiftlite.primed_answer"
 # A read with any of these is not plain: features treat ranges and conditions in their own
 # ways (an SLO's ETag, a link's zero bytes), so such a read takes the full pipeline.
 NOT_PLAIN = RANGE_AND_CONDITIONS
@@ -74,10 +81,18 @@ class PlainReads:
                 resp = await self._shortcut(request)
                 if resp is not None:
                     return resp
+                if PRIMED in request:
+                    try:
+                        return await self.full(request)
+                    finally:
+                        unused = take_primed(request)
+                        if unused is not None:
+                            unused.close()
         return await self.full(request)
 
     async def _shortcut(self, request: web.Request) -> web.StreamResponse | None:
         saved = dict(request)
+        kept = None
         try:
             path = api_path(request)
             if path is None or path.obj is None:
@@ -100,12 +115,29 @@ class PlainReads:
             for mw in self.acceptors:
                 if not mw.accept_plain(sub, resp):
                     if isinstance(resp, BodyResponse):
-                        resp.close()
+                        if mw.replays_declined and sub is request and \
+                                200 <= resp.status < 300:
+                            kept = resp
+                        else:
+                            resp.close()
                     break
             else:
                 metrics.tally("plain_reads", "shortcut")
                 return resp
         request.clear()
         request.update(saved)
+        if kept is not None:
+            request[PRIMED] = [request.method, request.rel_url.raw_path_qs, kept]
         metrics.tally("plain_reads", "declined")
         return None
+
+
+def take_primed(request: web.Request) -> BodyResponse | None:
+    """The core's answer the short cut read for this request and a feature declined, once,
+    and only to the request it answers (not to a sub-request for another path)."""
+    primed = request.get(PRIMED)
+    if primed is None or primed[2] is None or primed[0] != request.method \
+            or primed[1] != request.rel_url.raw_path_qs:
+        return None
+    resp, primed[2] = primed[2], None
+    return resp

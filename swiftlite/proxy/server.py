@@ -33,6 +33,7 @@ from swiftlite.proxy.info import (
 from swiftlite.proxy.local_reads import LocalReads, parse_local_devices
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.proxy.object_cache import ObjectCache
+from swiftlite.proxy.plain_reads import PRIMED, take_primed
 from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER, IDENTITY, api_path, unauthorized
 from swiftlite.proxy.write_log import WriteLog
 from swiftlite.ring import Ring
@@ -157,6 +158,10 @@ class Proxy:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """The core's answer, after every pipeline feature had its turn."""
+        if PRIMED in request:  # the plain-read short cut already read this one's answer
+            primed = take_primed(request)
+            if primed is not None:
+                return primed
         if request.path == "/info":
             return self.handle_info(request)
         path = api_path(request)

@@ -131,16 +131,56 @@ def routes(port: int) -> tuple[float, float]:
 
 def settled_routes(port: int) -> tuple[float, float]:
     """`routes` once the counts flushed once a second have stopped moving."""
-    seen = {"value": routes(port), "since": time.monotonic()}
+    return _settled(lambda: routes(port))
+
+
+def _settled(read):
+    """What `read()` gives once it has stopped moving (counts are flushed once a second)."""
+    seen = {"value": read(), "since": time.monotonic()}
 
     def still() -> bool:
-        now = routes(port)
+        now = read()
         if now != seen["value"]:
             seen.update(value=now, since=time.monotonic())
         return time.monotonic() - seen["since"] > 1.5  # over a sampler interval unchanged
 
-    wait_for(still, 15, what="plain-read counts settled")
+    wait_for(still, 15, what="counts settled")
     return seen["value"]
+
+
+def test_a_declined_manifest_is_fetched_once(env):
+    """SLO and DLO decline a plain read of their manifest. The full pipeline then gets the
+    answer the short cut already read, not a second fetch: one replica read for the manifest
+    and one per segment (it was one more per read)."""
+    c, short, _, tokens = env
+    acct, auth = tokens["test:tester"]
+    tag = uuid.uuid4().hex[:8]
+    cont = f"{acct}/large-{tag}"
+    assert request(short, "PUT", cont, auth)[0] == 201
+    assert request(short, "PUT", f"{cont}/seg1", auth, b"a" * 100)[0] == 201
+    assert request(short, "PUT", f"{cont}/seg2", auth, b"b" * 50)[0] == 201
+    manifest = json.dumps([{"path": f"/large-{tag}/seg1"}, {"path": f"/large-{tag}/seg2"}])
+    conn = http.client.HTTPConnection("127.0.0.1", short, timeout=30)  # a query: not quoted
+    conn.request("PUT", f"{cont}/slo?multipart-manifest=put", manifest.encode(), auth)
+    assert conn.getresponse().status == 201
+    conn.close()
+    assert request(short, "PUT", f"{cont}/dlo", {**auth, "X-Object-Manifest":
+                                                  f"large-{tag}/seg"})[0] == 201
+    # One worker, and no second replica asked after concurrency_timeout: exact counts.
+    proxy = start_proxy_variant(c, "counted", {"concurrent_gets": "false"})
+    try:
+        def reads() -> float:
+            return total(proxy.port, "swiftlite_proxy_replica_reads_total")
+
+        for name, method, expect in (("slo", "GET", 3), ("slo", "HEAD", 1),
+                                     ("dlo", "GET", 3), ("dlo", "HEAD", 1)):
+            before = _settled(reads)
+            status, _, body = request(proxy.port, method, f"{cont}/{name}", auth)
+            assert status == 200 and body == (b"a" * 100 + b"b" * 50 if method == "GET"
+                                              else b""), (name, method)
+            assert _settled(reads) - before == expect, (name, method)
+    finally:
+        proxy.stop()
 
 
 def test_an_error_from_the_core_is_answered_once(env):

@@ -71,6 +71,7 @@ def _last_modified(headers) -> int:
 class Dlo(Middleware):
     name = "dlo"
     plain_reads = HOOKS
+    replays_declined = True  # a manifest, declined, is not fetched a second time
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)

@@ -161,6 +161,7 @@ def item_length(item: dict[str, Any]) -> int:
 class Slo(Middleware):
     name = "slo"
     plain_reads = HOOKS
+    replays_declined = True  # a manifest, declined, is not fetched a second time
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
