@@ -9,7 +9,7 @@ from swiftlite.common.http import HTTPError, query_str
 from swiftlite.proxy import account, shard_listing
 from swiftlite.proxy.backend import best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
-from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER
+from swiftlite.proxy.request import ALLOW_RESERVED
 
 # Asks a DB server to list reserved names too (only ever sent for a feature's sub-request).
 ALLOW_RESERVED_HEADER = "X-Backend-Allow-Reserved-Names"
@@ -22,11 +22,7 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
     method = request.method
     if method in ("GET", "HEAD"):
         return await _read(proxy, request, target)
-    if not target.is_owner:  # the authorizer may let a non-owner in (account ACLs)
-        authorizer = request.get(AUTHORIZER)
-        if authorizer is None:
-            raise proxy.deny(target)
-        authorizer.authorize_account(request, target.ident, target.account, target.container)
+    proxy.authorize_account_write(request, target)
     if method == "PUT":
         return await _write(proxy, request, target, "PUT")
     if method == "POST":

@@ -215,6 +215,16 @@ class Proxy:
         if self.write_log is not None:
             self.write_log.written(acct, cont, "")
 
+    def authorize_account_write(self, request: web.Request, target: Target) -> None:
+        """A container PUT/POST/DELETE: the owner may; anyone else as the account's ACLs
+        say. Raises 401/403."""
+        if not target.is_owner:
+            authorizer = request.get(AUTHORIZER)
+            if authorizer is None:
+                raise self.deny(target)
+            authorizer.authorize_account(request, target.ident, target.account,
+                                         target.container)
+
     def deny(self, target: Target) -> HTTPError:
         return HTTPError(403, "Forbidden") if target.ident else unauthorized(target.account)
 

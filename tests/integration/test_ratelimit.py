@@ -87,6 +87,29 @@ def test_refused_requests_take_no_turn(cluster):
         proxy.stop()
 
 
+def test_requests_the_core_refuses_take_no_turn(cluster):
+    """Strangers (no token, or another account's) hammering a tenant's container and
+    account are refused by the core and use up none of the tenant's turns: its own writes
+    right after go through at once."""
+    conn = cluster.connection()
+    conn.put_container("victim")
+    proxy = _limited(cluster, "rl-strangers", container_ratelimit_0="4", account_ratelimit="4")
+    url = f"http://127.0.0.1:{proxy.port}"
+    stranger = _token(cluster, "test2:tester2", "testing2")
+    try:
+        for token in (stranger, "AUTH_tk" + "0" * 32):
+            statuses = _burst(url, token, "PUT", [f"{A}/victim/o{i}" for i in range(20)] +
+                              [f"{A}/made-by-stranger{i}" for i in range(20)])
+            assert set(statuses) <= {401, 403}, statuses
+        tok = _token(cluster)
+        for i in range(3):  # turns 0, 0.25 and 0.5 s away: none refused
+            assert http_request(url, "PUT", f"{A}/victim/mine{i}", {"X-Auth-Token": tok},
+                                b"x")[0] == 201
+            assert http_request(url, "PUT", f"{A}/mine{i}", {"X-Auth-Token": tok})[0] == 201
+    finally:
+        proxy.stop()
+
+
 def test_container_creations_per_account_and_white_and_black_lists(cluster):
     proxy = _limited(cluster, "rl-account", account_ratelimit="3",
                      account_whitelist="AUTH_test2", account_blacklist="AUTH_test5")

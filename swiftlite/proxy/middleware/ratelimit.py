@@ -13,6 +13,10 @@ unless set:
 - `account_whitelist` / `account_blacklist`: accounts (comma-separated, e.g. AUTH_test)
   never limited / refused every write and listing (497).
 
+It sits after tempauth (Swift puts it before): only a request the core will allow takes a
+turn, so nobody without the right to write (no token, another tenant's) can use up a
+tenant's turns and hold its writes back. Refused requests cost the core little anyway.
+
 Each key (an account, a container) has a next free turn. A request takes it and moves it on
 by 1/rate, then waits until its turn (the worker serves others meanwhile). One whose turn is
 more than `max_sleep_time_seconds` away is answered 498 at once and takes no turn, so a
@@ -38,6 +42,7 @@ from typing import Any
 
 from aiohttp import web
 
+from swiftlite.common.http import HTTPError
 from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import api_path
 
@@ -126,17 +131,28 @@ class RateLimit(Middleware):
             return None
         if path.account in self.blacklist:
             return _answer(497, "Blacklisted", "Your account has been blacklisted")
-        if kind == "account":
-            rate, key = self.account_rate, path.account
-        else:
-            table = self.container_rates if kind == "container" else self.listing_rates
-            if not table:
-                return None
-            info = await self.proxy.container_info(request, path.account, path.container)
-            if info.status // 100 != 2:
-                return None  # the core answers (404, 503)
-            rate = rate_for(table, info.object_count)
-            key = f"{kind}/{path.account}/{path.container}"
+        # Only a request the core will let through takes a turn: otherwise anyone (no token,
+        # or another account's) could use up a tenant's turns and hold its own writes back.
+        # The same checks as the core's, on the same cached info: nothing is read twice.
+        target = self.proxy.target(request, path.account, path.container, None)
+        try:
+            if kind == "account":
+                if self.account_rate <= 0:
+                    return None
+                self.proxy.authorize_account_write(request, target)
+                rate, key = self.account_rate, path.account
+            else:
+                table = self.container_rates if kind == "container" else self.listing_rates
+                if not table:
+                    return None
+                info = await self.proxy.authorize_container(
+                    request, target, write=kind == "container", listing=kind == "listing")
+                if info.status // 100 != 2:
+                    return None  # the core answers (404, 503)
+                rate = rate_for(table, info.object_count)
+                key = f"{kind}/{path.account}/{path.container}"
+        except HTTPError:
+            return None  # refused by the core: no turn of anyone's is taken
         if rate <= 0:
             return None
         wait = await self._turn(key, rate)
