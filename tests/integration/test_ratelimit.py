@@ -67,6 +67,27 @@ def test_writes_into_a_hot_container_are_held_to_the_rate(cluster):
     assert len(names) == statuses.count(201) + (status == 201)
 
 
+def test_a_copy_counts_in_its_destination_container(cluster):
+    """One write per 5 s: a PUT takes the destination's turn, so a COPY into it right after
+    is refused, while the source container, only read, keeps its own turn for a write."""
+    conn = cluster.connection()
+    conn.put_container("source")
+    conn.put_container("copies")
+    conn.put_object("source", "img", b"pixels")
+    proxy = _limited(cluster, "rl-copy", container_ratelimit_0="0.2")
+    url = f"http://127.0.0.1:{proxy.port}"
+    auth = {"X-Auth-Token": _token(cluster)}
+    try:
+        assert http_request(url, "PUT", f"{A}/copies/first", auth, b"x")[0] == 201
+        status = http_request(url, "COPY", f"{A}/source/img",
+                              {**auth, "Destination": "copies/second"})[0]
+        assert status == 498
+        assert http_request(url, "PUT", f"{A}/source/new", auth, b"x")[0] == 201
+    finally:
+        proxy.stop()
+    assert {o["name"] for o in conn.get_container("copies")[1]} == {"first"}
+
+
 def test_refused_requests_take_no_turn(cluster):
     """A client hammering past the limit does not push later turns out: once the burst is
     over, the container's next writer waits about one turn, not the bursts' length."""

@@ -6,16 +6,18 @@ the server. An operator caps them per second in `[filter:ratelimit]`; every limi
 unless set:
 
 - `account_ratelimit = R`: container PUT and DELETE, per account.
-- `container_ratelimit_<N> = R`: object PUT, POST, DELETE and COPY, per container, for a
-  container holding N objects or more. Between two sizes the rate is interpolated linearly;
+- `container_ratelimit_<N> = R`: object PUT, POST and DELETE, per container, for a
+  container holding N objects or more (a COPY counts as the PUT the copy feature makes of
+  it, in the destination container). Between two sizes the rate is interpolated linearly;
   past the largest it stays; below the smallest there is no limit.
 - `container_listing_ratelimit_<N> = R`: container GETs (listings), likewise.
 - `account_whitelist` / `account_blacklist`: accounts (comma-separated, e.g. AUTH_test)
   never limited / refused every write and listing (497).
 
-It sits after tempauth (Swift puts it before): only a request the core will allow takes a
-turn, so nobody without the right to write (no token, another tenant's) can use up a
-tenant's turns and hold its writes back. Refused requests cost the core little anyway.
+It sits after tempauth and copy (Swift puts it before auth): only a request the core will
+allow takes a turn, so nobody without the right to write (no token, another tenant's) can
+use up a tenant's turns and hold its writes back. Refused requests cost the core little
+anyway.
 
 Each key (an account, a container) has a next free turn. A request takes it and moves it on
 by 1/rate, then waits until its turn (the worker serves others meanwhile). One whose turn is
@@ -48,7 +50,7 @@ from swiftlite.proxy.request import api_path
 
 log = logging.getLogger("swiftlite.proxy.ratelimit")
 
-WRITES = ("PUT", "POST", "DELETE", "COPY")
+WRITES = ("PUT", "POST", "DELETE")
 _LOCAL_KEYS = 10000  # keys a worker counts alone (without memcached), least recent dropped
 _UNSHARED: Any = object()
 
