@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from aiohttp import web
 
 from swiftlite.common import metrics
+from swiftlite.common.log_throttle import LogThrottle
 
 log = logging.getLogger("swiftlite.server")
 
@@ -48,7 +48,7 @@ class ConnectionCap:
         self.server = server
         self.limit = limit
         self._closing: set[Any] = set()  # shed, not yet gone from the server's table
-        self._warned = 0.0
+        self._warn_log = LogThrottle(_WARN_EVERY)
         self.evicted = 0
         self.refused = 0
 
@@ -97,8 +97,6 @@ class ConnectionCap:
         else:
             self.refused += 1
         metrics.tally("connections_shed", how)
-        now = time.monotonic()
-        if now - self._warned >= _WARN_EVERY:
-            self._warned = now
+        if self._warn_log.due():
             log.warning("max_clients (%d) reached: connections shed so far: %d idle closed, "
                         "%d refused with 503", self.limit, self.evicted, self.refused)

@@ -28,6 +28,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from swiftlite.common.log_throttle import LogThrottle
+
 log = logging.getLogger("swiftlite.memcache")
 T = TypeVar("T")
 MAX_KEY = 250
@@ -224,7 +226,7 @@ class MemcacheClient:
         self.connect_timeout = connect_timeout
         self.io_timeout = io_timeout
         self.retry_interval = retry_interval
-        self._last_log = 0.0
+        self._warn_log = LogThrottle(10.0)  # one line per 10 s, not one per request
         self._batch: tuple[asyncio.AbstractEventLoop, dict[bytes, list]] | None = None
 
     def server_for(self, key: bytes) -> _Server:
@@ -385,8 +387,6 @@ class MemcacheClient:
         return result
 
     def _warn(self, server: _Server, exc: BaseException) -> None:
-        now = time.monotonic()
-        if now - self._last_log >= 10.0:  # one line per 10 s, not one per request
-            self._last_log = now
+        if self._warn_log.due():
             log.warning("memcached %s:%d failed (%r); serving without the cache",
                         server.host, server.port, exc)

@@ -35,22 +35,20 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from swiftlite.common.log_throttle import LogThrottle
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")
 
 
-_local_warned = 0.0
+_local_log = LogThrottle(60.0)
 
 
 def local_fault(what: str) -> None:
     """A backend request this process could not even try (out of file descriptors, say):
     never counted against the node, whatever caused it (a client holding connections by the
     thousand must not take nodes out for every tenant). Logged at most once a minute."""
-    global _local_warned
-    now = time.monotonic()
-    if now - _local_warned >= 60.0:
-        _local_warned = now
+    if _local_log.due():
         log.error("this process could not reach a backend (not counted against it): %s", what)
 
 

@@ -431,10 +431,11 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
                     judge.suspect(node, "PUT", logical, f"PUT {path}: {r.status}")
                 return resp
             except NETWORK_ERRORS as exc:
-                if isinstance(exc, ConnectError) and exc.local:  # not the node's fault
-                    local_fault(f"PUT {path}: {exc}")
-                elif isinstance(exc, ConnectError):  # nothing sent: the node's fault
-                    proxy.limiter.error(node, f"PUT {path}: {exc!r}", server=True)
+                if isinstance(exc, ConnectError):  # nothing sent: the node's fault...
+                    if exc.local:  # ...unless this process is out of descriptors
+                        local_fault(f"PUT {path}: {exc}")
+                    else:
+                        proxy.limiter.error(node, f"PUT {path}: {exc!r}", server=True)
                 else:  # e.g. the server refused the body early: maybe the request's fault
                     judge.suspect(node, "PUT", logical, f"PUT {path}: {exc!r}", server=True)
                 if feed.started:

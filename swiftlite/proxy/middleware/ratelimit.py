@@ -193,29 +193,37 @@ class RateLimit(Middleware):
         moves it on); _UNSHARED when memcached cannot be used."""
         ttl = self.max_sleep + self.buffer + 60  # an idle key is let go
         for _ in range(8):
-            now = int(time.time() * self.accuracy)
             hit = await memcache.gets(key)
             if hit is None:  # absent (or memcached is down: then add fails too)
+                now = int(time.time() * self.accuracy)
                 if await memcache.add(key, b"%d" % (now + step), ttl):
                     return 0.0
                 continue
-            turn = max(int(hit[0]), now - int(self.buffer * self.accuracy))
-            wait = (turn - now) / self.accuracy
-            if wait > self.max_sleep:
+            slot = self._slot(int(hit[0]))
+            if slot is None:
                 return None
+            turn, wait = slot
             if await memcache.cas(key, b"%d" % (turn + step), hit[1], ttl):
-                return max(0.0, wait)
+                return wait
         return _UNSHARED
 
     def _local_turn(self, key: str, step: int) -> float | None:
         """_turn counted in this worker alone (no memcached, or it cannot be used)."""
-        now = int(time.time() * self.accuracy)
-        turn = max(self._local.get(key, 0), now - int(self.buffer * self.accuracy))
-        wait = (turn - now) / self.accuracy
-        if wait > self.max_sleep:
+        slot = self._slot(self._local.get(key, 0))
+        if slot is None:
             return None
+        turn, wait = slot
         self._local[key] = turn + step
         self._local.move_to_end(key)
         if len(self._local) > _LOCAL_KEYS:
             self._local.popitem(last=False)
-        return max(0.0, wait)
+        return wait
+
+    def _slot(self, next_free: int) -> tuple[int, float] | None:
+        """(this request's turn, seconds until it) given its key's next free turn, which is
+        never taken as more than rate_buffer_seconds past; None when the wait would be past
+        max_sleep_time_seconds."""
+        now = int(time.time() * self.accuracy)
+        turn = max(next_free, now - int(self.buffer * self.accuracy))
+        wait = (turn - now) / self.accuracy
+        return None if wait > self.max_sleep else (turn, max(0.0, wait))
