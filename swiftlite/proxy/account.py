@@ -44,8 +44,11 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
                           (target.account,),
                           request.rel_url.raw_query_string, extra)
     if resp.status == 404 and proxy.account_autocreate:
-        return _empty_account(request, target.account)
-    return relay(resp, request)
+        answer = _empty_account(request, target.account)
+    else:
+        answer = relay(resp, request)
+    answer.headers["Accept-Ranges"] = "bytes"  # as Swift says (clients check it)
+    return answer
 
 
 def _empty_account(request: web.Request, acct: str) -> web.Response:

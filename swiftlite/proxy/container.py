@@ -49,8 +49,11 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
                           (target.account, target.container),
                           request.rel_url.raw_query_string, headers)
     if request.method == "GET" and shard_listing.is_segmented(resp):
-        return await shard_listing.listing(proxy, request, target.container, resp, extra)
-    return relay(resp, request)
+        answer = await shard_listing.listing(proxy, request, target.container, resp, extra)
+    else:
+        answer = relay(resp, request)
+    answer.headers["Accept-Ranges"] = "bytes"  # as Swift says (clients check it)
+    return answer
 
 
 async def _write(proxy, request: web.Request, target, method: str) -> web.Response:

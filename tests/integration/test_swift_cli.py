@@ -71,3 +71,19 @@ def test_connection_class(cluster):
     assert listing[0]["hash"] == hashlib.md5(b"abc").hexdigest() and listing[0]["bytes"] == 3
     conn.delete_object("conn-test", "x")
     conn.delete_container("conn-test")
+
+
+def test_account_and_container_answers_say_accept_ranges(cluster):
+    """python-swiftclient's own functional tests check Accept-Ranges on account and container
+    HEAD and GET, as Swift sends it; `swift stat` prints it."""
+    conn = cluster.connection()
+    conn.put_container("ranges")
+    conn.put_object("ranges", "o", b"x")
+    for headers in (conn.head_account(), conn.get_account()[0],
+                    conn.head_container("ranges"), conn.get_container("ranges")[0]):
+        assert headers.get("accept-ranges") == "bytes", headers
+    # A fresh account (auto-created on first write) answers the same before it exists.
+    fresh = cluster.connection("test2:tester2", "testing2")
+    assert fresh.head_account().get("accept-ranges") == "bytes"
+    assert "Accept-Ranges: bytes" in swift(cluster, "stat", "ranges")
+    assert "Accept-Ranges: bytes" in swift(cluster, "stat")
