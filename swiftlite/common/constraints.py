@@ -121,6 +121,16 @@ def check_metadata(headers, kind: str) -> str | None:
     return None
 
 
+def check_content_type(value: str) -> str | None:
+    """A client's Content-Type may not carry a `swift_bytes` parameter: it is the size a
+    container listing shows and quotas count, set only by the proxy's own features (through
+    sysmeta), so a client could otherwise misstate its usage."""
+    for param in value.split(";")[1:]:
+        if param.partition("=")[0].strip().lower() == "swift_bytes":
+            return "Invalid Content-Type: the swift_bytes parameter is reserved"
+    return None
+
+
 def check_stored_metadata(metadata, kind: str) -> str | None:
     """The count and overall-size limits over a DB's whole metadata after a change
     ({lower-case key: [value, timestamp]}; "" is a deleted key), as Swift's DB servers check

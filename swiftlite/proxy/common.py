@@ -28,6 +28,8 @@ STORED_HEADERS = {
 def metadata_headers(request: web.Request, kind: str) -> dict[str, str]:
     """Stored headers from the request; `X-Remove-<Kind>-Meta-X` becomes an empty value."""
     bad = constraints.check_metadata(request.headers, kind)
+    if not bad and kind == "object":
+        bad = constraints.check_content_type(request.headers.get("Content-Type", ""))
     if bad:
         raise HTTPError(400, bad)
     prefixes = STORED_HEADERS[kind]

@@ -461,3 +461,30 @@ def test_a_delete_reaching_one_replica_first_never_makes_a_read_fail(cluster, co
         except ClientException as exc:
             seen.add(exc.http_status)
     assert seen <= {200, 404} and 404 in seen, seen
+
+
+def test_client_set_swift_bytes_is_refused(cluster, conn):
+    """`swift_bytes` in a Content-Type is the size a listing shows (an SLO's total): a client
+    setting it could misstate its usage to listings and quotas, so PUT, POST and COPY that
+    carry it get 400 and store nothing."""
+    cont = name()
+    conn.put_container(cont)
+    conn.put_object(cont, "kept", b"12345", content_type="text/plain")
+    url, token = token_and_url(cluster)
+    base = f"{storage_path(url)}/{cont}"
+    for ctype in ("text/plain;swift_bytes=888888888", "text/plain; swift_bytes=0",
+                  "text/plain; charset=utf-8; SWIFT_BYTES=7"):
+        status, _, body = raw(cluster, "PUT", f"{base}/new",
+                              {"X-Auth-Token": token, "Content-Type": ctype}, b"hello")
+        assert status == 400 and b"swift_bytes" in body, (ctype, status, body)
+        status, _, _ = raw(cluster, "POST", f"{base}/kept",
+                           {"X-Auth-Token": token, "Content-Type": ctype})
+        assert status == 400, (ctype, status)
+        status, _, _ = raw(cluster, "COPY", f"{base}/kept",
+                           {"X-Auth-Token": token, "Content-Type": ctype,
+                            "Destination": f"{cont}/copied"})
+        assert status == 400, (ctype, status)
+    listing = conn.get_container(cont)[1]
+    assert [(o["name"], o["bytes"], o["content_type"]) for o in listing] == \
+        [("kept", 5, "text/plain")]
+    assert conn.head_container(cont)["x-container-bytes-used"] == "5"
