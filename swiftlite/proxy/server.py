@@ -330,8 +330,10 @@ class Proxy:
         }
 
     def handle_info(self, request: web.Request) -> web.Response:
+        if request.method == "OPTIONS":  # as Swift answers it (CORS adds the preflight's)
+            return web.Response(status=200, headers={"Allow": "GET, HEAD, OPTIONS"})
         if request.method not in ("GET", "HEAD"):
-            return error(405, "Method Not Allowed")
+            return error(405, "Method Not Allowed", {"Allow": "GET, HEAD, OPTIONS"})
         caps = self.capabilities()
         for mw in self.middleware:
             caps.update(mw.info_entries())

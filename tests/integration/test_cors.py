@@ -180,3 +180,25 @@ async def test_operator_options(cluster, site, lax_proxy):
             assert (await r.json())["swift"]["strict_cors_mode"] is False
     async with aiohttp.ClientSession() as s, s.get(cluster.proxy_url + "/info") as r:
         assert (await r.json())["swift"]["strict_cors_mode"] is True
+
+
+async def test_info_answers_options_and_preflights(cluster, lax_proxy):
+    """OPTIONS /info is a 200 with Allow, as Swift answers it; a page of another origin may
+    preflight and read /info where the operator's cors_allow_origin names it."""
+    status, h, _ = raw(cluster, "OPTIONS", "/info")
+    assert status == 200 and h["Allow"] == "GET, HEAD, OPTIONS"
+    # No container speaks for /info: the default proxy allows no origin.
+    status, h, _ = raw(cluster, "OPTIONS", "/info", preflight("http://a.example"))
+    assert status == 401 and "Access-Control-Allow-Origin" not in h
+    assert raw(cluster, "POST", "/info")[0] == 405
+    async with aiohttp.ClientSession() as s:
+        async with s.options(lax_proxy + "/info", headers=preflight("http://ops.example")) as r:
+            assert r.status == 200
+            assert r.headers["Access-Control-Allow-Origin"] == "http://ops.example"
+            assert r.headers["Access-Control-Allow-Methods"] == "GET, HEAD, OPTIONS"
+        async with s.options(lax_proxy + "/info",
+                             headers=preflight("http://ops.example", "PUT")) as r:
+            assert r.status == 401
+        async with s.get(lax_proxy + "/info", headers={"Origin": "http://ops.example"}) as r:
+            assert r.status == 200 and "swift" in await r.json()
+            assert r.headers["Access-Control-Allow-Origin"] == "http://ops.example"

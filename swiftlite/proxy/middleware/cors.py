@@ -8,7 +8,8 @@ origins for every container with `cors_allow_origin` and expose more headers wit
 - `OPTIONS` is answered here, never by the core, and needs no token (a preflight carries
   none). Without `Origin`, or on an account, it is a plain 200 with `Allow`. With `Origin`,
   an allowed origin and an allowed `Access-Control-Request-Method` get 200 and the preflight
-  headers; anything else (an unknown container included) is 401.
+  headers; anything else (an unknown container included) is 401. `/info` has no container:
+  its preflight is allowed by `cors_allow_origin` alone.
 - A container or object request with `Origin` gets `Access-Control-Allow-Origin` and
   `-Expose-Headers` on whatever it is answered, errors included; with `strict_cors_mode`
   (the default) only when the origin is allowed.
@@ -23,6 +24,7 @@ from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, api_path, unauthorized
 
 ALLOWED = ("DELETE", "GET", "POST", "PUT", "OPTIONS", "HEAD")
+INFO_METHODS = ("GET", "HEAD", "OPTIONS")
 # Simple response headers (per the CORS spec) plus the ones every Swift answer carries.
 ALWAYS_EXPOSED = ("cache-control", "content-language", "content-type", "expires",
                   "last-modified", "pragma", "etag", "x-timestamp", "x-trans-id",
@@ -57,6 +59,8 @@ class Cors(Middleware):
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
         if path is None:
+            if request.path == "/info" and "Origin" in request.headers:
+                return await self._info(request, request.headers["Origin"])
             return await self.app(request)
         if request.method == "OPTIONS":
             return await self.options(request, path)
@@ -105,6 +109,21 @@ class Cors(Middleware):
             h["Access-Control-Expose-Headers"] = ", ".join(exposed)
         if "Access-Control-Allow-Origin" not in h:
             self._allow_origin(h, cors, origin)
+
+    async def _info(self, request: web.Request, origin: str) -> web.StreamResponse:
+        """/info for a page of another origin: only the operator's `cors_allow_origin`
+        speaks for it (no container does), and it is read without a token."""
+        if request.method != "OPTIONS":
+            resp = await self.app(request)
+            self._decorate(resp, origin, {})
+            return resp
+        if not self._origin_allowed({}, origin) or \
+                request.headers.get("Access-Control-Request-Method") not in INFO_METHODS:
+            raise HTTPError(401, "Unauthorized", {"Allow": ", ".join(INFO_METHODS)})
+        headers = {"Allow": ", ".join(INFO_METHODS),
+                   "Access-Control-Allow-Methods": ", ".join(INFO_METHODS)}
+        self._allow_origin(headers, {}, origin)
+        return web.Response(status=200, headers=headers)
 
     # ---- preflight ----------------------------------------------------------------------
 
