@@ -26,7 +26,6 @@ import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import quote, unquote
 
 from aiohttp import web
@@ -79,10 +78,8 @@ class Dlo(Middleware):
         self.rate_limit_after_segment = conf.get_int("rate_limit_after_segment", 10)
         self.rate_limit_segments_per_sec = conf.get_int("rate_limit_segments_per_sec", 1)
 
-    def info(self) -> dict[str, Any]:
-        return {"max_get_time": self.max_get_time,
-                "rate_limit_after_segment": self.rate_limit_after_segment,
-                "rate_limit_segments_per_sec": self.rate_limit_segments_per_sec}
+    def info(self) -> None:
+        return None  # Swift's DLO advertises nothing in /info: clients expect it always on
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
