@@ -34,7 +34,14 @@ from swiftlite.proxy.local_reads import LocalReads, parse_local_devices
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.proxy.object_cache import ObjectCache
 from swiftlite.proxy.plain_reads import PRIMED, take_primed
-from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER, IDENTITY, api_path, unauthorized
+from swiftlite.proxy.request import (
+    ALLOW_RESERVED,
+    AUTHORIZER,
+    IDENTITY,
+    INTERNAL,
+    api_path,
+    unauthorized,
+)
 from swiftlite.proxy.write_log import WriteLog
 from swiftlite.ring import Ring
 
@@ -173,6 +180,8 @@ class Proxy:
             return error(414, "URL too long")
         if len(request.headers) > constraints.MAX_HEADER_COUNT:
             raise HTTPError(400, "Too many headers")
+        if request.get(INTERNAL) and request.get(IDENTITY) is not None:
+            await self._grant_for(request, path.account)
         target = self.target(request, path.account, path.container, path.obj)
         if path.obj is not None:
             return await obj.handle(self, request, target)
@@ -192,6 +201,14 @@ class Proxy:
             # Only there: a request cloned from it (a symlink's target) is judged as usual.
             owner = True
         return Target(acct, cont, name, ident, owner)
+
+    async def _grant_for(self, request: web.Request, acct: str) -> None:
+        """A feature's sub-request may reach another account than the one its caller was
+        judged on (a copy from or to it): the caller's identity gains what that account's
+        ACL grants, as the authorizer says (Swift's authorize reads the ACL per request)."""
+        grant_for = getattr(request.get(AUTHORIZER), "grant_for", None)
+        if grant_for is not None:
+            request[IDENTITY] = await grant_for(request, request[IDENTITY], acct)
 
     async def authorize_read(self, request: web.Request, target: Target) -> None:
         """An object GET/HEAD: the owner may; anyone else as the container's ACLs say."""

@@ -261,3 +261,29 @@ def test_accounts_outside_the_prefixes_and_reseller_rights(cluster, tokens, acct
     assert raw(cluster, "POST", "/v1/AUTH_test", reader, {"X-Account-Meta-R": "x"})[0] == 403
     status, headers, _ = raw(cluster, "HEAD", f"/v1/AUTH_test/{acct}", reader)
     assert status == 204 and "x-container-read" not in headers
+
+
+def test_copy_across_accounts_by_account_acl(cluster, tokens, acct):
+    """A copy between accounts needs read access to the source and write access to the
+    destination, either of which an account ACL may grant (as in Swift); a sub-request into
+    the other account is judged on that account's ACL, never on the caller's own."""
+    other = tokens["other"]  # test2:tester2, owner of AUTH_test2
+    dst = f"dst-{uuid.uuid4().hex[:8]}"
+    assert raw(cluster, "PUT", f"/v1/AUTH_test2/{dst}", other)[0] == 201
+    pull = {"X-Copy-From": f"{acct}/o", "X-Copy-From-Account": "AUTH_test"}
+    push = {"Destination": f"{acct}/pushed", "Destination-Account": "AUTH_test"}
+    # No grant: neither direction.
+    assert raw(cluster, "PUT", f"/v1/AUTH_test2/{dst}/pulled", other, pull, b"")[0] == 403
+    assert raw(cluster, "PUT", f"/v1/AUTH_test2/{dst}/mine", other, body=b"mine")[0] == 201
+    assert raw(cluster, "COPY", f"/v1/AUTH_test2/{dst}/mine", other, push)[0] == 403
+    # Read-only on AUTH_test: pull from it, but still not push into it.
+    grant(cluster, tokens, "read-only", "test2:tester2")
+    status, headers, _ = raw(cluster, "PUT", f"/v1/AUTH_test2/{dst}/pulled", other, pull, b"")
+    assert status == 201 and headers["x-copied-from-account"] == "AUTH_test"
+    assert raw(cluster, "GET", f"/v1/AUTH_test2/{dst}/pulled", other)[2] == b"data"
+    assert raw(cluster, "COPY", f"/v1/AUTH_test2/{dst}/mine", other, push)[0] == 403
+    assert raw(cluster, "HEAD", f"/v1/AUTH_test/{acct}/pushed", tokens["owner"])[0] == 404
+    # Read-write: push too.
+    grant(cluster, tokens, "read-write", "test2:tester2")
+    assert raw(cluster, "COPY", f"/v1/AUTH_test2/{dst}/mine", other, push)[0] == 201
+    assert raw(cluster, "GET", f"/v1/AUTH_test/{acct}/pushed", tokens["owner"])[2] == b"mine"

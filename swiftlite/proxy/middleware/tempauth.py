@@ -118,10 +118,8 @@ class TempAuthMiddleware(Middleware):
             reason = account_acl_error(acl_value)
             if reason:
                 return _acl_invalid(reason, acl_value)
-        if ident is not None and not self.auth.is_owner(ident, account):
-            level = await self.account_acl_level(request, ident, account)
-            if level:
-                ident = ident.with_grant(account, level)
+        if ident is not None:
+            ident = await self.grant_for(request, ident, account)
         owner = self.auth.is_owner(ident, account)
         request = self.owner_request(request, owner, acl_value)
         request[IDENTITY] = ident
@@ -150,6 +148,16 @@ class TempAuthMiddleware(Middleware):
             raise unauthorized(account, "Invalid or expired token")
         service = self.auth.validate(request.headers.get("X-Service-Token"))
         return ident.with_service(service) if service else ident
+
+    async def grant_for(self, request: web.Request, ident: Identity,
+                        account: str) -> Identity:
+        """`ident` with what the ACL of `account` grants it. Asked for the request's own
+        account here, and by the core for a feature's sub-request into another account (a
+        copy's source or destination there), which is judged on that account's ACL too."""
+        if account in ident.acl_grants or self.auth.is_owner(ident, account):
+            return ident
+        level = await self.account_acl_level(request, ident, account)
+        return ident.with_grant(account, level) if level else ident
 
     async def account_acl_level(self, request: web.Request, ident: Identity,
                                 account: str) -> str | None:
