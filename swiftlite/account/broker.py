@@ -1,8 +1,9 @@
 """The account DB: one row per container, merged newest-wins field by field.
 
 put/delete timestamps each keep their maximum; a container's counts come from the newest
-stat report (stats_timestamp); a row whose delete timestamp is newer than its put timestamp
-is a tombstone (deleted=1), left out of listings and totals.
+stat report (stats_timestamp: the newest row of the container replica that reported, so a
+replica lagging behind never overrides one that has more); a row whose delete timestamp is
+newer than its put timestamp is a tombstone (deleted=1), left out of listings and totals.
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ class AccountBroker(DatabaseBroker):
             out = dict(old)
             out["put_timestamp"] = max(old["put_timestamp"], new["put_timestamp"])
             out["delete_timestamp"] = max(old["delete_timestamp"], new["delete_timestamp"])
-            if new["stats_timestamp"] > old["stats_timestamp"]:
+            # A container's own report with the same stamp replaces the counts too: its
+            # replicas stamp a report with their newest row, so a replica that merged older
+            # rows since reports again under the same stamp (replicated rows, merged in any
+            # order, need the strict order to agree).
+            if new["stats_timestamp"] > old["stats_timestamp"] or (
+                    new.get("report") and new["stats_timestamp"] == old["stats_timestamp"]):
                 out["stats_timestamp"] = new["stats_timestamp"]
                 out["object_count"] = new["object_count"]
                 out["bytes_used"] = new["bytes_used"]
@@ -67,7 +73,8 @@ class AccountBroker(DatabaseBroker):
                    "delete_timestamp": r.get("delete_timestamp") or ZERO_TS,
                    "stats_timestamp": r.get("stats_timestamp") or ZERO_TS,
                    "object_count": int(r.get("object_count") or 0),
-                   "bytes_used": int(r.get("bytes_used") or 0)}
+                   "bytes_used": int(r.get("bytes_used") or 0),
+                   "report": bool(r.get("report"))}
             norm[rec["name"]] = self._combine(norm.get(rec["name"]), rec)
         names = list(norm)
         existing: dict[str, dict[str, Any]] = {}

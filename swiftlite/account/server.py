@@ -82,7 +82,7 @@ class AccountServer(DBServer):
         row = {"name": container, "put_timestamp": put_ts, "delete_timestamp": del_ts,
                "stats_timestamp": stats_ts,
                "object_count": req_int(request, "X-Object-Count", 0),
-               "bytes_used": req_int(request, "X-Bytes-Used", 0)}
+               "bytes_used": req_int(request, "X-Bytes-Used", 0), "report": True}
         try:
             await self.commit_items(broker, [row])
         except DatabaseNotFound:

@@ -5,6 +5,7 @@ client's answer). Object count/bytes changes only mark the container dirty; a ba
 flusher reports each dirty container at most once per `interval`, so a burst of object
 updates costs one account request, not one each. A report the account server cannot take
 (down, timeout, 5xx) is saved with async_pending.save_update for the updater to replay.
+A report is stamped with the newest change it carries (`report_timestamp`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from swiftlite.common.async_pending import save_update
 from swiftlite.common.client import node_path, node_url, quote_path
 from swiftlite.common.http import HTTPError
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.broker import DatabaseNotFound
 
@@ -54,6 +54,14 @@ def report_headers(info: dict[str, Any], stats_ts: str) -> dict[str, str]:
         "X-Bytes-Used": str(info["bytes_used"]),
         "X-Timestamp": stats_ts,
     }
+
+
+def report_timestamp(info: dict[str, Any]) -> str:
+    """A report is as new as the newest change it carries (a row, or the container's own
+    PUT/DELETE), not the time it is sent: a replica that lacks the newest rows sends an older
+    stamp, and the account keeps the counts of the one that has them."""
+    return max(info["put_timestamp"], info["delete_timestamp"],
+               info.get("stats_timestamp") or "")
 
 
 def needs_report(info: dict[str, Any]) -> bool:
@@ -130,7 +138,7 @@ class AccountReporter:
         nodes = where.get("nodes") or []
         if not nodes:
             return 202
-        stats_ts = Timestamp.now().internal
+        stats_ts = report_timestamp(info)
         headers = report_headers(info, stats_ts)
         account, container = info["account"], info["container"]
         results = await asyncio.gather(*(

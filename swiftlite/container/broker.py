@@ -20,19 +20,36 @@ CREATE TABLE object (
     deleted INTEGER NOT NULL DEFAULT 0
 );
 """
+# The newest created_at of the rows this DB holds: the stamp of its account report, so a
+# replica that lacks the newest rows loses to one that has them. A column of its own (not in
+# the schema every DB shares); a DB made before it gets it when first opened.
+STATS_TIMESTAMP = "stats_timestamp"
+_ADD_STATS_TIMESTAMP = (f"ALTER TABLE stat ADD COLUMN {STATS_TIMESTAMP} TEXT NOT NULL"
+                        " DEFAULT '0000000000.00000'")
 
 _CHUNK = 500  # names per IN (...) lookup; well under SQLite's variable limit
 
 
 class ContainerBroker(ShardingMixin, DatabaseBroker):
     ITEMS_TABLE = "object"
-    ITEMS_SCHEMA = OBJECT_SCHEMA
+    ITEMS_SCHEMA = OBJECT_SCHEMA + _ADD_STATS_TIMESTAMP + ";\n"
     ITEM_COLUMNS = ("name", "created_at", "size", "content_type", "etag", "deleted")
     KIND = "container"
     LISTING_COLUMNS = ("name", "created_at", "size", "content_type", "etag")
 
     def _tombstone_column(self) -> str:
         return "created_at"
+
+    def _connect(self, path: str) -> sqlite3.Connection:
+        conn = super()._connect(path)
+        cols = {row[1] for row in conn.execute("PRAGMA table_info(stat)")}
+        if cols and STATS_TIMESTAMP not in cols:  # made before the column: add it once
+            try:
+                conn.execute(_ADD_STATS_TIMESTAMP)
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another worker added it meanwhile
+                    raise
+        return conn
 
     def _info_locked(self, conn: sqlite3.Connection) -> dict[str, Any]:
         info = super()._info_locked(conn)
@@ -90,6 +107,9 @@ class ContainerBroker(ShardingMixin, DatabaseBroker):
         if d_count or d_bytes:
             conn.execute("UPDATE stat SET object_count = object_count + ?,"
                          " bytes_used = bytes_used + ?", (d_count, d_bytes))
+        if add:
+            conn.execute(f"UPDATE stat SET {STATS_TIMESTAMP} = MAX({STATS_TIMESTAMP}, ?)",
+                         (max(r[1] for r in add),))
         return len(add)
 
     def list_objects(self, params: ListingParams) -> tuple[dict[str, Any], list[tuple]]:

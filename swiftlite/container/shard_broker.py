@@ -105,18 +105,19 @@ class ShardingMixin:
         return [r.to_dict() for r in ([own] if own else []) + ranges]
 
     # -- stats of a sharded root ---------------------------------------------------------
-    def _sharded_totals_locked(self, conn: sqlite3.Connection) -> tuple[int, int] | None:
-        """(objects, bytes) summed over the shards when this DB is a sharded root: its own
-        object rows are then history, the shards hold the names."""
+    def _sharded_totals_locked(self, conn: sqlite3.Connection) -> tuple[int, int, str] | None:
+        """(objects, bytes, newest meta_timestamp) over the shards when this DB is a sharded
+        root: its own object rows are then history, the shards hold the names."""
         own = conn.execute("SELECT state FROM shard_range WHERE name = ?",
                            (self._own_name(conn),)).fetchone()
         if own is None or own[0] not in (State.SHARDED, State.SHRINKING):
             return None
         row = conn.execute(
-            "SELECT IFNULL(SUM(object_count), 0), IFNULL(SUM(bytes_used), 0) FROM shard_range"
+            "SELECT IFNULL(SUM(object_count), 0), IFNULL(SUM(bytes_used), 0),"
+            " IFNULL(MAX(meta_timestamp), '') FROM shard_range"
             " WHERE deleted = 0 AND state IN (?, ?) AND name != ?",
             (int(State.ACTIVE), int(State.SHRINKING), self._own_name(conn))).fetchone()
-        return int(row[0]), int(row[1])
+        return int(row[0]), int(row[1]), row[2]
 
     def _retired_locked(self, conn: sqlite3.Connection) -> bool:
         """A shard merged back into its root or into a neighbour (own row SHRUNK): every
@@ -133,7 +134,9 @@ class ShardingMixin:
             totals = self._sharded_totals_locked(conn)
             if totals is not None:
                 info["db_object_count"] = info["object_count"]
-                info["object_count"], info["bytes_used"] = totals
+                info["object_count"], info["bytes_used"], newest = totals
+                # The totals are the shards' as of their newest stat report to this root.
+                info["stats_timestamp"] = max(info.get("stats_timestamp", ""), newest)
 
     # -- rows for the sharder ------------------------------------------------------------
     def find_split_points(self, rows_per_shard: int, min_last: int) -> list[str]:

@@ -49,3 +49,74 @@ def test_delete_newer_than_put_removes_container(broker):
     assert totals(broker) == (2, 0, 0)
     rows = broker.get_items_since(-1, 10)
     assert {r["name"]: r["deleted"] for r in rows} == {"c": 0, "d": 0}
+
+
+def _container(tmp_path, name: str):
+    from swiftlite.container.broker import ContainerBroker
+
+    c = ContainerBroker(str(tmp_path / f"container-{name}.db"), account="AUTH_t", container="c")
+    c.put_db(T[0], {})
+    return c
+
+
+def _obj(name: str, ts: str, size: int = 10, deleted: int = 0) -> dict:
+    return {"name": name, "created_at": ts, "size": size, "content_type": "x/y",
+            "etag": "e", "deleted": deleted}
+
+
+def _report(container) -> dict:
+    """What the container server sends (account_reporter) as the account server stores it."""
+    from swiftlite.container.account_reporter import report_timestamp
+
+    info = container.get_info()
+    return {**rep("c", put=info["put_timestamp"], stats=report_timestamp(info),
+                  count=info["object_count"], nbytes=info["bytes_used"]), "report": True}
+
+
+def test_a_lagging_replica_never_overrides_one_with_newer_rows(tmp_path, broker):
+    a, b = _container(tmp_path, "a"), _container(tmp_path, "b")
+    a.merge_items([_obj("o1", T[1]), _obj("o2", T[2]), _obj("o3", T[3])])
+    b.merge_items([_obj("o1", T[1]), _obj("o2", T[2])])  # lags: no o3 yet
+    broker.merge_items([_report(a)])
+    broker.merge_items([_report(b)])  # sent later, but carries older totals
+    assert totals(broker) == (1, 3, 30)
+    # Replicas that each lack a row the other has: the newest row wins for now...
+    b.merge_items([_obj("o4", T[4])])
+    broker.merge_items([_report(b)])
+    assert totals(broker) == (1, 3, 30)  # b: o1 o2 o4
+    # ...and once replication evens them out, their equal stamps carry the full totals.
+    a.merge_items([_obj("o4", T[4])])
+    b.merge_items([_obj("o3", T[3])])
+    broker.merge_items([_report(a)])
+    assert totals(broker) == (1, 4, 40)
+    # A delete is a row too: it stamps the report that drops it from the totals.
+    a.merge_items([_obj("o1", T[5], deleted=1)])
+    broker.merge_items([_report(b)])
+    broker.merge_items([_report(a)])
+    broker.merge_items([_report(b)])
+    assert totals(broker) == (1, 3, 30)
+
+
+def test_replicated_account_rows_keep_the_strict_order(broker):
+    """Between account replicas (no report flag) an equal stamp changes nothing, so replicas
+    merging each other's rows in any order agree."""
+    broker.merge_items([rep("c", stats=T[2], count=5, nbytes=50)])
+    assert broker.merge_items([rep("c", stats=T[2], count=4, nbytes=40)]) == 0
+    assert totals(broker) == (1, 5, 50)
+
+
+def test_a_container_db_made_before_the_stats_stamp_gets_it(tmp_path):
+    import sqlite3
+
+    from swiftlite.container.broker import ContainerBroker
+
+    old = _container(tmp_path, "old")
+    old.merge_items([_obj("o1", T[1])])
+    path = old.db_file
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE stat DROP COLUMN stats_timestamp")
+    conn.close()
+    again = ContainerBroker(path, account="AUTH_t", container="c")
+    assert again.get_info()["stats_timestamp"] == "0000000000.00000"
+    again.merge_items([_obj("o2", T[2])])
+    assert again.get_info()["stats_timestamp"] == T[2]
