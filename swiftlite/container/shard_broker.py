@@ -146,6 +146,18 @@ class ShardingMixin:
                 "SELECT name FROM object WHERE deleted = 0 ORDER BY name")
             return split_points((r[0] for r in cur), rows_per_shard, min_last)
 
+    def holds_rows_outside(self, lower: str, upper: str) -> bool:
+        """Whether a row's name lies outside (lower, upper] ('' upper: no bound): a merge's
+        copy into this shard is under way (an acceptor keeps its donor's rows unlisted until
+        its range has grown over them). Two lookups on the name index."""
+        with self._lock:
+            conn = self._get_conn()
+            if conn.execute("SELECT 1 FROM object WHERE name <= ? LIMIT 1",
+                            (lower,)).fetchone():
+                return True
+            return bool(upper) and conn.execute(
+                "SELECT 1 FROM object WHERE name > ? LIMIT 1", (upper,)).fetchone() is not None
+
     def rows_in_range(self, after: str, upper: str, limit: int) -> list[dict[str, Any]]:
         """Rows (tombstones too) with after < name <= upper ('' upper: no bound), by name."""
         cols = ("ROWID", "name", "created_at", "size", "content_type", "etag", "deleted")

@@ -31,7 +31,7 @@ shard retires: told SHRUNK, every replica's rows pulled across to the children, 
 
 Merging: a shard left with fewer than `shrink_threshold` live rows (counts as refreshed
 this pass) is merged into its smaller neighbour, if the two hold at most `rows_per_shard`
-(so the result never splits again); up to MAX_MERGES disjoint pairs at once per root, each
+(so the result never splits again); up to `max_merges` disjoint pairs at once per root, each
 resumed from its recorded phase (progress `merges`):
   copy: the donor's range SHRINKING in the root (same transaction as the merge's record);
     every donor replica's rows changed past its pull point (tombstones too) sent to a
@@ -101,7 +101,6 @@ EXIT_AFTER_ENV = "SWIFTLITE_SHARDER_EXIT_AFTER"
 EXIT_AT_ENV = "SWIFTLITE_SHARDER_EXIT_AT"
 MERGE_POINTS = ("merge-marked", "merge-copying", "merge-copied", "merge-acceptor-grown",
                 "merge-switched", "merge-donor-told")
-MAX_MERGES = 4  # merges under way at once per root (disjoint pairs)
 
 Rows = list[dict[str, Any]]
 # Where pulled rows go: [(range, its rows)], or None when a row has nowhere to go.
@@ -119,6 +118,8 @@ class Sharder(daemon.PeerSession):
         self.shrink_threshold = conf.get_int("shrink_threshold", self.threshold // 10)
         self.batch = max(1, conf.get_int("cleave_batch_size", 10_000))
         self.shrunk_grace = conf.get_float("shrunk_grace", 300.0)
+        # Merges under way at once per root (disjoint pairs of neighbours).
+        self.max_merges = max(1, conf.get_int("max_merges", 4))
         self.conn_timeout = conf.get_float("conn_timeout", 0.5)
         self.node_timeout = conf.get_float("node_timeout", 10.0)
         self.ring = Ring.from_conf(conf, "container")
@@ -226,6 +227,12 @@ class Sharder(daemon.PeerSession):
             return
         if state == State.ACTIVE:
             if info["object_count"] <= self.threshold:
+                return
+            if await run_blocking(broker.holds_rows_outside, own.lower, own.upper):
+                # An acceptor mid-merge: its split would leave the donor's rows (outside
+                # its bounds) in no child. It splits once the merge has grown its range.
+                log.info("%s: past the threshold but taking a merge: not split yet",
+                         own.name)
                 return
             own, ranges = await self.split(broker, info, root=root, own=own)
             stats["shards_split"] += 1
@@ -543,7 +550,7 @@ class Sharder(daemon.PeerSession):
                     stats: dict[str, Any]) -> None:
         """Small shards merged into a neighbour (`ranges`: live, fresh counts): the merges
         under way go on from where they stopped; new pairs start while fewer than
-        MAX_MERGES are under way. Progress: `merges` {donor: {donor range, acceptor name,
+        `max_merges` are under way. Progress: `merges` {donor: {donor range, acceptor name,
         phase: copy|switched|told}} and the pull points, with the range states."""
         assert own is not None
         progress = await run_blocking(broker.get_progress)
@@ -565,7 +572,7 @@ class Sharder(daemon.PeerSession):
                     marked.append(_with_state(r, State.ACTIVE))
                 changed = True
         for d, a in merge_pairs(ranges, self.shrink_threshold, self.rows_per_shard, busy,
-                                MAX_MERGES - len(merges)):
+                                self.max_merges - len(merges)):
             d = _with_state(d, State.SHRINKING)
             merges[d.name] = {"donor": d.to_dict(), "acceptor": a.name, "phase": "copy"}
             marked.append(d)

@@ -272,3 +272,65 @@ def test_collapse_takes_over_a_merge_under_way(tmp_path):
                 assert st == 404, r["name"]
     finally:
         c.stop()
+
+
+def test_an_acceptor_past_the_threshold_mid_merge_waits_to_split(tmp_path):
+    """A shard taking a merge's rows (copied, its range not grown yet) that crosses the
+    threshold is not split then: its children would cover its old range only, and the
+    donor's rows it holds would reach none of them. Once the merge has grown its range it
+    splits over all of it, and no name is lost."""
+    import asyncio
+    from collections import defaultdict
+
+    from swiftlite.common import signing
+    from swiftlite.container.broker import ContainerBroker
+    from swiftlite.container.sharder import Sharder
+    from swiftlite.ops.shards import describe, replicas
+
+    c = sharding_cluster(str(tmp_path), threshold=400, batch=50)
+    try:
+        conn = c.connection()
+        conn.put_container("ma")
+        model = {f"o{i:04d}": 1 for i in range(600)}
+        put_many(c, "ma", model)
+        manual_split(c, "AUTH_test/ma", 100)
+        assert run_daemon(c, "container-sharder") == 0
+        gone = [f"o{i:04d}" for i in range(200, 400) if i % 50]
+        run_threads(lambda chunk: [c.connection().delete_object("ma", n) for n in chunk],
+                    [gone[i::8] for i in range(8)])
+        for n in gone:
+            del model[n]
+        assert run_daemon(c, "container-sharder", env={EXIT_AT_ENV: "merge-copied"}) == 9
+        root = shards(c, "AUTH_test/ma")
+        [merge] = root["progress"]["merges"].values()
+        acceptor = next(r for r in root["ranges"] if r["name"] == merge["acceptor"])
+        grown = [f"{acceptor['lower']}-x{i:04d}" for i in range(420)]  # inside its range
+        put_many(c, "ma", grown)
+        model.update(dict.fromkeys(grown, 1))
+
+        conf = load_config(c.nodes[0]["conf"], "container-sharder")
+        signing.configure(conf)
+        acct, cont = merge["acceptor"].split("/", 1)
+        path = next(p for _, _, p in replicas([conf], acct, cont)[1] if p)
+
+        async def one_pass_over_the_acceptor() -> None:
+            sharder = Sharder(conf)
+            await sharder.setup()
+            broker = ContainerBroker(path)
+            try:
+                await sharder.process(broker, defaultdict(int))
+            finally:
+                broker.close()
+                await sharder.teardown()
+
+        asyncio.run(one_pass_over_the_acceptor())
+        state = describe(path)
+        assert state["state"] == "active" and state["object_count"] > 400, state
+        for _ in range(3):  # the merge ends, then the grown acceptor splits and retires
+            assert run_daemon(c, "container-sharder") == 0
+        converge(c)
+        after = shards(c, "AUTH_test/ma")["ranges"]
+        assert tiles(after) and merge["acceptor"] not in {r["name"] for r in after}
+        assert listing_names(conn, "ma") == sorted(model)
+    finally:
+        c.stop()
