@@ -89,6 +89,14 @@ def start_cluster(root: str) -> tuple[subprocess.Popen, dict]:
                             stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
+    try:
+        return proc, wait_answering(proc, root)
+    except BaseException:  # no answer, Ctrl-C, SIGTERM: the caller does not know of it yet
+        stop_cluster(proc, root)
+        raise
+
+
+def wait_answering(proc: subprocess.Popen, root: str) -> dict:
     path = os.path.join(root, "cluster.json")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -96,7 +104,7 @@ def start_cluster(root: str) -> tuple[subprocess.Popen, dict]:
             raise SystemExit(f"conformance: swiftlite up exited {proc.returncode}; "
                              f"see {root}/up.log:\n{Path(root, 'up.log').read_text()[-2000:]}")
         if os.path.exists(path) and answers(json.loads(Path(path).read_text())):
-            return proc, json.loads(Path(path).read_text())
+            return json.loads(Path(path).read_text())
         time.sleep(0.2)
     raise SystemExit(f"conformance: the cluster did not answer within 120s; see {root}/logs")
 
