@@ -2,12 +2,14 @@
 
 usage: run.py [--core] [--write-expected]
 
-Starts `swiftlite up --port 0` in a temp dir, runs `functests.sh` from Swift's anchors
-(FUNC_TESTS as there; default the CI set, CORE: the four core files and the files of every
-feature built; `--core` forces it), stops the
-cluster whatever happens, and compares the failures with expected_failures.txt. Unexpected
-failures are rerun once by id (some suite tests poll for eventual consistency) before the
-run fails. `--write-expected` rewrites the list from the last run instead of running.
+Starts `swiftlite up --port 0` in a temp dir, runs Swift's functional suite against it
+(swift_suite.py fetches and installs it on first use; FUNC_TESTS: files of test/functional,
+or "all"; default the CI set, CORE: the four core files and the files of every feature
+built; `--core` forces it), stops the cluster whatever happens, and compares the failures
+with expected_failures.txt. Unexpected failures are rerun once by id (some suite tests poll
+for eventual consistency) before the run fails. `--write-expected` rewrites the list from
+the last run instead of running. SWIFT_ANCHORS=DIR runs DIR/functests.sh (same interface)
+instead of the project's own runner.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import swift_suite
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -48,10 +52,6 @@ WEIGHTS = {
     "test_tempurl.py": 6, "test_container.py": 5, "test_account.py": 4, "test_dlo.py": 3,
     "test_staticweb.py": 2,
 }
-
-
-def anchors() -> Path:
-    return Path(os.environ.get("SWIFT_ANCHORS", REPO.parent / "shared" / "anchors" / "swift"))
 
 
 def test_file(test_id: str) -> str:
@@ -89,6 +89,14 @@ def start_cluster(root: str) -> tuple[subprocess.Popen, dict]:
                             stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
+    try:
+        return proc, wait_answering(proc, root)
+    except BaseException:  # no answer, Ctrl-C, SIGTERM: the caller does not know of it yet
+        stop_cluster(proc, root)
+        raise
+
+
+def wait_answering(proc: subprocess.Popen, root: str) -> dict:
     path = os.path.join(root, "cluster.json")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -96,7 +104,7 @@ def start_cluster(root: str) -> tuple[subprocess.Popen, dict]:
             raise SystemExit(f"conformance: swiftlite up exited {proc.returncode}; "
                              f"see {root}/up.log:\n{Path(root, 'up.log').read_text()[-2000:]}")
         if os.path.exists(path) and answers(json.loads(Path(path).read_text())):
-            return proc, json.loads(Path(path).read_text())
+            return json.loads(Path(path).read_text())
         time.sleep(0.2)
     raise SystemExit(f"conformance: the cluster did not answer within 120s; see {root}/logs")
 
@@ -136,33 +144,36 @@ def stop_cluster(proc: subprocess.Popen, root: str) -> None:
 
 # -- the suite --------------------------------------------------------------------------------
 
-def functests() -> Path:
-    script = anchors() / "functests.sh"
+def functests() -> Path | None:
+    """SWIFT_ANCHORS/functests.sh where SWIFT_ANCHORS is set, else None: the project's own
+    runner (swift_suite)."""
+    anchors = os.environ.get("SWIFT_ANCHORS")
+    if not anchors:
+        return None
+    script = Path(anchors) / "functests.sh"
     if not script.exists():
-        raise SystemExit(f"conformance: FAILED: {script} not found (set SWIFT_ANCHORS to the "
-                         "directory holding Swift's functests.sh)")
+        raise SystemExit(f"conformance: FAILED: {script} not found (SWIFT_ANCHORS names a "
+                         "directory holding a functests.sh; unset it to use tests/conformance/"
+                         "swift_suite.py)")
     return script
 
 
+def prepare() -> None:
+    """Before any cluster starts: the suite is installed, or the override script is there."""
+    if functests() is None:
+        swift_suite.ensure()
+
+
 def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]:
-    """Run functests.sh; {failed test id: message}. Exits loudly if the suite did not run."""
-    script = functests()
+    """Run the suite; {failed test id: message}. Exits loudly if the suite did not run."""
     results.mkdir(parents=True, exist_ok=True)
     for stale in ("junit.xml", "failures.txt"):  # a failed run must not read an older one
         (results / stale).unlink(missing_ok=True)
-    env = dict(os.environ, FUNC_TESTS=tests, RESULTS_DIR=str(results))
-    env.setdefault("FUNC_TIMEOUT", "1800")  # a hung run fails in 30 min, not functests' 90
-    proc = subprocess.Popen([str(script), host, str(port)], env=env, stdin=subprocess.DEVNULL)
-    try:
-        proc.wait()
-    finally:
-        if proc.poll() is None:  # interrupted: stop the script and its pytest
-            for pid in [proc.pid, *descendants(proc.pid)]:
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-            proc.wait()
+    script = functests()
+    if script is None:
+        swift_suite.run(host, port, tests, results)
+    else:
+        run_script(script, host, port, tests, results)
     try:
         cases = list(ET.parse(results / "junit.xml").getroot().iter("testcase"))
     except (OSError, ET.ParseError) as e:
@@ -176,6 +187,23 @@ def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]
         test_id, _, msg = rest.partition(" :: ")
         failed.setdefault(test_id, msg)
     return failed
+
+
+def run_script(script: Path, host: str, port: int, tests: str, results: Path) -> None:
+    """The SWIFT_ANCHORS override: its functests.sh writes the same files into results."""
+    env = dict(os.environ, FUNC_TESTS=tests, RESULTS_DIR=str(results))
+    env.setdefault("FUNC_TIMEOUT", "1800")  # a hung run fails in 30 min, not functests' 90
+    proc = subprocess.Popen([str(script), host, str(port)], env=env, stdin=subprocess.DEVNULL)
+    try:
+        proc.wait()
+    finally:
+        if proc.poll() is None:  # interrupted: stop the script and its pytest
+            for pid in [proc.pid, *descendants(proc.pid)]:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            proc.wait()
 
 
 def descendants(pid: int) -> list[int]:
@@ -219,20 +247,25 @@ def run_shards(clusters: list[dict], parts: list[str]) -> dict[str, str]:
     shutil.rmtree(LAST / "run", ignore_errors=True)
     failed: dict[str, str] = {}
     with ThreadPoolExecutor(len(parts)) as pool:
-        futures = []
-        for i, (info, part) in enumerate(zip(clusters, parts, strict=True)):
-            host, port = info["proxy"]["url"].split("//")[1].rsplit(":", 1)
-            results = LAST / "run" / f"shard{i}"
-            futures.append(pool.submit(run_suite, host, int(port), part, results))
-            if i == 0:
-                # The first run installs Swift's suite if this machine lacks it; the others
-                # start once it wrote its config (after that step), so none races it.
-                deadline = time.monotonic() + 900
-                while not (results / "test.conf").exists() and not futures[0].done() \
-                        and time.monotonic() < deadline:
-                    time.sleep(0.2)
-        for f in futures:
-            failed.update(f.result())
+        try:
+            futures = []
+            for i, (info, part) in enumerate(zip(clusters, parts, strict=True)):
+                host, port = info["proxy"]["url"].split("//")[1].rsplit(":", 1)
+                results = LAST / "run" / f"shard{i}"
+                futures.append(pool.submit(run_suite, host, int(port), part, results))
+                if i == 0:
+                    # The project's runner is installed before this (prepare); an override
+                    # script may install on its first run: the others start once it wrote its
+                    # config (after that step), so none races it.
+                    deadline = time.monotonic() + 900
+                    while not (results / "test.conf").exists() and not futures[0].done() \
+                            and time.monotonic() < deadline:
+                        time.sleep(0.2)
+            for f in futures:
+                failed.update(f.result())
+        except BaseException:
+            swift_suite.stop_all()  # the other runs end too, so the pool can close
+            raise
     passed = skipped = 0
     for junit in (LAST / "run").glob("shard*/junit.xml"):
         for case in ET.parse(junit).getroot().iter("testcase"):
@@ -251,7 +284,7 @@ def scoped(test_id: str, tests: str) -> bool:
 
 def gate(tests: str) -> int:
     expected = read_expected()
-    functests()  # before starting a cluster for nothing
+    prepare()  # before starting a cluster for nothing
     parts = shards(tests, int(os.environ.get("CONFORMANCE_SHARDS", "2")))
     roots = [tempfile.mkdtemp(prefix="swiftlite-conformance-") for _ in parts]
     root = " ".join(roots)
@@ -341,7 +374,7 @@ def main() -> int:
     ap.add_argument("--write-expected", action="store_true",
                     help="rewrite expected_failures.txt from the last run (no run)")
     args = ap.parse_args()
-    sys.stdout.reconfigure(line_buffering=True)  # keep our lines in order with functests.sh's
+    sys.stdout.reconfigure(line_buffering=True)  # keep our lines in order with the suite's
     if args.write_expected:
         return write_expected()
     # SIGTERM (a CI timeout) unwinds like Ctrl-C, so the cluster is stopped.
