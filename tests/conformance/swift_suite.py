@@ -25,7 +25,9 @@ from collections import Counter
 from pathlib import Path
 
 SWIFT_VERSION = "2.38.3"  # the one place the suite's version is named
-REQUIREMENTS = [f"swift=={SWIFT_VERSION}", "python-swiftclient", "pytest", "pytest-timeout"]
+# The versions a passing run used: a new release of a test tool changes no CI run by itself.
+REQUIREMENTS = [f"swift=={SWIFT_VERSION}", "python-swiftclient==4.11.0", "pytest==9.2.0",
+                "pytest-timeout==2.4.0"]
 REPO = Path(__file__).resolve().parents[2]
 HOME = Path(os.environ.get("SWIFT_SUITE_DIR") or REPO / ".venv" / f"swift-{SWIFT_VERSION}")
 VENV = HOME / "venv"
