@@ -110,8 +110,9 @@ class Copy(Middleware):
                             "X-Copy-From-Account"), s_cont, s_name)
         source = await self._read_source(request, path.version, src)
         if not isinstance(source, BodyResponse) or source.status // 100 != 2:
-            if isinstance(source, BodyResponse):
-                source.close()
+            # The read's refusal (416, 412, ...) is the answer, its body sent as it came:
+            # closed here, it kept its Content-Length with nothing left to send, and the
+            # client waited for bytes that never came.
             return source
         try:
             return await self._write(request, path.version, src, source,
