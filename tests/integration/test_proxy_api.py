@@ -15,7 +15,7 @@ import pytest
 import swiftclient
 from swiftclient.exceptions import ClientException
 
-from tests.helpers import http_request, wait_for
+from tests.helpers import http_request, log_tracebacks, wait_for
 
 
 def raw(cluster, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
@@ -461,3 +461,10 @@ def test_a_delete_reaching_one_replica_first_never_makes_a_read_fail(cluster, co
         except ClientException as exc:
             seen.add(exc.http_status)
     assert seen <= {200, 404} and 404 in seen, seen
+
+
+def test_no_traceback_in_the_logs(cluster):
+    """Last: the bad input above (names, lengths, digits, stray bytes, a corrupt replica)
+    left no traceback in any server's log: each was answered, and logged, as what it is."""
+    found = log_tracebacks(cluster.root)
+    assert not found, "\n\n".join(found[:10])
