@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import configparser
+import glob
 import http.client
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -183,3 +185,32 @@ def start_memcached() -> tuple[int, subprocess.Popen]:
 
     wait_for(up, 10, what="memcached")
     return port, proc
+
+
+_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def log_tracebacks(root: str, skip: Callable[[str], bool] = lambda excerpt: False
+                   ) -> list[str]:
+    """Each traceback in the logs under `root` (<root>/logs/*.log): the log line before it
+    (which request) and its last lines (where and what), one excerpt per kind with how
+    often it was seen. `skip(text)` (the file's name, the line before and the whole
+    traceback) is True for one a test caused on purpose: left out."""
+    seen: dict[str, list] = {}
+    for path in sorted(glob.glob(os.path.join(root, "logs", "*.log"))):
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+        for i, line in enumerate(lines):
+            if "Traceback" not in line:
+                continue
+            end = i + 1
+            while end < len(lines) and not _LOG_LINE.match(lines[end]):
+                end += 1
+            tail = lines[max(i + 1, end - 12):end]
+            kind = tail[-1] if tail else line
+            where = f"{os.path.basename(path)}:{i + 1}:\n"
+            if skip(where + "\n".join(lines[max(0, i - 1):end])):
+                continue
+            excerpt = where + "\n".join(lines[max(0, i - 1):i + 1] + ["  ..."] + tail)
+            seen.setdefault(kind, [0, excerpt])[0] += 1
+    return [f"({n}x) {excerpt}" for n, excerpt in seen.values()]

@@ -51,22 +51,38 @@ class LenientRequestParser:
 
     def _first_then_garbage(self, data: bytes, exc: Exception, args: Any, kwargs: Any) -> Any:
         """A complete request followed by bytes that are no request (a body sent without
-        Content-Length): the parser raised for both, losing the request. Answer the request
-        (a 411, say), and hold the rest: it fails as the next request, if one ever comes."""
-        end = data.find(b"\r\n\r\n")
-        if end < 0 or end + 4 >= len(data):
+        Content-Length, or more body than it declared): the parser raised for both, losing
+        the request. Answer the request (a 411, say), and hold the rest: it fails as the next
+        request, if one ever comes."""
+        head = data.find(b"\r\n\r\n") + 4
+        if head < 4 or head >= len(data):
             raise exc
         fresh = _Fast(*self._args, **self._kwargs)
         try:
-            result = fresh.feed_data(data[:end + 4], *args, **kwargs)
+            result = fresh.feed_data(data[:head], *args, **kwargs)
+            # The body it declared is its own (held with the rest, it left the request
+            # waiting for bytes that had come already).
+            end = head + _declared_length(result[0])
+            if end > len(data):  # the parser raised before the body's end: not this case
+                raise exc
+            if end > head:
+                fresh.feed_data(data[head:end], *args, **kwargs)
         except http_exceptions.BadHttpMessage:
             raise exc from None
         self._impl = fresh
-        self._held = data[end + 4:]
+        self._held = data[end:]
         return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._impl, name)
+
+
+def _declared_length(messages: Any) -> int:
+    """The Content-Length of the one request parsed (0 when none: its length is unknown)."""
+    if len(messages) != 1:
+        return 0
+    value = messages[0][0].headers.get("Content-Length", "0")
+    return int(value) if value.isascii() and value.isdigit() else 0
 
 
 def install() -> None:

@@ -9,6 +9,7 @@ import sys
 import time as _time
 
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web import BaseRequest, StreamResponse
 
 from swiftlite.common import metrics
@@ -29,7 +30,22 @@ def setup_logging(name: str, level: str = "INFO", log_file: str | None = None) -
     handler.setFormatter(logging.Formatter(FORMAT))
     root.addHandler(handler)
     root.setLevel(level.upper())
+    server_log = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, _UnparsableRequests) for f in server_log.filters):
+        server_log.addFilter(_UnparsableRequests())
     return logging.getLogger(name)
+
+
+class _UnparsableRequests(logging.Filter):
+    """aiohttp answers a request its parser refuses (a header line too long, a bad
+    Content-Length, both Content-Length and Transfer-Encoding) with a 400 and the access
+    line, then logs the parser's exception as an ERROR with a traceback: the client's bytes
+    were wrong, not our code. Only those records are dropped; whatever else aiohttp.server
+    logs (a handler's exception, a response that could not be sent) keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, HttpProcessingError)
 
 
 class _AccessSink:

@@ -112,8 +112,9 @@ def backend_auth_middleware(signer: signing.Signer):
     return backend_auth
 
 
-# [\s\S]: a name may hold a newline, which ".*" would not match (a 404 from the router).
-_ANY_PATH = r"/{tail:[\s\S]*}"
+# Every path, for a server's catch-all route. [\s\S]: a name may hold a newline (%0A), which
+# ".*" would not match (the router's own 404: a proxy PUT of such a name found no replica).
+ANY_PATH = r"/{tail:[\s\S]*}"
 
 def make_app(*, backend: bool = False,
              route: Callable[[web.Request], Awaitable[web.StreamResponse]] | None = None,
@@ -133,14 +134,14 @@ def make_app(*, backend: bool = False,
         middlewares.insert(0, base_middleware)
         app = web.Application(middlewares=middlewares, client_max_size=8 * 1024**2, **kwargs)
         if route is not None:
-            app.router.add_route("*", _ANY_PATH, route)
+            app.router.add_route("*", ANY_PATH, route)
     else:
         app = web.Application(client_max_size=8 * 1024**2, **kwargs)
 
         async def guarded(request: web.Request) -> web.StreamResponse:
             return await base_middleware(request, route)
 
-        only = app.router.add_route("*", _ANY_PATH, guarded)
+        only = app.router.add_route("*", ANY_PATH, guarded)
         walk = app.router.resolve
 
         async def resolve(request: web.Request) -> UrlMappingMatchInfo:

@@ -26,8 +26,13 @@ from aiohttp import web
 log = logging.getLogger("swiftlite.stall")
 
 
-class ClientStalled(Exception):
-    """The request body stopped arriving for longer than client_timeout."""
+class ClientStalled(TimeoutError):
+    """The request body stopped arriving for longer than client_timeout.
+
+    A TimeoutError: once the request is answered (408), aiohttp reads what is left of its
+    body before it would reuse the connection, meets this again, and takes it for its own
+    lingering timeout (the connection is closed). Any other kind it logged as an unhandled
+    exception, with a traceback, for every stalled upload."""
 
 
 class StallGuard:

@@ -25,6 +25,8 @@ def split_device(devices: str, path: str) -> tuple[str, str]:
 
 
 def parse_partition(value: str) -> int:
-    if not value.isdigit() or not value.isascii():
+    """A partition number, as the object server takes it: at most 10 digits, below 2**32
+    (a 40-digit one made a DB directory no ring can ever name)."""
+    if not value.isdigit() or not value.isascii() or len(value) > 10 or int(value) >= 2**32:
         raise HTTPError(400, "Invalid partition")
     return int(value)

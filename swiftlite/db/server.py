@@ -20,7 +20,7 @@ from swiftlite.common.config import Section
 from swiftlite.common.constraints import check_account, check_container, check_object
 from swiftlite.common.devices import DeviceChecker, meta_devices
 from swiftlite.common.http import HTTPError, error, split_path
-from swiftlite.common.server import make_app
+from swiftlite.common.server import ANY_PATH, make_app
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker, DatabaseNotFound, MetadataLimit
 from swiftlite.db.cache import BrokerCache
@@ -314,6 +314,6 @@ def make_db_app(server: DBServer, key: web.AppKey, conf: Section) -> web.Applica
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
     recon.register(app, conf, server.broker_class.KIND)  # before the catch-all route
-    app.router.add_route("*", "/{tail:.*}", server.handle)
+    app.router.add_route("*", ANY_PATH, server.handle)
     register_db_replication_routes(app, server.broker_class, conf)
     return app

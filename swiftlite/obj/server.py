@@ -26,7 +26,7 @@ from swiftlite.common.devices import DeviceChecker, device_roots
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
-from swiftlite.common.server import make_app
+from swiftlite.common.server import ANY_PATH, make_app
 from swiftlite.common.sysmeta import LISTING_BYTES, OBJECT_SYSMETA, OVERRIDE_ETAG
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
@@ -527,7 +527,7 @@ async def create_app(conf: Section) -> web.Application:
     app = make_app(backend=True)  # answers only signed requests from the cluster
     app[OBJECT_SERVER] = server
     recon.register(app, conf, "object")  # before the catch-all route
-    app.router.add_route("*", "/{tail:.*}", server.dispatch)
+    app.router.add_route("*", ANY_PATH, server.dispatch)
     sync.register_sync_routes(app, conf)  # the replicator's MERGE digests/states/sync
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)

@@ -85,7 +85,7 @@ def _load_v2(value: str) -> dict[str, Any] | None:
         return {}
     try:
         data = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         return None
     return data if isinstance(data, dict) else None
 

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import mimetypes
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import aclosing
 
 from aiohttp import web
@@ -301,12 +301,24 @@ async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
         raise HTTPError(413, f"Object larger than the maximum of {proxy.max_file_size} bytes")
     headers = _put_headers(proxy, request, target, _write_timestamp(proxy, request))
     if length is not None and length <= proxy.put_buffer_size:
-        body = await request.read()
+        try:
+            body = await request.read()
+        except ConnectionError:  # aiohttp's answer to a connection lost mid-body
+            raise HTTPError(499, "Client disconnected") from None
         if len(body) != length:
             raise HTTPError(499, "Client disconnected")
         return await _store(proxy, target, headers, body)
-    return await _store(proxy, target, headers, request.content.iter_chunked(STREAM_CHUNK),
-                        length)
+    return await _store(proxy, target, headers, _client_chunks(request), length)
+
+
+async def _client_chunks(request: web.Request) -> AsyncIterator[bytes]:
+    """The client's body in pieces; its connection lost midway is its 499, not our error
+    (only the client's: a copy's source failing midway is a backend's fault)."""
+    try:
+        async for chunk in request.content.iter_chunked(STREAM_CHUNK):
+            yield chunk
+    except ConnectionError:
+        raise HTTPError(499, "Client disconnected before sending the whole body") from None
 
 
 def _write_timestamp(proxy, request: web.Request) -> Timestamp:

@@ -22,7 +22,7 @@ import pytest
 import swiftclient
 
 from tests.cluster import Cluster, start_cluster
-from tests.helpers import free_port, healthy, start_proxy_variant, wait_for
+from tests.helpers import free_port, healthy, log_tracebacks, start_proxy_variant, wait_for
 
 A = "/v1/AUTH_test"
 
@@ -434,6 +434,14 @@ def test_max_clients_sheds_idle_connections_first_then_refuses(cluster):
         for s in socks:
             s.close()
         proxy.stop()
+
+
+def test_no_traceback_before_the_faults(cluster):
+    """Every request so far was a client's doing (hostile headers, ranges, referers, tokens,
+    connection floods): none left a traceback in any log. (Checked here, in file order:
+    the tests below make an object server fail and die on purpose.)"""
+    found = log_tracebacks(cluster.root)
+    assert not found, "\n\n".join(found[:10])
 
 
 FAILING_OBJECT_SERVER = """

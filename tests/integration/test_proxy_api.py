@@ -15,7 +15,7 @@ import pytest
 import swiftclient
 from swiftclient.exceptions import ClientException
 
-from tests.helpers import http_request, wait_for
+from tests.helpers import http_request, log_tracebacks, wait_for
 
 
 def raw(cluster, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
@@ -488,3 +488,10 @@ def test_client_set_swift_bytes_is_refused(cluster, conn):
     assert [(o["name"], o["bytes"], o["content_type"]) for o in listing] == \
         [("kept", 5, "text/plain")]
     assert conn.head_container(cont)["x-container-bytes-used"] == "5"
+
+
+def test_no_traceback_in_the_logs(cluster):
+    """Last: the bad input above (names, lengths, digits, stray bytes, a corrupt replica)
+    left no traceback in any server's log: each was answered, and logged, as what it is."""
+    found = log_tracebacks(cluster.root)
+    assert not found, "\n\n".join(found[:10])

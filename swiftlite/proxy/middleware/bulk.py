@@ -271,9 +271,12 @@ class Bulk(Middleware):
     async def send(self, request: web.Request, method: str, path: str,
                    headers: CIMultiDict[str] | None = None, body: Any = None) -> int:
         """One sub-request through the rest of the pipeline; its status."""
-        sub = sub_request(request, method, path,
-                          headers if headers is not None else self.sub_headers(request), body)
         try:
+            # (inside: header values that are not UTF-8, from an archive's xattrs, are
+            # this file's 400, raised by sub_request)
+            sub = sub_request(request, method, path,
+                              headers if headers is not None else self.sub_headers(request),
+                              body)
             resp = await self.app(sub)
         except HTTPError as exc:
             return exc.status

@@ -41,7 +41,9 @@ NOT_FORWARDED = ("x-copy-from", "x-copy-from-account", "destination", "destinati
 
 def _split_ref(value: str, header: str) -> tuple[str, str]:
     """'c/o' (or '/c/o'), percent-encoded, to (container, object)."""
-    ref = unquote(value)
+    # surrogateescape: %-escapes that are not UTF-8 fail the name checks below (unquote's
+    # default turned them into U+FFFD, and the copy went to a name nobody asked for).
+    ref = unquote(value, errors="surrogateescape")
     if ref.startswith("/"):
         ref = ref[1:]
     cont, _, name = ref.partition("/")
@@ -58,7 +60,7 @@ def _split_ref(value: str, header: str) -> tuple[str, str]:
 def _account(value: str | None, default: str, header: str) -> str:
     if value is None:
         return default
-    acct = unquote(value)
+    acct = unquote(value, errors="surrogateescape")
     bad = constraints.check_account(acct)
     if bad:
         raise HTTPError(412, f"{header}: {bad}")
@@ -110,8 +112,9 @@ class Copy(Middleware):
                             "X-Copy-From-Account"), s_cont, s_name)
         source = await self._read_source(request, path.version, src)
         if not isinstance(source, BodyResponse) or source.status // 100 != 2:
-            if isinstance(source, BodyResponse):
-                source.close()
+            # The read's refusal (416, 412, ...) is the answer, its body sent as it came:
+            # closed here, it kept its Content-Length with nothing left to send, and the
+            # client waited for bytes that never came.
             return source
         try:
             return await self._write(request, path.version, src, source,

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.multipart import BodyPartReader
 from multidict import CIMultiDict
 
@@ -134,6 +135,8 @@ class FormPost(Middleware):
                             "\r\n")
         except (ValueError, AssertionError):
             raise FormInvalid("invalid starting boundary") from None
+        except BadHttpMessage:  # a part's headers are not headers
+            raise FormInvalid("invalid part headers") from None
         if not status:
             status, message = 400, "no files to process"
         return self.answer(fields.get("redirect"), status, message)

@@ -503,7 +503,7 @@ class Slo(Middleware):
             raise HTTPError(exc.status, status_line(exc.status)) from None
         try:
             items = json.loads(b"".join(chunks))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
             raise HTTPError(400, "Manifest must be valid JSON.\n") from None
         if not isinstance(items, list):
             raise HTTPError(400, "Manifest must be a list.\n")

@@ -75,8 +75,9 @@ def _close(resp: web.StreamResponse) -> None:
 
 
 def _target(value: str) -> tuple[str, str]:
-    """'container/object' (percent-encoded or not) to its parts; Swift's 412 otherwise."""
-    ref = unquote(value)
+    """'container/object' (percent-encoded or not) to its parts; Swift's 412 otherwise
+    (%-escapes that are not UTF-8 included: kept as surrogates, the name checks refuse them)."""
+    ref = unquote(value, errors="surrogateescape")
     if ref.startswith("/"):
         ref = ref[1:]
     cont, _, name = ref.partition("/")
@@ -234,7 +235,7 @@ class Symlink(Middleware):
             return _text(exc.status, exc.reason)
         account = path.account
         if "X-Symlink-Target-Account" in h:
-            account = unquote(h["X-Symlink-Target-Account"])
+            account = unquote(h["X-Symlink-Target-Account"], errors="surrogateescape")
             if constraints.check_account(account):
                 return _text(412, "Account name cannot contain slashes")
         if (account, cont, obj) == (path.account, path.container, path.obj):
