@@ -67,6 +67,8 @@ class S3Api(Middleware):
     # ---- telling S3 apart -------------------------------------------------------------------
 
     def _vhost_bucket(self, request: web.Request) -> str | None:
+        if not self.host_suffix:
+            return None
         host = request.headers.get("Host", "").lower().rsplit(":", 1)[0]
         if host.endswith(self.host_suffix) and len(host) > len(self.host_suffix):
             return host[:-len(self.host_suffix)]
@@ -163,7 +165,7 @@ class S3Api(Middleware):
             return V4(request.method, request.raw_path, request.headers, pairs, now)
         if auth.startswith("AWS ") or ("AWSAccessKeyId" in names and "Signature" in names):
             raw = request.raw_path
-            if bucket is not None and self._vhost_bucket(request) is not None:
+            if bucket is not None and self._vhost_bucket(request) == bucket:
                 raw = "/" + bucket + raw  # V2 signs the bucket as part of the resource
             return V2(request.method, raw, request.headers, pairs, now)
         return None

@@ -62,7 +62,7 @@ class V2:
                               RequestTime=stamp, MaxAllowedSkewMilliseconds=MAX_SKEW * 1000)
             self.date_line = "" if "X-Amz-Date" in headers else headers.get("Date", "")
 
-    def string_to_sign(self) -> str:
+    def string_to_sign(self, path: str | None = None) -> str:
         amz: dict[str, list[str]] = {}
         for k, v in self.headers.items():
             lk = k.lower()
@@ -71,15 +71,28 @@ class V2:
                 amz.setdefault(lk, []).append(" ".join(v.split()))
         amz_lines = "".join(f"{k}:{','.join(v)}\n" for k, v in sorted(amz.items()))
         subs = sorted((k, v) for k, v in self.pairs if k in SUB_RESOURCES)
-        resource = self.raw_path.split("?", 1)[0]
+        resource = path if path is not None else self.raw_path.split("?", 1)[0]
         if subs:
             resource += "?" + "&".join(f"{k}={v}" if v else k for k, v in subs)
         return "\n".join((self.method, self.headers.get("Content-MD5", ""),
                           self.headers.get("Content-Type", ""), self.date_line,
                           amz_lines + resource))
 
+    def resources(self) -> list[str]:
+        """The path as sent, and for a bucket alone also with (or without) the trailing
+        slash, which clients differ on (botocore signs `/bucket/` for `/bucket`)."""
+        path = self.raw_path.split("?", 1)[0]
+        if path.count("/") == 1 and len(path) > 1:
+            return [path, path + "/"]
+        if path.count("/") == 2 and path.endswith("/"):
+            return [path, path[:-1]]
+        return [path]
+
     def verify(self, secret: str) -> None:
-        sts = self.string_to_sign().encode("utf-8", "surrogateescape")
-        want = base64.b64encode(hmac.new(secret.encode(), sts, hashlib.sha1).digest())
-        if not hmac.compare_digest(want, self.signature.encode("utf-8", "surrogateescape")):
-            raise signature_mismatch(self.access_key)
+        given = self.signature.encode("utf-8", "surrogateescape")
+        for path in self.resources():
+            sts = self.string_to_sign(path).encode("utf-8", "surrogateescape")
+            want = base64.b64encode(hmac.new(secret.encode(), sts, hashlib.sha1).digest())
+            if hmac.compare_digest(want, given):
+                return
+        raise signature_mismatch(self.access_key)
