@@ -13,7 +13,12 @@ from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.auth import Identity
-from swiftlite.proxy.request import ALLOW_RESERVED, AUTHENTICATED, sub_request
+from swiftlite.proxy.request import (
+    ALLOW_RESERVED,
+    AUTHENTICATED,
+    BACKEND_GET_HEADERS,
+    sub_request,
+)
 from swiftlite.proxy.response import BodyResponse
 from swiftlite.proxy.s3.errors import S3Error, from_swift
 
@@ -53,12 +58,15 @@ class S3Request:
 
     async def swift(self, method: str, bucket: str | None = None, key: str | None = None,
                     headers: Any = None, body: Any = None, query: str = "",
-                    reserved: bool = False) -> web.StreamResponse:
+                    reserved: bool = False,
+                    backend: dict[str, str] | None = None) -> web.StreamResponse:
         """A Swift request as this S3 request's caller; an HTTPError raised on the way is
         its answer too (so callers look at one status)."""
         sub = sub_request(self.request, method, self.path(bucket, key),
                           CIMultiDict(headers or {}), body, query=query)
         sub[AUTHENTICATED] = self.ident
+        if backend:
+            sub[BACKEND_GET_HEADERS] = backend
         if reserved:
             sub[ALLOW_RESERVED] = True
         try:

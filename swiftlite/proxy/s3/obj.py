@@ -39,6 +39,7 @@ OVERRIDES = {"response-content-type": "Content-Type",
              "response-content-encoding": "Content-Encoding"}
 CONDITIONS = ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since")
 MAX_KEY_BYTES = 1024
+ETAG_IS_AT = {"X-Backend-Etag-Is-At": S3_ETAG}
 
 
 def check_key(key: str) -> None:
@@ -161,7 +162,10 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
     if overrides and s3.ident is None:
         raise invalid_argument("Request specific response headers cannot be used for "
                                "anonymous GET requests.")
-    resp = await s3.swift(req.method, s3.bucket, s3.key, headers, query=query)
+    # Conditions on a multipart upload's object are about its S3 ETag (then an SLO's).
+    resp = await s3.swift(req.method, s3.bucket, s3.key, headers, query=query,
+                          backend=ETAG_IS_AT if any(c in headers for c in CONDITIONS)
+                          else None)
     status = resp.status
     if status == 304:
         if isinstance(resp, BodyResponse):
@@ -231,7 +235,9 @@ def source_conditions(s3: S3Request) -> CIMultiDict[str]:
 
 async def check_source(s3: S3Request, bucket: str, key: str) -> web.StreamResponse:
     """HEAD the copy's source with its conditions: any failed one is S3's 412."""
-    head = await s3.swift("HEAD", bucket, key, source_conditions(s3))
+    conditions = source_conditions(s3)
+    head = await s3.swift("HEAD", bucket, key, conditions,
+                          backend=ETAG_IS_AT if conditions else None)
     if head.status in (304, 412):
         raise from_swift(412)
     if head.status // 100 != 2:
