@@ -19,6 +19,9 @@ from swiftlite.common.http import HTTPError
 # object that decides what that identity may do (absent: nothing is allowed).
 IDENTITY = "swiftlite.identity"
 AUTHORIZER = "swiftlite.authorizer"
+# Set by a front end that authenticated the caller itself (S3's signatures): the Identity
+# the auth middleware takes in place of a token's. A request key, so no client can set it.
+AUTHENTICATED = "swiftlite.authenticated"
 # A sub-request's body (bytes or an async iterator of chunks) instead of the client's.
 BODY = "swiftlite.body"
 # Memo of api_path(): (raw_path, ApiPath).

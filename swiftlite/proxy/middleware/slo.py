@@ -42,6 +42,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.http import SWIFT_CONFLICT, HTTPError, error
+from swiftlite.common.reserved import is_reserved, split_reserved
 from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
 from swiftlite.obj.ranges import boundary, multipart_parts, parse_range
 from swiftlite.proxy.middleware.reports import (
@@ -54,7 +55,13 @@ from swiftlite.proxy.middleware.reports import (
     status_line,
 )
 from swiftlite.proxy.pipeline import HOOKS, Middleware
-from swiftlite.proxy.request import BACKEND_GET_HEADERS, ApiPath, api_path, sub_request
+from swiftlite.proxy.request import (
+    ALLOW_RESERVED,
+    BACKEND_GET_HEADERS,
+    ApiPath,
+    api_path,
+    sub_request,
+)
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk, bytes_response
 
 SLO_ETAG = "X-Object-Sysmeta-Slo-Etag"
@@ -99,6 +106,19 @@ def _version_query(request: web.Request) -> str:
     manifest read or deleted for the client is that version's."""
     vid = request.query.get("version-id")
     return "" if vid is None else f"version-id={quote(vid, safe='')}"
+
+
+def kept_for(seg_name: str, container: str | None) -> bool:
+    """Whether a segment lives in a reserved container kept for the manifest's own
+    container (its last part names it: S3's multipart parts, `\\x00mpu\\x00<container>`).
+    Such segments are read and deleted as the manifest was judged: no client can name them
+    in a manifest (the PUT's checks of its segments cannot reach the reserved namespace),
+    only a feature that stored them there."""
+    cont = seg_name.lstrip("/").partition("/")[0]
+    if container is None or not is_reserved(cont):
+        return False
+    parts = split_reserved(cont)
+    return len(parts) >= 2 and parts[-1] == container
 
 
 def _obj_path(version: str, account: str, seg_name: str) -> str:
@@ -214,10 +234,12 @@ class Slo(Middleware):
 
     async def _send(self, request: web.Request, method: str, path: str,
                     headers: CIMultiDict[str] | None = None, body: Any = None,
-                    query: str = "") -> web.StreamResponse:
+                    query: str = "", reserved: bool = False) -> web.StreamResponse:
         sub = sub_request(request, method, path,
                           self._sub_headers(request) if headers is None else headers, body,
                           query)
+        if reserved:
+            sub[ALLOW_RESERVED] = True
         try:
             return await self.app(sub)
         except HTTPError as exc:
@@ -227,7 +249,14 @@ class Slo(Middleware):
 
     async def get(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
         part = request.query.get("part-number")
-        request[BACKEND_GET_HEADERS] = GET_HEADERS
+        given = request.get(BACKEND_GET_HEADERS)
+        if given and "X-Backend-Etag-Is-At" in given:
+            # A feature's own ETag (S3's multipart one) is judged first, then the SLO's.
+            request[BACKEND_GET_HEADERS] = {
+                **GET_HEADERS,
+                "X-Backend-Etag-Is-At": f"{given['X-Backend-Etag-Is-At']},{SLO_ETAG}"}
+        else:
+            request[BACKEND_GET_HEADERS] = GET_HEADERS
         resp = await self.app(request)
         slo_etag = resp.headers.get(SLO_ETAG)
         if slo_etag is None:
@@ -373,7 +402,8 @@ class Slo(Middleware):
     async def _sub_manifest(self, request: web.Request, path: ApiPath,
                             item: dict) -> list[dict]:
         resp = await self._send(request, "GET", _obj_path(path.version, path.account,
-                                                          item["name"]))
+                                                          item["name"]),
+                                reserved=kept_for(item["name"], path.container))
         if resp.status // 100 != 2 or resp.headers.get(SLO_ETAG) != item["hash"]:
             _close(resp)
             raise BodyCutShort(f"sub-manifest {item['name']}: {resp.status}, or changed")
@@ -389,7 +419,8 @@ class Slo(Middleware):
         if start > 0 or end < int(item["bytes"]):
             headers["Range"] = f"bytes={start}-{end - 1}"
         resp = await self._send(request, "GET", _obj_path(path.version, path.account,
-                                                          item["name"]), headers)
+                                                          item["name"]), headers,
+                                reserved=kept_for(item["name"], path.container))
         name = item["name"]
         if resp.status // 100 != 2 or not isinstance(resp, BodyResponse):
             _close(resp)
@@ -618,7 +649,11 @@ class Slo(Middleware):
         manifest_etag = hashlib.md5(body, usedforsecurity=False).hexdigest()
         headers[SLO_ETAG] = slo_etag
         headers[SLO_SIZE] = str(total)
-        headers[OVERRIDE_ETAG] = f'{manifest_etag}; slo_etag="{slo_etag}"'
+        # A feature's own listing parameters (S3's `s3_etag=...`), sent as this header (a
+        # client's never reaches here: the gatekeeper drops it), are kept after ours.
+        extra = request.headers.get(OVERRIDE_ETAG)
+        headers[OVERRIDE_ETAG] = f'{manifest_etag}; slo_etag="{slo_etag}"' + \
+            (f"; {extra}" if extra and ";" not in extra else "")
         headers[LISTING_BYTES] = str(total)
         headers["Content-Length"] = str(len(body))
         resp = await self._send(request, "PUT", request.rel_url.raw_path, headers, body)
@@ -733,9 +768,12 @@ class Slo(Middleware):
         """`targets`, `delete_concurrency` at a time."""
         counts = report.fields
         todo = iter(targets)
+        own = api_path(request)
 
         async def one(target: tuple[str, str]) -> None:
-            resp = await self._send(request, "DELETE", target[1], query=query)
+            resp = await self._send(request, "DELETE", target[1], query=query,
+                                    reserved=own is not None and
+                                    kept_for(target[0], own.container))
             _close(resp)
             if resp.status // 100 == 2:
                 counts["Number Deleted"] += 1

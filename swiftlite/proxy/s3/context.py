@@ -1,0 +1,114 @@
+"""One S3 request being served: who asks, which bucket and key, and the Swift sub-requests
+made for it (sent down the pipeline as that user, see request.AUTHENTICATED)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from swiftlite.common.http import HTTPError, txid
+from swiftlite.proxy.auth import Identity
+from swiftlite.proxy.request import (
+    ALLOW_RESERVED,
+    AUTHENTICATED,
+    BACKEND_GET_HEADERS,
+    sub_request,
+)
+from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.s3.errors import S3Error, from_swift
+
+# Request headers an S3 client sends that a Swift sub-request takes as they are.
+PASSED = ("content-type", "content-encoding", "content-disposition", "content-language",
+          "cache-control", "expires")
+
+
+@dataclass
+class S3Request:
+    request: web.Request
+    app: Any  # the rest of the pipeline
+    proxy: Any
+    ident: Identity | None
+    account: str
+    bucket: str | None
+    key: str | None
+    query: dict[str, str]
+    owner_name: str
+    auth: Any = None  # sigv4.V4 / sigv2.V2, None when anonymous
+    signing_key: bytes | None = None
+    conf: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def request_id(self) -> str:
+        return txid(self.request)
+
+    def path(self, bucket: str | None = None, key: str | None = None) -> str:
+        parts = ["v1", self.account]
+        if bucket is not None:
+            parts.append(bucket)
+            if key is not None:
+                parts.append(key)
+        return "/" + "/".join(quote(p, safe="") if i < 3 else quote(p) for i, p in
+                              enumerate(parts))
+
+    async def swift(self, method: str, bucket: str | None = None, key: str | None = None,
+                    headers: Any = None, body: Any = None, query: str = "",
+                    reserved: bool = False,
+                    backend: dict[str, str] | None = None) -> web.StreamResponse:
+        """A Swift request as this S3 request's caller; an HTTPError raised on the way is
+        its answer too (so callers look at one status)."""
+        sub = sub_request(self.request, method, self.path(bucket, key),
+                          CIMultiDict(headers or {}), body, query=query)
+        sub[AUTHENTICATED] = self.ident
+        if backend:
+            sub[BACKEND_GET_HEADERS] = backend
+        if reserved:
+            sub[ALLOW_RESERVED] = True
+        try:
+            return await self.app(sub)
+        except HTTPError as exc:
+            return exc.response()
+
+    async def swift_ok(self, method: str, bucket: str | None = None, key: str | None = None,
+                       headers: Any = None, body: Any = None, query: str = "",
+                       reserved: bool = False, err_key: str | None = None,
+                       ok: tuple[int, ...] = ()) -> web.StreamResponse:
+        """As `swift`, raising the S3 error for a failure (a 404 about `err_key` is
+        NoSuchKey, else NoSuchBucket)."""
+        resp = await self.swift(method, bucket, key, headers, body, query, reserved)
+        if resp.status // 100 != 2 and resp.status not in ok:
+            raise await error_of(resp, self.bucket, err_key)
+        return resp
+
+
+async def error_of(resp: web.StreamResponse, bucket: str | None,
+                   key: str | None) -> S3Error:
+    body = b""
+    if isinstance(resp, BodyResponse):
+        resp.close()
+    elif isinstance(resp, web.Response) and resp.body is not None and \
+            isinstance(resp.body, bytes):
+        body = resp.body
+    return from_swift(resp.status, bucket, key, body)
+
+
+async def read_body(resp: web.StreamResponse) -> bytes:
+    if isinstance(resp, BodyResponse):
+        return await resp.read()
+    body = getattr(resp, "body", None)
+    return body if isinstance(body, bytes) else b""
+
+
+def http_date(ts: float) -> str:
+    return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(ts))
+
+
+def iso_ms(swift_time: str) -> str:
+    """A Swift listing's `2024-01-02T03:04:05.123456` as S3's `2024-01-02T03:04:05.123Z`."""
+    base, _, frac = swift_time.partition(".")
+    return f"{base}.{(frac + '000')[:3]}Z"

@@ -1,0 +1,360 @@
+"""Multipart uploads, kept as Swift objects in a hidden container per bucket.
+
+An upload of `key` in `bucket` is, in the reserved container `\\x00mpu\\x00<bucket>` of the
+same account: a marker object `\\x00<key>\\x00<upload id>` holding the object's future
+headers (content type, metadata), and one object `\\x00<key>\\x00<upload id>\\x00<NNNNN>`
+per part. Completing PUTs an SLO manifest of the chosen parts at `bucket/key` through the
+pipeline (`?multipart-manifest=put`, so the SLO feature checks every part), with S3's ETag
+(MD5 of the parts' binary MD5s, `-<count>`) in object sysmeta and in the container listing
+(`s3_etag`), then drops the marker; the parts stay as the SLO's segments, deleted with it.
+
+Reserved names are reached only by this feature's own sub-requests (request.ALLOW_RESERVED),
+which the core treats as the owner's: so every operation first has the caller judged as a
+Swift write to (or read of) the bucket itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from urllib.parse import quote, urlencode
+
+from aiohttp import web
+
+from swiftlite.common.http import HTTPError
+from swiftlite.common.reserved import reserved_name, split_reserved
+from swiftlite.common.sysmeta import OVERRIDE_ETAG
+from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
+from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
+from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms, read_body
+from swiftlite.proxy.s3.errors import (
+    S3Error,
+    access_denied,
+    from_swift,
+    invalid_argument,
+    malformed_xml,
+)
+from swiftlite.proxy.s3.obj import (
+    S3_ETAG,
+    S3_PARTS,
+    check_key,
+    check_source,
+    copy_source,
+    object_headers,
+    store,
+)
+
+KEPT = ("content-type", "content-encoding", "content-disposition", "content-language",
+        "cache-control", "expires")
+
+
+def no_such_upload(upload_id: str) -> S3Error:
+    return S3Error("NoSuchUpload", 404, "The specified upload does not exist. The upload ID "
+                   "may be invalid, or the upload may have been aborted or completed.",
+                   UploadId=upload_id)
+
+
+def marker_name(key: str, upload_id: str) -> str:
+    return reserved_name(key, upload_id)
+
+
+def part_name(key: str, upload_id: str, number: int) -> str:
+    return reserved_name(key, upload_id, f"{number:05d}")
+
+
+async def judge(s3: S3Request, write: bool) -> None:
+    """Raise unless the caller may write (or read) the bucket, as the core would judge a
+    Swift request to it (404: NoSuchBucket)."""
+    auth = next((mw for mw in s3.proxy.middleware if mw.name == "tempauth"), None)
+    if s3.ident is None or auth is None:
+        raise access_denied()
+    sub = sub_request(s3.request, "HEAD", s3.path(s3.bucket))
+    sub[IDENTITY] = await auth.grant_for(sub, s3.ident, s3.account)
+    sub[AUTHORIZER] = auth
+    target = s3.proxy.target(sub, s3.account, s3.bucket, None)
+    try:
+        await s3.proxy.authorize_container(sub, target, write=write)
+    except HTTPError as exc:
+        raise from_swift(exc.status, s3.bucket) from None
+
+
+def _upload_id(s3: S3Request) -> str:
+    upload_id = s3.query.get("uploadId", "")
+    if not upload_id or not all(c in "0123456789abcdef" for c in upload_id) or \
+            len(upload_id) != 32:
+        raise no_such_upload(upload_id)
+    return upload_id
+
+
+async def _marker(s3: S3Request, upload_id: str) -> web.StreamResponse:
+    head = await s3.swift("HEAD", uploads_container(s3.bucket or ""),
+                          marker_name(s3.key or "", upload_id), reserved=True)
+    if head.status == 404:
+        raise no_such_upload(upload_id)
+    if head.status // 100 != 2:
+        raise await error_of(head, s3.bucket, s3.key)
+    return head
+
+
+async def _listing(s3: S3Request, prefix: str, marker: str = "",
+                   limit: int = 10000) -> list[dict]:
+    query = urlencode({"format": "json", "prefix": prefix, "marker": marker,
+                       "limit": str(limit)}, quote_via=quote)
+    resp = await s3.swift("GET", uploads_container(s3.bucket or ""), query=query,
+                          reserved=True)
+    if resp.status == 404:
+        await read_body(resp)
+        return []
+    if resp.status // 100 != 2:
+        raise await error_of(resp, s3.bucket, None)
+    return json.loads(await read_body(resp) or b"[]")
+
+
+async def _all_parts(s3: S3Request, upload_id: str) -> list[dict]:
+    prefix = part_name(s3.key or "", upload_id, 0)[:-5]
+    rows: list[dict] = []
+    marker = ""
+    while True:
+        page = await _listing(s3, prefix, marker)
+        rows += page
+        if len(page) < 10000:
+            return rows
+        marker = page[-1]["name"]
+
+
+async def create(s3: S3Request) -> web.StreamResponse:
+    key = s3.key or ""
+    check_key(key)
+    await judge(s3, write=True)
+    headers = object_headers(s3)
+    upload_id = secrets.token_hex(16)
+    hidden = uploads_container(s3.bucket or "")
+    resp = await s3.swift("PUT", hidden, reserved=True)
+    if resp.status // 100 != 2:
+        raise await error_of(resp, s3.bucket, None)
+    headers["Content-Length"] = "0"
+    await s3.swift_ok("PUT", hidden, marker_name(key, upload_id), headers, b"",
+                      reserved=True)
+    root = xml.root("InitiateMultipartUploadResult")
+    xml.sub(root, "Bucket", s3.bucket)
+    xml.sub(root, "Key", key)
+    xml.sub(root, "UploadId", upload_id)
+    return xml_response(root)
+
+
+def _part_number(s3: S3Request) -> int:
+    value = s3.query.get("partNumber", "")
+    if not value.isdigit() or not 1 <= int(value) <= s3.conf.max_parts:
+        raise invalid_argument(f"Part number must be an integer between 1 and "
+                               f"{s3.conf.max_parts}, inclusive", "partNumber", value)
+    return int(value)
+
+
+async def upload_part(s3: S3Request) -> web.StreamResponse:
+    upload_id = _upload_id(s3)
+    number = _part_number(s3)
+    await judge(s3, write=True)
+    await _marker(s3, upload_id)
+    hidden = uploads_container(s3.bucket or "")
+    name = part_name(s3.key or "", upload_id, number)
+    if "X-Amz-Copy-Source" in s3.request.headers:
+        return await _copy_part(s3, hidden, name)
+    resp = await store(s3, hidden, name, object_headers(s3), reserved=True)
+    return web.Response(status=200, headers={
+        "ETag": '"' + resp.headers.get("ETag", "").strip('"') + '"'})
+
+
+async def _copy_part(s3: S3Request, hidden: str, name: str) -> web.StreamResponse:
+    src_bucket, src_key = copy_source(s3)
+    head = await check_source(s3, src_bucket, src_key)
+    headers = {"X-Copy-From": quote(f"/{src_bucket}/{src_key}"), "Content-Length": "0",
+               "X-Fresh-Metadata": "true"}
+    rng = s3.request.headers.get("X-Amz-Copy-Source-Range")
+    if rng is not None:
+        size = int(head.headers.get("Content-Length", "0"))
+        first, _, last = rng.removeprefix("bytes=").partition("-")
+        if not rng.startswith("bytes=") or not first.isdigit() or not last.isdigit() or \
+                int(first) > int(last) or int(last) >= size:
+            raise S3Error("InvalidArgument", 400, "The x-amz-copy-source-range value must be "
+                          "of the form bytes=first-last where first and last are the "
+                          "zero-based offsets of the first and last bytes to copy",
+                          ArgumentName="x-amz-copy-source-range", ArgumentValue=rng)
+        headers["Range"] = rng
+    resp = await s3.swift("PUT", hidden, name, headers, reserved=True)
+    if resp.status // 100 != 2:
+        raise await error_of(resp, src_bucket, src_key)
+    root = xml.root("CopyPartResult")
+    from swiftlite.proxy.s3.obj import _iso_from_http
+    xml.sub(root, "LastModified", _iso_from_http(resp.headers.get("Last-Modified", "")))
+    xml.sub(root, "ETag", '"' + resp.headers.get("ETag", "").strip('"') + '"')
+    return xml_response(root)
+
+
+async def complete(s3: S3Request) -> web.StreamResponse:
+    upload_id = _upload_id(s3)
+    key = s3.key or ""
+    await judge(s3, write=True)
+    marker = await _marker(s3, upload_id)
+    doc = parse_xml(await small_body(s3))
+    if doc.tag != "CompleteMultipartUpload":
+        raise malformed_xml()
+    wanted: list[tuple[int, str]] = []
+    for el in doc.findall("Part"):
+        number, etag = xml.text(el, "PartNumber"), xml.text(el, "ETag")
+        if not number or not number.strip().isdigit() or etag is None:
+            raise malformed_xml()
+        wanted.append((int(number), etag.strip().strip('"').lower()))
+    if not wanted:
+        raise malformed_xml()
+    if any(a[0] >= b[0] for a, b in zip(wanted, wanted[1:], strict=False)):
+        raise S3Error("InvalidPartOrder", 400, "The list of parts was not in ascending "
+                      "order. Parts must be ordered by part number.", UploadId=upload_id)
+    stored = {split_reserved(r["name"])[-1]: r for r in await _all_parts(s3, upload_id)}
+    hidden = uploads_container(s3.bucket or "")
+    manifest = []
+    md5s = b""
+    for index, (number, etag) in enumerate(wanted):
+        row = stored.get(f"{number:05d}")
+        if row is None or row["hash"] != etag:
+            raise S3Error("InvalidPart", 400, "One or more of the specified parts could not "
+                          "be found.  The part may not have been uploaded, or the specified "
+                          "entity tag may not match the part's entity tag.",
+                          UploadId=upload_id, PartNumber=number, ETag=etag)
+        if index < len(wanted) - 1 and row["bytes"] < s3.conf.min_part_size:
+            raise S3Error("EntityTooSmall", 400, "Your proposed upload is smaller than the "
+                          "minimum allowed object size.", ProposedSize=row["bytes"],
+                          MinSizeAllowed=s3.conf.min_part_size, PartNumber=number,
+                          ETag=etag)
+        manifest.append({"path": f"/{hidden}/{row['name']}", "etag": etag,
+                         "size_bytes": row["bytes"]})
+        md5s += bytes.fromhex(etag)
+    s3_etag = f"{hashlib.md5(md5s, usedforsecurity=False).hexdigest()}-{len(wanted)}"
+    headers = {k: v for k, v in marker.headers.items()
+               if k.lower() in KEPT or k.lower().startswith("x-object-meta-")}
+    headers[S3_ETAG] = s3_etag
+    headers[S3_PARTS] = str(len(wanted))
+    headers[OVERRIDE_ETAG] = f"s3_etag={s3_etag}"
+    body = json.dumps(manifest).encode()
+    headers["Content-Length"] = str(len(body))
+    resp = await s3.swift("PUT", s3.bucket, key, headers, body,
+                          query="multipart-manifest=put", reserved=True)
+    if resp.status // 100 != 2:
+        raise await error_of(resp, s3.bucket, key)
+    await read_body(resp)
+    # Parts uploaded but not chosen go; the marker last (the upload is then over).
+    chosen = {f"{n:05d}" for n, _ in wanted}
+    for suffix, row in stored.items():
+        if suffix not in chosen:
+            await s3.swift("DELETE", hidden, row["name"], reserved=True)
+    await s3.swift("DELETE", hidden, marker_name(key, upload_id), reserved=True)
+    root = xml.root("CompleteMultipartUploadResult")
+    xml.sub(root, "Location", f"/{s3.bucket}/{key}")
+    xml.sub(root, "Bucket", s3.bucket)
+    xml.sub(root, "Key", key)
+    xml.sub(root, "ETag", f'"{s3_etag}"')
+    return xml_response(root)
+
+
+async def abort(s3: S3Request) -> web.StreamResponse:
+    upload_id = _upload_id(s3)
+    await judge(s3, write=True)
+    await _marker(s3, upload_id)
+    hidden = uploads_container(s3.bucket or "")
+    for row in await _all_parts(s3, upload_id):
+        await s3.swift("DELETE", hidden, row["name"], reserved=True)
+    await s3.swift("DELETE", hidden, marker_name(s3.key or "", upload_id), reserved=True)
+    return web.Response(status=204)
+
+
+def _max(s3: S3Request, name: str, default: int) -> int:
+    value = s3.query.get(name)
+    if value is None:
+        return default
+    if not value.isdigit():
+        raise invalid_argument(f"Provided {name} not an integer or within integer range",
+                               name, value)
+    return min(int(value), default)
+
+
+def _initiator(parent, s3: S3Request) -> None:
+    el = xml.sub(parent, "Initiator")
+    xml.sub(el, "ID", s3.account)
+    xml.sub(el, "DisplayName", s3.owner_name)
+
+
+async def list_parts(s3: S3Request) -> web.StreamResponse:
+    upload_id = _upload_id(s3)
+    await judge(s3, write=False)
+    await _marker(s3, upload_id)
+    max_parts = _max(s3, "max-parts", 1000)
+    after = s3.query.get("part-number-marker", "0")
+    if not after.isdigit():
+        raise invalid_argument("Invalid part-number-marker", "part-number-marker", after)
+    prefix = part_name(s3.key or "", upload_id, 0)[:-5]
+    rows = await _listing(s3, prefix, prefix + f"{int(after):05d}" if int(after) else "",
+                          max_parts + 1)
+    truncated = len(rows) > max_parts
+    rows = rows[:max_parts]
+    root = xml.root("ListPartsResult")
+    xml.sub(root, "Bucket", s3.bucket)
+    xml.sub(root, "Key", s3.key)
+    xml.sub(root, "UploadId", upload_id)
+    _initiator(root, s3)
+    owner(root, s3)
+    xml.sub(root, "StorageClass", "STANDARD")
+    xml.sub(root, "PartNumberMarker", int(after))
+    numbers = [int(split_reserved(r["name"])[-1]) for r in rows]
+    xml.sub(root, "NextPartNumberMarker", numbers[-1] if numbers else 0)
+    xml.sub(root, "MaxParts", max_parts)
+    xml.sub(root, "IsTruncated", "true" if truncated else "false")
+    for number, row in zip(numbers, rows, strict=True):
+        p = xml.sub(root, "Part")
+        xml.sub(p, "PartNumber", number)
+        xml.sub(p, "LastModified", iso_ms(row["last_modified"]))
+        xml.sub(p, "ETag", f'"{row["hash"]}"')
+        xml.sub(p, "Size", row["bytes"])
+    return xml_response(root)
+
+
+async def list_uploads(s3: S3Request) -> web.StreamResponse:
+    await judge(s3, write=False)
+    max_uploads = _max(s3, "max-uploads", 1000)
+    prefix = s3.query.get("prefix", "")
+    key_marker = s3.query.get("key-marker", "")
+    id_marker = s3.query.get("upload-id-marker", "")
+    uploads: list[tuple[str, str, str]] = []
+    marker = reserved_name(key_marker, id_marker or "\U0010ffff") if key_marker else ""
+    truncated = False
+    while True:
+        rows = await _listing(s3, "\x00" + prefix, marker)
+        for row in rows:
+            parts = split_reserved(row["name"])
+            if len(parts) == 2:
+                if len(uploads) == max_uploads:
+                    truncated = True
+                    break
+                uploads.append((parts[0], parts[1], row["last_modified"]))
+        if truncated or len(rows) < 10000:
+            break
+        marker = rows[-1]["name"]
+    root = xml.root("ListMultipartUploadsResult")
+    xml.sub(root, "Bucket", s3.bucket)
+    xml.sub(root, "KeyMarker", key_marker)
+    xml.sub(root, "UploadIdMarker", id_marker)
+    xml.sub(root, "NextKeyMarker", uploads[-1][0] if truncated and uploads else "")
+    xml.sub(root, "NextUploadIdMarker", uploads[-1][1] if truncated and uploads else "")
+    if prefix:
+        xml.sub(root, "Prefix", prefix)
+    xml.sub(root, "MaxUploads", max_uploads)
+    xml.sub(root, "IsTruncated", "true" if truncated else "false")
+    for key, upload_id, when in uploads:
+        u = xml.sub(root, "Upload")
+        xml.sub(u, "Key", key)
+        xml.sub(u, "UploadId", upload_id)
+        _initiator(u, s3)
+        owner(u, s3)
+        xml.sub(u, "StorageClass", "STANDARD")
+        xml.sub(u, "Initiated", iso_ms(when))
+    return xml_response(root)

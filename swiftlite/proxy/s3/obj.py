@@ -1,0 +1,323 @@
+"""Objects: PutObject, GetObject, HeadObject, DeleteObject, CopyObject, DeleteObjects.
+
+Metadata maps one to one (`x-amz-meta-*` <-> `X-Object-Meta-*`); ETags are quoted, and a
+multipart upload's object shows S3's multipart ETag (kept in object sysmeta, multipart.py).
+A PUT's body is checked as it streams (payload.py) and its end is held back until every
+check passes, so a body that fails one is never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote, unquote
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.s3 import payload, xml
+from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
+from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
+from swiftlite.proxy.s3.errors import (
+    S3Error,
+    from_swift,
+    invalid_argument,
+    malformed_xml,
+    no_such_bucket,
+    not_implemented,
+)
+
+S3_ETAG = "X-Object-Sysmeta-S3api-Etag"
+S3_PARTS = "X-Object-Sysmeta-S3api-Parts"
+META = "x-object-meta-"
+AMZ_META = "x-amz-meta-"
+SMALL = 256 * 1024  # bodies up to this size are checked whole, then sent in one piece
+OVERRIDES = {"response-content-type": "Content-Type",
+             "response-content-language": "Content-Language",
+             "response-expires": "Expires", "response-cache-control": "Cache-Control",
+             "response-content-disposition": "Content-Disposition",
+             "response-content-encoding": "Content-Encoding"}
+CONDITIONS = ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since")
+MAX_KEY_BYTES = 1024
+ETAG_IS_AT = {"X-Backend-Etag-Is-At": S3_ETAG}
+
+
+def check_key(key: str) -> None:
+    if len(key.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES:
+        raise S3Error("KeyTooLongError", 400, "Your key is too long")
+
+
+def object_headers(s3: S3Request) -> CIMultiDict[str]:
+    """The new object's Swift headers from the S3 request's."""
+    out: CIMultiDict[str] = CIMultiDict()
+    for k, v in s3.request.headers.items():
+        lk = k.lower()
+        if lk.startswith(AMZ_META):
+            out["X-Object-Meta-" + k[len(AMZ_META):]] = v
+        elif lk in PASSED:
+            out[k] = v
+        elif lk.startswith("x-amz-server-side-encryption") or lk == "x-amz-website-redirect-"\
+                "location":
+            raise not_implemented(f"{k} is not supported.")
+    enc = out.get("Content-Encoding")
+    if enc is not None:  # aws-chunked framing is ours to undo, not the object's
+        kept = ",".join(e for e in (p.strip() for p in enc.split(","))
+                        if e and e.lower() != "aws-chunked")
+        if kept:
+            out["Content-Encoding"] = kept
+        else:
+            del out["Content-Encoding"]
+    if "Content-Type" not in out:
+        out["Content-Type"] = "binary/octet-stream"
+    return out
+
+
+def s3_headers(resp: web.StreamResponse) -> None:
+    """A Swift object answer's headers in S3's form, in place."""
+    h = resp.headers
+    for k in list(h.keys()):
+        lk = k.lower()
+        if lk.startswith(META):
+            v = h.popall(k)
+            for item in v:
+                h.add(AMZ_META + k[len(META):].lower(), item)
+        elif lk in ("x-timestamp", "x-trans-id", "x-openstack-request-id",
+                    "x-static-large-object", "x-manifest-etag") or \
+                lk.startswith("x-object-sysmeta-"):
+            pass
+    etag = resp.headers.get(S3_ETAG) or h.get("ETag", "")
+    if etag:
+        h["ETag"] = '"' + etag.strip('"') + '"'
+    parts = resp.headers.get(S3_PARTS)
+    if parts:
+        h["x-amz-mp-parts-count"] = parts
+    for k in [k for k in h if k.lower().startswith("x-object-sysmeta-")
+              or k.lower() in ("x-timestamp", "x-static-large-object", "x-manifest-etag")]:
+        h.popall(k, None)
+
+
+async def _bucket_missing(s3: S3Request) -> bool:
+    head = await s3.swift("HEAD", s3.bucket)
+    return head.status == 404
+
+
+async def put_object(s3: S3Request) -> web.StreamResponse:
+    key = s3.key or ""
+    check_key(key)
+    headers = object_headers(s3)
+    if "X-Amz-Acl" in s3.request.headers and s3.request.headers["X-Amz-Acl"] != "private":
+        pass  # objects follow their bucket's ACL here; a canned ACL per object is ignored
+    resp = await store(s3, s3.bucket or "", key, headers)
+    out = web.Response(status=200, headers={"ETag": '"' + resp.headers.get("ETag", "")
+                                            .strip('"') + '"'})
+    for k, v in s3.request.headers.items():
+        if k.lower().startswith("x-amz-checksum-") and k.lower() != "x-amz-checksum-type":
+            out.headers[k] = v
+    return out
+
+
+async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
+                reserved: bool = False) -> web.StreamResponse:
+    """PUT the request's body as `bucket/key`; the Swift answer (2xx), else raise."""
+    mode = payload.payload_mode(s3.auth)
+    length = payload.decoded_length(s3.request.headers, mode)
+    if length is None:
+        raise S3Error("MissingContentLength", 411,
+                      "You must provide the Content-Length HTTP header.")
+    if length > s3.proxy.max_file_size:
+        raise S3Error("EntityTooLarge", 400, "Your proposed upload exceeds the maximum "
+                      "allowed object size.", ProposedSize=length,
+                      MaxSizeAllowed=s3.proxy.max_file_size)
+    if "Content-MD5" in s3.request.headers:
+        raw = payload._b64(s3.request.headers["Content-MD5"], "Content-MD5")
+        headers["ETag"] = raw.hex()
+    body = payload.body(s3.request, s3.auth, s3.signing_key, length)
+    data = b"".join([c async for c in body]) if length <= SMALL else body
+    headers["Content-Length"] = str(length)
+    resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
+    if resp.status // 100 != 2:
+        if resp.status == 404 and not reserved:
+            raise no_such_bucket(bucket)
+        raise await error_of(resp, bucket, key)
+    return resp
+
+
+async def get_object(s3: S3Request) -> web.StreamResponse:
+    req = s3.request
+    headers: CIMultiDict[str] = CIMultiDict()
+    for k in ("Range", *CONDITIONS):
+        if k in req.headers:
+            headers[k] = req.headers[k]
+    query = ""
+    part = s3.query.get("partNumber")
+    if part is not None:
+        if not part.isdigit() or not 1 <= int(part) <= 10000:
+            raise invalid_argument("Part number must be an integer between 1 and 10000, "
+                                   "inclusive", "partNumber", part)
+        if "Range" in headers:
+            raise invalid_argument("Cannot specify both Range header and partNumber query "
+                                   "parameter", "partNumber", part)
+        query = f"part-number={int(part)}"
+    overrides = {OVERRIDES[k]: v for k, v in s3.query.items() if k in OVERRIDES}
+    if overrides and s3.ident is None:
+        raise invalid_argument("Request specific response headers cannot be used for "
+                               "anonymous GET requests.")
+    # Conditions on a multipart upload's object are about its S3 ETag (then an SLO's).
+    resp = await s3.swift(req.method, s3.bucket, s3.key, headers, query=query,
+                          backend=ETAG_IS_AT if any(c in headers for c in CONDITIONS)
+                          else None)
+    status = resp.status
+    if status == 304:
+        if isinstance(resp, BodyResponse):
+            resp.close()
+        out = web.Response(status=304)
+        for k in ("ETag", "Last-Modified"):
+            if k in resp.headers:
+                out.headers[k] = resp.headers[k]
+        s3_headers(out)
+        return out
+    if status // 100 != 2:
+        if status == 404 and req.method == "GET" and await _bucket_missing(s3):
+            raise no_such_bucket(s3.bucket or "")
+        raise await error_of(resp, s3.bucket, s3.key)
+    s3_headers(resp)
+    resp.headers.update(overrides)
+    resp.headers.setdefault("Accept-Ranges", "bytes")
+    return resp
+
+
+async def delete_one(s3: S3Request, key: str) -> web.StreamResponse:
+    """DELETE `key`; an S3 multipart upload's object takes its parts with it."""
+    head = await s3.swift("HEAD", s3.bucket, key)
+    if head.status // 100 == 2 and S3_ETAG in head.headers:
+        resp = await s3.swift("DELETE", s3.bucket, key, query="multipart-manifest=delete",
+                              reserved=True)
+        if isinstance(resp, BodyResponse):
+            await resp.read()
+        return resp
+    return await s3.swift("DELETE", s3.bucket, key)
+
+
+async def delete_object(s3: S3Request) -> web.StreamResponse:
+    resp = await delete_one(s3, s3.key or "")
+    if resp.status == 404 and await _bucket_missing(s3):
+        raise no_such_bucket(s3.bucket or "")
+    if resp.status // 100 != 2 and resp.status != 404:
+        raise await error_of(resp, s3.bucket, s3.key)
+    return web.Response(status=204)
+
+
+def copy_source(s3: S3Request) -> tuple[str, str]:
+    value = s3.request.headers["X-Amz-Copy-Source"]
+    value, _, extra = value.partition("?")
+    if extra and not extra.startswith("versionId="):
+        raise invalid_argument("Invalid copy source", "x-amz-copy-source", value)
+    if extra and extra not in ("versionId=null", "versionId="):
+        raise not_implemented("Copying a version is not supported.")
+    ref = unquote(value)
+    if ref.startswith("/"):
+        ref = ref[1:]
+    bucket, _, key = ref.partition("/")
+    if not bucket or not key or "\x00" in ref:
+        raise invalid_argument("Copy Source must mention the source bucket and key: "
+                               "sourcebucket/sourcekey", "x-amz-copy-source", value)
+    return bucket, key
+
+
+def source_conditions(s3: S3Request) -> CIMultiDict[str]:
+    out: CIMultiDict[str] = CIMultiDict()
+    for cond in CONDITIONS:
+        v = s3.request.headers.get("X-Amz-Copy-Source-" + cond)
+        if v is not None:
+            out[cond] = v
+    return out
+
+
+async def check_source(s3: S3Request, bucket: str, key: str) -> web.StreamResponse:
+    """HEAD the copy's source with its conditions: any failed one is S3's 412."""
+    conditions = source_conditions(s3)
+    head = await s3.swift("HEAD", bucket, key, conditions,
+                          backend=ETAG_IS_AT if conditions else None)
+    if head.status in (304, 412):
+        raise from_swift(412)
+    if head.status // 100 != 2:
+        raise await error_of(head, bucket, key)
+    return head
+
+
+async def copy_object(s3: S3Request) -> web.StreamResponse:
+    src_bucket, src_key = copy_source(s3)
+    check_key(s3.key or "")
+    directive = s3.request.headers.get("X-Amz-Metadata-Directive", "COPY").upper()
+    if directive not in ("COPY", "REPLACE"):
+        raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive",
+                               directive)
+    if (src_bucket, src_key) == (s3.bucket, s3.key) and directive == "COPY":
+        raise S3Error("InvalidRequest", 400, "This copy request is illegal because it is "
+                      "trying to copy an object to itself without changing the object's "
+                      "metadata, storage class, website redirect location or encryption "
+                      "attributes.")
+    await check_source(s3, src_bucket, src_key)
+    headers = object_headers(s3) if directive == "REPLACE" else CIMultiDict()
+    if directive == "REPLACE":
+        headers["X-Fresh-Metadata"] = "true"
+    headers["X-Copy-From"] = quote(f"/{src_bucket}/{src_key}")
+    headers["Content-Length"] = "0"
+    resp = await s3.swift("PUT", s3.bucket, s3.key, headers)
+    if resp.status // 100 != 2:
+        if resp.status == 404 and await _bucket_missing(s3):
+            raise no_such_bucket(s3.bucket or "")
+        raise await error_of(resp, s3.bucket, src_key)
+    root = xml.root("CopyObjectResult")
+    xml.sub(root, "LastModified", _iso_from_http(resp.headers.get("Last-Modified", "")))
+    xml.sub(root, "ETag", '"' + resp.headers.get("ETag", "").strip('"') + '"')
+    return xml_response(root)
+
+
+def _iso_from_http(value: str) -> str:
+    from email.utils import parsedate_to_datetime
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        import time
+        return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+async def delete_objects(s3: S3Request) -> web.StreamResponse:
+    doc = parse_xml(await small_body(s3))
+    if doc.tag != "Delete":
+        raise malformed_xml()
+    quiet = (xml.text(doc, "Quiet") or "").strip().lower() == "true"
+    keys = []
+    for el in doc.findall("Object"):
+        key = xml.text(el, "Key")
+        if not key:
+            raise malformed_xml()
+        keys.append(key)
+    if not keys or len(keys) > 1000:
+        raise malformed_xml()
+    if await _bucket_missing(s3):
+        raise no_such_bucket(s3.bucket or "")
+    limit = asyncio.Semaphore(8)
+
+    async def one(key: str) -> S3Error | None:
+        async with limit:
+            if "\x00" in key or len(key.encode()) > MAX_KEY_BYTES:
+                return S3Error("InvalidArgument", 400, "Invalid key")
+            resp = await delete_one(s3, key)
+            if resp.status // 100 == 2 or resp.status == 404:
+                return None
+            return await error_of(resp, s3.bucket, key)
+    results = await asyncio.gather(*(one(k) for k in keys))
+    root = xml.root("DeleteResult")
+    for key, err in zip(keys, results, strict=True):
+        if err is None:
+            if not quiet:
+                xml.sub(xml.sub(root, "Deleted"), "Key", key)
+        else:
+            e = xml.sub(root, "Error")
+            xml.sub(e, "Key", key)
+            xml.sub(e, "Code", err.code)
+            xml.sub(e, "Message", err.message)
+    return xml_response(root)

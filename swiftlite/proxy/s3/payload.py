@@ -1,0 +1,245 @@
+"""A PUT's body as the S3 client framed it, checked, as an async iterator of its data.
+
+- plain: Content-Length bytes; a signed SHA-256 (x-amz-content-sha256) and any
+  `x-amz-checksum-*` / Content-MD5 header are checked as the bytes pass.
+- `STREAMING-AWS4-HMAC-SHA256-PAYLOAD` (aws-chunked): `<hex size>;chunk-signature=<sig>\\r\\n
+  <data>\\r\\n` ... `0;chunk-signature=<sig>\\r\\n\\r\\n`; each chunk's signature chains from
+  the previous one (the first from the request's).
+- `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: `<hex size>\\r\\n<data>\\r\\n` ... `0\\r\\n`, then
+  trailer lines (`x-amz-checksum-crc32:<b64>`) and an empty line; the trailer checksum is
+  checked.
+
+Every check is made before the last data goes down: the iterator holds each piece back until
+the next is verified, so a body that fails a check raises (S3Error) with its end unsent, and the
+object servers, cut short, store nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from swiftlite.proxy.s3.errors import S3Error, invalid_argument
+from swiftlite.proxy.s3.sigv4 import (
+    STREAMING,
+    STREAMING_SIGNED_TRAILER,
+    STREAMING_UNSIGNED_TRAILER,
+    UNSIGNED,
+    V4,
+    signature_mismatch,
+)
+
+READ = 64 * 1024
+MAX_CHUNK = 16 * 1024 * 1024
+
+
+class _Crc32:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def update(self, data: bytes) -> None:
+        self.value = zlib.crc32(data, self.value)
+
+    def digest(self) -> bytes:
+        return self.value.to_bytes(4, "big")
+
+
+def _hasher(algorithm: str) -> Any:
+    """A hasher for `x-amz-checksum-<algorithm>`; None for those not checked here (crc32c,
+    crc64nvme need tables Python lacks: their values are taken on trust)."""
+    if algorithm == "crc32":
+        return _Crc32()
+    if algorithm in ("sha1", "sha256"):
+        return hashlib.new(algorithm)
+    return None
+
+
+def incomplete() -> S3Error:
+    return S3Error("IncompleteBody", 400, "You did not provide the number of bytes specified "
+                   "by the Content-Length HTTP header")
+
+
+def bad_digest(what: str) -> S3Error:
+    return S3Error("BadDigest", 400, f"The {what} you specified did not match the "
+                   "calculated checksum.")
+
+
+class Checks:
+    """Digests a body must match, fed as it passes."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, bytes | None, str]] = []
+
+    def add(self, hasher: Any, expected: bytes | None, what: str) -> Any:
+        self.items.append((hasher, expected, what))
+        return hasher
+
+    def update(self, data: bytes) -> None:
+        for h, _, _ in self.items:
+            h.update(data)
+
+    def verify(self) -> None:
+        for h, expected, what in self.items:
+            if expected is not None and h.digest() != expected:
+                raise bad_digest(what)
+
+
+def _b64(value: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(value.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid_argument(f"The {what} you specified is not valid.") from None
+
+
+def header_checks(headers, trailer: bool) -> tuple[Checks, dict[str, Any]]:
+    """The checks the request's headers ask for; trailer hashers by header name."""
+    checks = Checks()
+    md5 = headers.get("Content-MD5")
+    if md5 is not None:
+        raw = _b64(md5, "Content-MD5")
+        if len(raw) != 16:
+            raise S3Error("InvalidDigest", 400, "The Content-MD5 you specified was invalid.")
+        checks.add(hashlib.md5(usedforsecurity=False), raw, "Content-MD5")
+    trailing: dict[str, Any] = {}
+    names = [n.strip().lower() for n in headers.get("X-Amz-Trailer", "").split(",")
+             if n.strip()] if trailer else []
+    for name in names:
+        if not name.startswith("x-amz-checksum-"):
+            raise invalid_argument("Unsupported trailer", "x-amz-trailer", name)
+        h = _hasher(name[len("x-amz-checksum-"):])
+        if h is not None:
+            trailing[name] = h
+    for k, v in headers.items():
+        lk = k.lower()
+        if lk.startswith("x-amz-checksum-") and lk != "x-amz-checksum-type":
+            h = _hasher(lk[len("x-amz-checksum-"):])
+            if h is not None:
+                checks.add(h, _b64(v, lk), lk)
+    return checks, trailing
+
+
+async def _line(stream) -> bytes:
+    try:
+        line = await stream.readline()
+    except ValueError:
+        raise incomplete() from None
+    if not line.endswith(b"\r\n"):
+        raise incomplete()
+    return line[:-2]
+
+
+async def _exactly(stream, n: int) -> bytes:
+    try:
+        return await stream.readexactly(n)
+    except Exception:  # IncompleteReadError: the client stopped short
+        raise incomplete() from None
+
+
+def decoded_length(headers, mode: str) -> int | None:
+    if mode in (STREAMING, STREAMING_UNSIGNED_TRAILER):
+        value = headers.get("X-Amz-Decoded-Content-Length", "")
+        if not value.isdigit():
+            raise S3Error("MissingContentLength", 411, "You must provide the "
+                          "x-amz-decoded-content-length header for an aws-chunked body.")
+        return int(value)
+    value = headers.get("Content-Length")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def payload_mode(auth: Any) -> str:
+    """How the body is framed and signed: a V4 mode, or UNSIGNED (V2, presigned)."""
+    if isinstance(auth, V4):
+        mode = auth.payload_hash
+        if mode == STREAMING_SIGNED_TRAILER or (mode.startswith("STREAMING-") and
+                                                 mode not in (STREAMING,
+                                                              STREAMING_UNSIGNED_TRAILER)):
+            raise S3Error("NotImplemented", 501, f"{mode} is not supported")
+        return mode
+    return UNSIGNED
+
+
+async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncIterator[bytes]:
+    """The request's decoded body, checked (see the module's docstring)."""
+    mode = payload_mode(auth)
+    stream = request.content
+    checks, trailing = header_checks(request.headers, mode == STREAMING_UNSIGNED_TRAILER)
+    if mode not in (STREAMING, STREAMING_UNSIGNED_TRAILER, UNSIGNED):
+        try:
+            want = bytes.fromhex(mode)
+        except ValueError:
+            raise invalid_argument("x-amz-content-sha256 must be UNSIGNED-PAYLOAD, "
+                                   "STREAMING-... or a SHA-256 in hex", "x-amz-content-sha256",
+                                   mode) from None
+        sha = hashlib.sha256()
+        checks.items.append((sha, want, "x-amz-content-sha256"))
+    pending = b""
+    total = 0
+    if mode in (STREAMING, STREAMING_UNSIGNED_TRAILER):
+        previous = getattr(auth, "signature", "")
+        while True:
+            header = await _line(stream)
+            size_text, _, ext = header.partition(b";")
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise incomplete() from None
+            if size > MAX_CHUNK or total + size > length:
+                raise incomplete()
+            data = await _exactly(stream, size) if size else b""
+            if mode == STREAMING:
+                if not ext.startswith(b"chunk-signature="):
+                    raise incomplete()
+                given = ext[len(b"chunk-signature="):]
+                want_sig = auth.chunk_signature(key, previous,
+                                                hashlib.sha256(data).hexdigest())
+                if not hmac.compare_digest(want_sig.encode(), given):
+                    raise signature_mismatch(auth.access_key)
+                previous = want_sig
+            if size or mode == STREAMING:
+                if await _exactly(stream, 2) != b"\r\n":
+                    raise incomplete()
+            total += size
+            checks.update(data)
+            for h in trailing.values():
+                h.update(data)
+            if pending:
+                yield pending
+            pending = data
+            if size == 0:
+                break
+        if mode == STREAMING_UNSIGNED_TRAILER:
+            while True:
+                line = await _line(stream)
+                if not line:
+                    break
+                name, sep, value = line.decode("latin-1").partition(":")
+                h = trailing.pop(name.strip().lower(), None)
+                if h is not None and h.digest() != _b64(value, name):
+                    raise bad_digest(name.strip())
+            if trailing:
+                raise S3Error("MalformedTrailerError", 400, "The request contained trailing "
+                              "data that was not well-formed or did not conform to our "
+                              "published schema.")
+    else:
+        while total < length:
+            try:
+                data = await stream.read(min(READ, length - total))
+            except Exception:
+                raise incomplete() from None
+            if not data:
+                raise incomplete()
+            total += len(data)
+            checks.update(data)
+            if pending:
+                yield pending
+            pending = data
+    if total != length:
+        raise incomplete()
+    checks.verify()
+    if pending:
+        yield pending

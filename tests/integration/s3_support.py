@@ -1,0 +1,26 @@
+"""boto3 clients for the S3 tests: path style, the proxy as endpoint, tempauth users."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import boto3
+from botocore.config import Config
+
+
+def client(cluster, user: str = "test:tester", key: str = "testing", sig: str = "s3v4",
+           **config):
+    return boto3.client(
+        "s3", endpoint_url=cluster.proxy_url, region_name="us-east-1",
+        aws_access_key_id=user, aws_secret_access_key=key,
+        config=Config(signature_version=sig, s3={"addressing_style": "path"},
+                      retries={"max_attempts": 1}, **config))
+
+
+def log_text(cluster) -> str:
+    out = []
+    for path in glob.glob(os.path.join(cluster.root, "logs", "*.log")):
+        with open(path, errors="replace") as f:
+            out.append(f.read())
+    return "\n".join(out)
