@@ -9,6 +9,11 @@ re-parses that data with the Python one and keeps it.
 It also keeps a request that arrived together with bytes that are not a request (a PUT body
 sent without Content-Length): the client gets that request's answer (Swift's 411), not a
 bare 400 for the stray bytes.
+
+Methods are case-sensitive: llhttp refuses a lower-case one, and aiohttp's Python parser would
+upper-case it, so that `put` would be served as `PUT` (past any check for "PUT"). Here it
+keeps the method as sent, and the servers answer 405 to one they do not serve, as Swift does.
+Every server uses this parser (installed by common/server.py's make_app).
 """
 
 from __future__ import annotations
@@ -17,8 +22,18 @@ from typing import Any
 
 from aiohttp import http_exceptions, http_parser, web_protocol
 
-_Fast = http_parser.HttpRequestParser
-_Slow = http_parser.HttpRequestParserPy
+
+class _Slow(http_parser.HttpRequestParserPy):  # type: ignore[misc,valid-type]
+    """aiohttp's Python request parser, keeping the method as sent."""
+
+    def parse_message(self, lines: list[bytes]) -> Any:
+        msg = super().parse_message(lines)
+        # The token check passed: the method is ASCII. Keep it as sent, not upper-cased.
+        sent = lines[0].split(b" ", 1)[0].decode("ascii")
+        return msg if sent == msg.method else msg._replace(method=sent)
+
+
+_Fast: Any = getattr(http_parser, "HttpRequestParserC", None) or _Slow
 
 
 class LenientRequestParser:
@@ -39,8 +54,9 @@ class LenientRequestParser:
                 return self._first_then_garbage(data, exc, args, kwargs)
             except http_exceptions.BadHttpMessage:
                 pass
-            # Raw UTF-8 in the URL, a method llhttp does not know (Swift answers 405): the
-            # fast parser kept nothing of this data (it raised), so the slow one parses it all.
+            # Raw UTF-8 in the URL, a method llhttp does not know or a lower-case one (the
+            # servers answer 405): the fast parser kept nothing of this data (it raised), so
+            # the slow one parses it all.
             slow = _Slow(*self._args, **self._kwargs)
             try:
                 result = slow.feed_data(data, *args, **kwargs)
@@ -87,5 +103,4 @@ def _declared_length(messages: Any) -> int:
 
 def install() -> None:
     """Make aiohttp's server connections (in this process) use the lenient parser."""
-    if _Fast is not _Slow:
-        web_protocol.HttpRequestParser = LenientRequestParser  # type: ignore[misc]
+    web_protocol.HttpRequestParser = LenientRequestParser  # type: ignore[misc]

@@ -1,0 +1,105 @@
+"""HTTP framing through a real cluster: the case of methods. Requests are written byte
+for byte on sockets (http.client would re-encode or refuse them), to the proxy and straight
+to the storage servers; each answer must come within a socket deadline, and no client
+mistake may leave a traceback in any log."""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import time
+import urllib.parse
+
+import pytest
+import swiftclient
+
+from tests.backend_signing import raw_signature
+
+DEADLINE = 3.0  # seconds for an answer and the close that follows it; no request waits more
+ALLOW = b"COPY, DELETE, GET, HEAD, OPTIONS, POST, PUT"
+
+
+@pytest.fixture(scope="module")
+def auth(cluster) -> tuple[str, str]:
+    url, token = swiftclient.get_auth(cluster.auth_url, cluster.user, cluster.key)
+    return urllib.parse.urlsplit(url).path, token
+
+
+def wire(port: int, data: bytes, then: bytes | None = None) -> tuple[bytes, bool]:
+    """Send `data` (then `then`, in a segment of its own): everything the server sends
+    back, and whether it closed the connection within DEADLINE. Whether the server reads
+    `then` apart is up to it; tests/unit/test_lenient_parser.py makes sure of that."""
+    out = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(data)
+        if then is not None:
+            s.sendall(then)
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except TimeoutError:
+            return out, False
+    return out, True
+
+
+def proxy_port(cluster) -> int:
+    return urllib.parse.urlsplit(cluster.proxy_url).port
+
+
+def status(out: bytes) -> int:
+    return int(out.split(b" ", 2)[1]) if out.startswith(b"HTTP/1.") else 0
+
+
+def head_lines(out: bytes) -> list[bytes]:
+    return out.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]
+
+
+def request(method: str, path: str, token: str, *lines: str, body: bytes = b"",
+            close: bool = True) -> bytes:
+    head = [f"{method} {path} HTTP/1.1", "Host: t", f"X-Auth-Token: {token}", *lines]
+    if close:
+        head.append("Connection: close")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def log_text(cluster) -> str:
+    out = []
+    for path in glob.glob(os.path.join(cluster.root, "logs", "*.log")):
+        with open(path, errors="replace") as f:
+            out.append(f.read())
+    return "\n".join(out)
+
+
+# ---- methods are case-sensitive ------------------------------------------------------------
+
+def test_methods_not_served_exactly_as_spelled_are_405(cluster, conn, auth):
+    path, token = auth
+    conn.put_container("hf-methods")
+    conn.put_object("hf-methods", "o", b"original")
+    for method in ("get", "Get", "head", "put", "pUT", "post", "delete", "copy", "options",
+                   "PATCH", "LICK"):
+        out, closed = wire(proxy_port(cluster), request(
+            method, f"{path}/hf-methods/o", token, "Content-Length: 7",
+            "X-Object-Meta-Sneaky: 1", "Destination: hf-methods/copy", body=b"changed"))
+        assert status(out) == 405 and closed, (method, out)
+        assert b"Allow: " + ALLOW in head_lines(out), out
+    headers, body = conn.get_object("hf-methods", "o")
+    assert body == b"original" and "x-object-meta-sneaky" not in headers
+    assert [o["name"] for o in conn.get_container("hf-methods")[1]] == ["o"]
+    assert "Traceback" not in log_text(cluster)
+
+
+@pytest.mark.parametrize("role", ["object", "container", "account"])
+def test_storage_servers_answer_405_to_lower_case_methods(cluster, role):
+    port = cluster.servers(0)[role]["port"]
+    target = {"object": "/d1/1/AUTH_test/c/o", "container": "/d1/1/AUTH_test/c",
+              "account": "/d1/1/AUTH_test"}[role]
+    for method in ("get", "put", "Head"):
+        ts = f"{time.time():016.5f}"
+        out, closed = wire(port, f"{method} {target} HTTP/1.1\r\nHost: t\r\nX-Timestamp: {ts}"
+                                 f"\r\n{raw_signature(method, target, ts)}Content-Length: 0\r\n"
+                                 "Connection: close\r\n\r\n".encode())
+        assert status(out) == 405 and closed, (method, out)
+    assert "Traceback" not in log_text(cluster)

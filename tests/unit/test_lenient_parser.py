@@ -1,0 +1,96 @@
+"""The servers' request parser (swiftlite/common/lenient_parser.py) against a real aiohttp
+server on loopback, in this process: exact bytes in, exact bytes out.
+
+Its adaptations reach into aiohttp's Python parser; these tests pin them to the installed
+aiohttp. A request is sent in two parts (head, then body) only once the handler has the
+head, so the body's bytes reach the parser on their own."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from aiohttp import web
+
+from swiftlite.common.server import make_app
+from tests.helpers import free_port
+
+DEADLINE = 3.0  # an answer (and the close) arrives at once, or the test fails here
+
+
+class Server:
+    def __init__(self) -> None:
+        self.port = 0
+        self.started = asyncio.Event()  # a handler has its request (the head is parsed)
+        self.seen: list[dict] = []
+        self.errors: list[BaseException] = []
+
+    async def route(self, request: web.Request) -> web.StreamResponse:
+        # Which parser read this request: the C one, or lenient_parser's Python one.
+        parser = type(request.protocol._parser._impl).__name__
+        self.seen.append({"method": request.method, "parser": parser,
+                          "names": [k for k, _ in request.raw_headers]})
+        self.started.set()
+        if request.path == "/early":  # answers without reading the body
+            return web.Response(status=401)
+        try:
+            body = await request.read()
+        except BaseException as exc:
+            self.errors.append(exc)
+            raise
+        resp = web.Response(status=201, body=body, headers={"X-Method": request.method})
+        for name, value in request.headers.items():
+            if name.lower().startswith("x-object-meta-"):
+                resp.headers[name] = value
+        return resp
+
+
+@pytest.fixture
+async def server():
+    srv = Server()
+    runner = web.AppRunner(make_app(route=srv.route), access_log=None)
+    await runner.setup()
+    srv.port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", srv.port).start()
+    yield srv
+    await runner.cleanup()
+
+
+def head(method: bytes = b"PUT", path: bytes = b"/o", *lines: bytes) -> bytes:
+    return method + b" " + path + b" HTTP/1.1\r\nHost: t\r\n" + b"".join(
+        line + b"\r\n" for line in lines) + b"\r\n"
+
+
+async def exchange(srv: Server, first: bytes, then: bytes | None = None) -> tuple[bytes, bool]:
+    """Send `first` (then `then`, once a handler has its request); everything the server
+    sends back until it closes (True) or DEADLINE passes (False)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    srv.started.clear()
+    try:
+        writer.write(first)
+        if then is not None:
+            async with asyncio.timeout(DEADLINE):
+                await srv.started.wait()
+            writer.write(then)
+        out = b""
+        try:
+            async with asyncio.timeout(DEADLINE):
+                while data := await reader.read(65536):
+                    out += data
+            return out, True
+        except TimeoutError:
+            return out, False
+    finally:
+        writer.close()
+
+
+def statuses(out: bytes) -> list[int]:
+    return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", out)]
+
+
+async def test_methods_reach_the_handler_exactly_as_sent(server):
+    for method in (b"get", b"Get", b"pUT", b"head", b"LICK", b"GET"):
+        out, _ = await exchange(server, head(method, b"/o", b"Connection: close"))
+        assert b"\r\nX-Method: " + method + b"\r\n" in out, out
+    assert server.seen[-1]["parser"] == "HttpRequestParser"
