@@ -1,36 +1,84 @@
-"""Raw UTF-8 in request paths, as Swift accepts it.
+"""The request parser of every server: aiohttp's, bent where Swift's clients need it.
 
-aiohttp's C parser (llhttp, strict) refuses any non-ASCII byte in the request line with its
-own 400, but clients such as curl send a UTF-8 object name unencoded. The pure-Python parser
-accepts it (the path arrives surrogate-escaped and is checked as UTF-8 by the proxy) but is
-several times slower, so a connection uses the C parser until it meets such a request, then
-re-parses that data with the Python one and keeps it.
+aiohttp's C parser (llhttp, strict) is fast and used for every request it accepts. Where it
+refuses one that Swift serves, the request is parsed again by aiohttp's pure-Python parser
+(several times slower), adapted here, and the connection returns to the C parser once that
+request is read:
 
-It also keeps a request that arrived together with bytes that are not a request (a PUT body
-sent without Content-Length): the client gets that request's answer (Swift's 411), not a
-bare 400 for the stray bytes.
+- Raw UTF-8 in the request line: curl sends a UTF-8 object name unencoded. The path
+  arrives surrogate-escaped and is checked as UTF-8 by the servers.
+- UTF-8 in a header name: Python's http.client (swiftclient, the `swift` CLI) sends
+  `X-Object-Meta-👍` as raw UTF-8 bytes. A name may hold any byte >= 0x80 besides the
+  token characters of RFC 9110; control characters, spaces, a ':' or DEL are still refused.
+  Metadata names are then checked as UTF-8 and against the limits like any other.
+- A method llhttp does not know, lower-case ones included: it reaches the servers exactly as
+  sent (aiohttp's Python parser would upper-case it) and they answer 405, as Swift does;
+  `put` is never taken for `PUT`.
+- A request that arrived together with bytes that are not a request (a PUT body sent
+  without Content-Length, or more body than it declared): the client gets that request's
+  answer (Swift's 411), not a bare 400 for the stray bytes.
 
-Methods are case-sensitive: llhttp refuses a lower-case one, and aiohttp's Python parser would
-upper-case it, so that `put` would be served as `PUT` (past any check for "PUT"). Here it
-keeps the method as sent, and the servers answer 405 to one they do not serve, as Swift does.
 Every server uses this parser (installed by common/server.py's make_app).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aiohttp import http_exceptions, http_parser, web_protocol
+from multidict import CIMultiDict, CIMultiDictProxy
+
+# RFC 9110 token characters, and any byte >= 0x80 (UTF-8 names).
+_NAME = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z\x80-\xff]+")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # RFC 9110 5.5: CTLs but HTAB
+
+
+class _Utf8NameHeaders(http_parser.HeadersParser):
+    """aiohttp's header rules for requests (no line folding, no control characters in
+    values, singletons once), except that a name may hold bytes >= 0x80."""
+
+    def parse_headers(self, lines: list[bytes]) -> tuple[CIMultiDictProxy[str], tuple]:
+        headers: CIMultiDict[str] = CIMultiDict()
+        raw = []
+        for line in lines:
+            if not line:
+                break
+            bname, colon, bvalue = line.partition(b":")
+            if not colon or not _NAME.fullmatch(bname):
+                raise http_exceptions.InvalidHeader(bname if colon else line)
+            bvalue = bvalue.strip(b" \t")
+            value = bvalue.decode("utf-8", "surrogateescape")
+            if _BAD_VALUE.search(value):
+                raise http_exceptions.InvalidHeader(bvalue)
+            name = bname.decode("utf-8", "surrogateescape")
+            if name in headers and name.lower() in http_parser.SINGLETON_HEADERS:
+                raise http_exceptions.BadHttpMessage(f"Duplicate '{name}' header found.")
+            headers.add(name, value)
+            raw.append((bname, bvalue))
+        return CIMultiDictProxy(headers), tuple(raw)
 
 
 class _Slow(http_parser.HttpRequestParserPy):  # type: ignore[misc,valid-type]
-    """aiohttp's Python request parser, keeping the method as sent."""
+    """aiohttp's Python request parser with the changes above. It reaches into the parser's
+    attributes (`_headers_parser`, its state between requests): tested against the aiohttp
+    version pyproject.toml allows, in tests/unit/test_lenient_parser.py."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._headers_parser = _Utf8NameHeaders(self.max_line_size, self.max_headers,
+                                                self.max_field_size)
 
     def parse_message(self, lines: list[bytes]) -> Any:
         msg = super().parse_message(lines)
         # The token check passed: the method is ASCII. Keep it as sent, not upper-cased.
         sent = lines[0].split(b" ", 1)[0].decode("ascii")
         return msg if sent == msg.method else msg._replace(method=sent)
+
+    def idle(self) -> bool:
+        """Between requests, holding no bytes: another parser may take the next one."""
+        return (self._payload_parser is None and not self._lines and not self._tail
+                and not self._upgraded)
 
 
 _Fast: Any = getattr(http_parser, "HttpRequestParserC", None) or _Slow
@@ -46,7 +94,7 @@ class LenientRequestParser:
         if self._held:
             data, self._held = self._held + data, b""
         try:
-            return self._impl.feed_data(data, *args, **kwargs)
+            result = self._impl.feed_data(data, *args, **kwargs)
         except http_exceptions.BadHttpMessage as exc:
             if isinstance(self._impl, _Slow):
                 raise
@@ -54,16 +102,20 @@ class LenientRequestParser:
                 return self._first_then_garbage(data, exc, args, kwargs)
             except http_exceptions.BadHttpMessage:
                 pass
-            # Raw UTF-8 in the URL, a method llhttp does not know or a lower-case one (the
-            # servers answer 405): the fast parser kept nothing of this data (it raised), so
-            # the slow one parses it all.
+            # Raw UTF-8 in the URL or a header name, a method llhttp does not know or a
+            # lower-case one (the servers answer 405): the fast parser kept nothing of this
+            # data (it raised), so the slow one parses it all.
             slow = _Slow(*self._args, **self._kwargs)
             try:
                 result = slow.feed_data(data, *args, **kwargs)
             except http_exceptions.BadHttpMessage:
                 raise exc from None
             self._impl = slow
-            return result
+        if isinstance(self._impl, _Slow) and _Fast is not _Slow and self._impl.idle():
+            # That request is read: the next one on the connection gets the C parser again
+            # (a proxy's pooled connection to a storage server carries many).
+            self._impl = _Fast(*self._args, **self._kwargs)
+        return result
 
     def _first_then_garbage(self, data: bytes, exc: Exception, args: Any, kwargs: Any) -> Any:
         """A complete request followed by bytes that are no request (a body sent without

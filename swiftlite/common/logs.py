@@ -30,10 +30,16 @@ def setup_logging(name: str, level: str = "INFO", log_file: str | None = None) -
     handler.setFormatter(logging.Formatter(FORMAT))
     root.addHandler(handler)
     root.setLevel(level.upper())
+    quiet_client_faults()
+    return logging.getLogger(name)
+
+
+def quiet_client_faults() -> None:
+    """Every server process drops aiohttp.server's records of a client's own faults (see
+    _UnparsableRequests); idempotent."""
     server_log = logging.getLogger("aiohttp.server")
     if not any(isinstance(f, _UnparsableRequests) for f in server_log.filters):
         server_log.addFilter(_UnparsableRequests())
-    return logging.getLogger(name)
 
 
 class _UnparsableRequests(logging.Filter):

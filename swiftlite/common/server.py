@@ -85,10 +85,21 @@ async def base_middleware(request: web.Request, handler):
             guard.untrack(request)
 
 
-async def _add_txid(request: web.Request, response: web.StreamResponse) -> None:
+async def _last_touches(request: web.Request, response: web.StreamResponse) -> None:
+    """The request id, and headers whose names are not ASCII (UTF-8 metadata names) moved
+    after every other: Python's http.client (swiftclient, the `swift` CLI, requests) stops
+    reading headers at the first such name (CPython gh-81274), and would lose the rest,
+    Content-Length included, and then wait for the body's end until its timeout."""
     txid = request.get(TXID)
+    headers = response.headers
     if txid:
-        response.headers["X-Trans-Id"] = txid
+        headers["X-Trans-Id"] = txid
+    if not "".join(headers).isascii():
+        odd = [(k, v) for k, v in headers.items() if not k.isascii()]
+        for k, _ in odd:
+            headers.popall(k, None)
+        for k, v in odd:
+            headers.add(k, v)
 
 
 def backend_auth_middleware(signer: signing.Signer):
@@ -153,7 +164,7 @@ def make_app(*, backend: bool = False,
             return await walk(request)  # type: ignore[return-value]
 
         app.router.resolve = resolve  # type: ignore[method-assign]
-    app.on_response_prepare.append(_add_txid)
+    app.on_response_prepare.append(_last_touches)
     return app
 
 

@@ -8,14 +8,18 @@ head, so the body's bytes reach the parser on their own."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 
 import pytest
 from aiohttp import web
 
+from swiftlite.common import logs
 from swiftlite.common.server import make_app
 from tests.helpers import free_port
 
+THUMB = "👍".encode()
+META = b"X-Object-Meta-" + THUMB
 DEADLINE = 3.0  # an answer (and the close) arrives at once, or the test fails here
 
 
@@ -44,6 +48,11 @@ class Server:
             if name.lower().startswith("x-object-meta-"):
                 resp.headers[name] = value
         return resp
+
+
+@pytest.fixture(autouse=True)
+def _server_logging():
+    logs.quiet_client_faults()  # as in every server process (logs.setup_logging)
 
 
 @pytest.fixture
@@ -89,8 +98,37 @@ def statuses(out: bytes) -> list[int]:
     return [int(code) for code in re.findall(rb"HTTP/1\.[01] (\d{3}) ", out)]
 
 
+def no_tracebacks(caplog) -> None:
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
 async def test_methods_reach_the_handler_exactly_as_sent(server):
     for method in (b"get", b"Get", b"pUT", b"head", b"LICK", b"GET"):
         out, _ = await exchange(server, head(method, b"/o", b"Connection: close"))
         assert b"\r\nX-Method: " + method + b"\r\n" in out, out
     assert server.seen[-1]["parser"] == "HttpRequestParser"
+
+
+async def test_utf8_header_names_pass_and_come_back_as_sent(server, caplog):
+    out, _ = await exchange(
+        server, head(b"PUT", b"/o", META + b": " + THUMB, b"Content-Length: 2") + b"hi",
+        head(b"PUT", b"/o", b"Content-Length: 2", b"Connection: close") + b"ho")
+    assert statuses(out) == [201, 201], out
+    first = out.split(b"\r\n\r\n")[0].split(b"\r\n")
+    assert first[-1] == META + b": " + THUMB  # after every other header (gh-81274)
+    assert META in server.seen[0]["names"]
+    # The C parser is back for the next request on the connection.
+    assert server.seen[1]["parser"] == "HttpRequestParser"
+    no_tracebacks(caplog)
+
+
+@pytest.mark.parametrize("name", [
+    b"X-Object-Meta-a b", b"X-Object-Meta-a\x00b", b"X-Object-Meta-a\rb",
+    b"X-Object-Meta-a\x7f", b"X-Object-Meta-a\tb", b"X-Object-Meta-(a)",
+    META + b"\x01", META + b" ", META + b"\x7f", b"X-Object-Meta-a\x80 b"])
+async def test_other_bytes_in_header_names_are_refused(server, caplog, name):
+    out, closed = await exchange(server, head(b"PUT", b"/o", name + b": v",
+                                              b"Content-Length: 1") + b"x")
+    assert statuses(out) == [400] and closed
+    assert not server.seen
+    no_tracebacks(caplog)
