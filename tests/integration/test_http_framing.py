@@ -1,7 +1,7 @@
-"""HTTP framing through a real cluster: the case of methods, UTF-8 header names. Requests
-are written byte for byte on sockets (http.client would re-encode or refuse them), to the
-proxy and straight to the storage servers; each answer must come within a socket deadline,
-and no client mistake may leave a traceback in any log."""
+"""HTTP framing through a real cluster: the case of methods, UTF-8 header names, broken
+chunked bodies. Requests are written byte for byte on sockets (http.client would re-encode
+or refuse them), to the proxy and straight to the storage servers; each answer must come
+within a socket deadline, and no client mistake may leave a traceback in any log."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ from tests.backend_signing import raw_signature
 THUMB = "👍"
 DEADLINE = 3.0  # seconds for an answer and the close that follows it; no request waits more
 ALLOW = b"COPY, DELETE, GET, HEAD, OPTIONS, POST, PUT"
+BROKEN_BODIES = {
+    "not hex": b"zz\r\nabc\r\n0\r\n\r\n",
+    "negative": b"-5\r\nabc\r\n0\r\n\r\n",
+    "20 hex digits": b"1" + b"0" * 19 + b"\r\nabc",
+    "no CRLF after the data": b"3\r\nabcXY3\r\nabc\r\n0\r\n\r\n",
+}
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +187,68 @@ def test_swift_cli_posts_utf8_metadata_names(cluster, conn, auth):
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert re.search(r"Content Length: 5\n", done.stdout), done.stdout
+
+
+# ---- broken chunked bodies -----------------------------------------------------------------
+
+def read_back(cluster, path: str, token: str) -> tuple[int, bytes]:
+    out, closed = wire(proxy_port(cluster), request("GET", path, token))
+    assert closed
+    return status(out), out.split(b"\r\n\r\n", 1)[1]
+
+
+@pytest.mark.parametrize("kind", BROKEN_BODIES)
+def test_broken_chunked_put_is_400_at_once_and_stores_nothing(cluster, conn, auth, kind):
+    path, token = auth
+    cont = "hf-chunks"
+    conn.put_container(cont)
+    conn.put_object(cont, "kept", b"old content")
+    body = BROKEN_BODIES[kind]
+    for name in ("kept", f"new-{kind.replace(' ', '-')}"):
+        for utf8 in (False, True):  # read by the C parser, or by the Python one
+            lines = ["Transfer-Encoding: chunked"] + (
+                [f"X-Object-Meta-{THUMB}: x"] if utf8 else [])
+            data = request("PUT", f"{path}/{cont}/{name}", token, *lines, close=False)
+            # With the head; or after it and a good first chunk, which the proxy may
+            # already be streaming to the replicas when the rest breaks.
+            for first, then in ((data + body, None), (data + b"5\r\nfirst\r\n", body)):
+                started = time.monotonic()
+                out, closed = wire(proxy_port(cluster), first, then)
+                assert status(out) == 400, (name, utf8, out)
+                assert b"malformed body" in out and closed
+                assert time.monotonic() - started < DEADLINE
+    assert read_back(cluster, f"{path}/{cont}/kept", token) == (200, b"old content")
+    assert read_back(cluster, f"{path}/{cont}/new-{kind.replace(' ', '-')}", token)[0] == 404
+    assert "Traceback" not in log_text(cluster)
+
+
+@pytest.mark.parametrize("kind", BROKEN_BODIES)
+def test_object_server_refuses_broken_chunked_bodies(cluster, kind):
+    port = cluster.servers(0)["object"]["port"]
+    target = f"/d1/1/AUTH_test/c/direct-{kind.replace(' ', '-')}"
+    body = BROKEN_BODIES[kind]
+    for first, then in ((b"", None), (b"5\r\nfirst\r\n", body)):
+        ts = f"{time.time():016.5f}"
+        head = (f"PUT {target} HTTP/1.1\r\nHost: t\r\nX-Timestamp: {ts}\r\n"
+                f"{raw_signature('PUT', target, ts)}Content-Type: text/plain\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n").encode()
+        out, closed = wire(port, head + (first or body), then)
+        assert status(out) == 400 and b"malformed body" in out and closed, out
+    out, _ = wire(port, f"GET {target} HTTP/1.1\r\nHost: t\r\n{raw_signature('GET', target)}"
+                        "Connection: close\r\n\r\n".encode())
+    assert status(out) == 404
+    assert "Traceback" not in log_text(cluster)
+
+
+def test_bulk_jobs_report_a_broken_body_as_400(cluster, conn, auth):
+    """Archive extraction and bulk delete read the body in a job: its report says 400."""
+    path, token = auth
+    conn.put_container("hf-bulk")
+    for method, target, body in (
+            ("PUT", f"{path}/hf-bulk?extract-archive=tar", b"200\r\n" + b"\0" * 512 + b"\r\nzz"),
+            ("POST", f"{path}?bulk-delete", b"9\r\nhf-bulk/o\r\nzz")):
+        out, closed = wire(proxy_port(cluster), request(
+            method, target, token, "Accept: application/json", "Content-Type: text/plain",
+            "Transfer-Encoding: chunked", close=False) + body + b"\r\n")
+        assert b'"Response Status": "400 Bad Request"' in out and closed, out
+    assert "Traceback" not in log_text(cluster)

@@ -14,13 +14,21 @@ import re
 import pytest
 from aiohttp import web
 
-from swiftlite.common import logs
+from swiftlite.common import lenient_parser, logs
 from swiftlite.common.server import make_app
 from tests.helpers import free_port
 
 THUMB = "👍".encode()
 META = b"X-Object-Meta-" + THUMB
+CHUNKED = b"Transfer-Encoding: chunked"
 DEADLINE = 3.0  # an answer (and the close) arrives at once, or the test fails here
+BROKEN_BODIES = {
+    "not hex": b"zz\r\nabc\r\n0\r\n\r\n",
+    "negative": b"-5\r\nabc\r\n0\r\n\r\n",
+    "past 64 bits": b"1" + b"0" * 19 + b"\r\nabc",
+    "no CRLF after the data": b"3\r\nabcXY3\r\nabc\r\n0\r\n\r\n",
+    "size line too long": b"3\r\nabc\r\n" + b"f" * 20000 + b"\r\nx",
+}
 
 
 class Server:
@@ -132,3 +140,43 @@ async def test_other_bytes_in_header_names_are_refused(server, caplog, name):
     assert statuses(out) == [400] and closed
     assert not server.seen
     no_tracebacks(caplog)
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-packet", "body-apart"])
+@pytest.mark.parametrize("utf8", [False, True], ids=["c-parser", "python-parser"])
+@pytest.mark.parametrize("kind", BROKEN_BODIES)
+async def test_broken_chunked_body_is_400_at_once_and_closes(server, caplog, kind, split,
+                                                             utf8):
+    first = head(b"PUT", b"/o", CHUNKED, *([META + b": " + THUMB] if utf8 else []))
+    body = BROKEN_BODIES[kind]
+    out, closed = await exchange(server, first if split else first + body,
+                                 body if split else None)
+    assert statuses(out) == [400], out
+    assert b"malformed body" in out and b"Connection: close" in out
+    assert closed
+    assert [type(e) for e in server.errors] == [lenient_parser.MalformedBody]
+    no_tracebacks(caplog)
+
+
+async def test_body_breaking_after_the_answer_closes_quietly(server, caplog):
+    """The handler answered without reading the body; aiohttp drains it, then it breaks."""
+    out, closed = await exchange(server, head(b"PUT", b"/early", CHUNKED),
+                                 b"3\r\nabc\r\nzz\r\n")
+    assert statuses(out) == [401] and closed
+    no_tracebacks(caplog)
+
+
+async def test_good_chunked_bodies_on_one_connection(server):
+    body = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n"
+    both = head(b"PUT", b"/a", META + b": x", CHUNKED) + body + head(b"PUT", b"/b", CHUNKED) + body
+    last = head(b"PUT", b"/c", CHUNKED, b"Connection: close") + body
+    out, closed = await exchange(server, both, last)  # two pipelined, then one more
+    assert statuses(out) == [201, 201, 201] and closed
+    assert out.count(b"hello world") == 3
+    assert server.seen[-1]["parser"] == "HttpRequestParser"
+
+
+async def test_requests_pipelined_after_one_the_c_parser_refused(server):
+    get = head(b"GET", b"/x", META + b": " + THUMB) + head(b"GET", b"/y")
+    out, closed = await exchange(server, get + head(b"GET", b"/z", b"Connection: close"))
+    assert statuses(out) == [201, 201, 201] and closed
