@@ -77,16 +77,24 @@ SWIFT_CONFLICT = ("<html><h1>Conflict</h1><p>There was a conflict when trying to
 
 
 class HTTPError(Exception):
-    """Raised from deep in a handler; the middleware turns it into `error(status, reason)`."""
+    """Raised from deep in a handler; the middleware turns it into `error(status, reason)`.
 
-    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None):
+    `close`: the connection cannot carry another request (its framing is lost), so the
+    answer says `Connection: close` and the server closes it after answering."""
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None,
+                 close: bool = False):
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.headers = headers
+        self.close = close
 
     def response(self) -> web.Response:
-        return error(self.status, self.reason, self.headers)
+        resp = error(self.status, self.reason, self.headers)
+        if self.close:
+            resp.force_close()
+        return resp
 
 
 def decode_path(raw_path: str) -> str:

@@ -13,7 +13,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web import BaseRequest, StreamResponse
 
 from swiftlite.common import metrics
-from swiftlite.common.http import txid
+from swiftlite.common.http import HTTPError, txid
 
 FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s"
 
@@ -30,22 +30,30 @@ def setup_logging(name: str, level: str = "INFO", log_file: str | None = None) -
     handler.setFormatter(logging.Formatter(FORMAT))
     root.addHandler(handler)
     root.setLevel(level.upper())
+    quiet_client_faults()
+    return logging.getLogger(name)
+
+
+def quiet_client_faults() -> None:
+    """Every server process drops aiohttp.server's records of a client's own faults (see
+    _UnparsableRequests); idempotent."""
     server_log = logging.getLogger("aiohttp.server")
     if not any(isinstance(f, _UnparsableRequests) for f in server_log.filters):
         server_log.addFilter(_UnparsableRequests())
-    return logging.getLogger(name)
 
 
 class _UnparsableRequests(logging.Filter):
     """aiohttp answers a request its parser refuses (a header line too long, a bad
     Content-Length, both Content-Length and Transfer-Encoding) with a 400 and the access
     line, then logs the parser's exception as an ERROR with a traceback: the client's bytes
-    were wrong, not our code. Only those records are dropped; whatever else aiohttp.server
-    logs (a handler's exception, a response that could not be sent) keeps its traceback."""
+    were wrong, not our code. So it does for a body that breaks while aiohttp reads the rest
+    of it after the answer (lenient_parser's MalformedBody, an HTTPError: an answer, never
+    a fault of ours). Only those records are dropped; whatever else aiohttp.server logs (a
+    handler's exception, a response that could not be sent) keeps its traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, HttpProcessingError)
+        return not isinstance(exc, (HttpProcessingError, HTTPError))
 
 
 class _AccessSink:

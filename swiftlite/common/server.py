@@ -24,7 +24,7 @@ import uvloop
 from aiohttp import web
 from aiohttp.web_urldispatcher import UrlMappingMatchInfo
 
-from swiftlite.common import metrics, signing, stall, threadpool
+from swiftlite.common import lenient_parser, metrics, signing, stall, threadpool
 from swiftlite.common.config import Section
 from swiftlite.common.http import TXID, HTTPError, error, request_txid
 from swiftlite.common.logs import RequestLogger, setup_logging
@@ -85,10 +85,21 @@ async def base_middleware(request: web.Request, handler):
             guard.untrack(request)
 
 
-async def _add_txid(request: web.Request, response: web.StreamResponse) -> None:
+async def _last_touches(request: web.Request, response: web.StreamResponse) -> None:
+    """The request id, and headers whose names are not ASCII (UTF-8 metadata names) moved
+    after every other: Python's http.client (swiftclient, the `swift` CLI, requests) stops
+    reading headers at the first such name (CPython gh-81274), and would lose the rest,
+    Content-Length included, and then wait for the body's end until its timeout."""
     txid = request.get(TXID)
+    headers = response.headers
     if txid:
-        response.headers["X-Trans-Id"] = txid
+        headers["X-Trans-Id"] = txid
+    if not "".join(headers).isascii():
+        odd = [(k, v) for k, v in headers.items() if not k.isascii()]
+        for k, _ in odd:
+            headers.popall(k, None)
+        for k, v in odd:
+            headers.add(k, v)
 
 
 def backend_auth_middleware(signer: signing.Signer):
@@ -126,6 +137,7 @@ def make_app(*, backend: bool = False,
     start. `route`: the app's only handler, for every method and path (the proxy), with
     base_middleware's work done in that route instead: aiohttp then runs no middleware chain
     at all, which was about 3% of the proxy's time on a cached GET."""
+    lenient_parser.install()  # requests as Swift's clients send them (see the module)
     signed = []
     if backend:
         signed = [backend_auth_middleware(signing.require())]
@@ -152,7 +164,7 @@ def make_app(*, backend: bool = False,
             return await walk(request)  # type: ignore[return-value]
 
         app.router.resolve = resolve  # type: ignore[method-assign]
-    app.on_response_prepare.append(_add_txid)
+    app.on_response_prepare.append(_last_touches)
     return app
 
 

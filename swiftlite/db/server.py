@@ -189,6 +189,9 @@ class DBServer:
 
     # -- dispatch ----------------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        method = request.method
+        if method not in self.handlers and method not in self.item_handlers:
+            return error(405, "Method Not Allowed")  # first, as the object server does
         n = self._names
         segs = split_path(request, n + 2, n + 3)
         dev, part_s, names, item = segs[0], segs[1], segs[2:n + 2], segs[n + 2]
@@ -206,7 +209,6 @@ class DBServer:
             broker.account = names[0]
             if n > 1:
                 broker.container = names[1]
-        method = request.method
         try:
             if item is not None:
                 item_handler = self.item_handlers.get(method)

@@ -344,6 +344,8 @@ class ObjectServer:
         while True:
             try:
                 chunk = await request.content.readany()
+            except HTTPError:  # a malformed body: the client's 400
+                raise
             except Exception:  # reset, payload error
                 raise HTTPError(499, "Client disconnected") from None
             if not chunk:
@@ -364,6 +366,8 @@ class ObjectServer:
         while True:
             try:
                 chunk = await request.content.readany()
+            except HTTPError:  # a malformed body: the client's 400
+                raise
             except Exception:  # reset, payload error, truncated chunked body
                 raise HTTPError(499, "Client disconnected") from None
             if not chunk:

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common import constraints, empty_length, lenient_parser
+from swiftlite.common import constraints, empty_length
 from swiftlite.common.config import Section
 from swiftlite.common.fastclient import Pool
 from swiftlite.common.http import HTTPError, error, txid
@@ -373,12 +373,19 @@ def _account_fields(h: Any) -> tuple:
              if k.lower().startswith(("x-account-meta-", "x-account-sysmeta-"))})
 
 
+# The methods the proxy serves, exactly as spelled: methods are case-sensitive, and `put`
+# must never reach a feature that checks for "PUT" (Swift answers 405 to it too).
+METHODS = frozenset(("GET", "HEAD", "PUT", "POST", "DELETE", "COPY", "OPTIONS"))
+ALLOW = ", ".join(sorted(METHODS))
+
+
 async def _dispatch(request: web.Request) -> web.StreamResponse:
+    if request.method not in METHODS:
+        return error(405, "Method Not Allowed", {"Allow": ALLOW})
     return await request.app[PROXY].pipeline(request)
 
 
 def create_app(conf: Section) -> web.Application:
-    lenient_parser.install()  # clients may send UTF-8 names unencoded, as Swift allows
     empty_length.install()  # 204s say Content-Length: 0, as Swift's do
     proxy = Proxy(conf)
     app = make_app(route=_dispatch)

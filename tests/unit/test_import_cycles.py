@@ -82,14 +82,15 @@ def test_package_layering(package):
     assert bad == []
 
 
-def test_storage_servers_leave_aiohttp_parser_alone():
-    """The servers no longer swap aiohttp's request parser for the whole process (it used to
-    be rewritten so that REPLICATE parsed; replication now uses MERGE routes)."""
+def test_storage_servers_parse_with_the_one_adapted_parser():
+    """aiohttp's request parser is swapped in one place only, common/lenient_parser.py, by
+    every server (make_app): the storage servers need its adaptations as much as the proxy
+    does. (An older swap made REPLICATE parse; replication uses MERGE routes now.)"""
     code = """
 import asyncio, os, secrets, tempfile
 os.environ.setdefault("SWIFTLITE_BACKEND_SECRET", secrets.token_urlsafe(32))
 from aiohttp import web_protocol
-before = web_protocol.HttpRequestParser
+from swiftlite.common.lenient_parser import LenientRequestParser
 from swiftlite.common.config import Section
 from swiftlite.account.server import create_app as account_app
 from swiftlite.container.server import create_app as container_app
@@ -98,6 +99,6 @@ conf = Section(devices=tempfile.mkdtemp())
 asyncio.run(object_app(conf))
 container_app(conf)
 account_app(conf)
-assert web_protocol.HttpRequestParser is before, web_protocol.HttpRequestParser
+assert web_protocol.HttpRequestParser is LenientRequestParser, web_protocol.HttpRequestParser
 """
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)

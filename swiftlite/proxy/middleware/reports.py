@@ -18,6 +18,7 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 
 from swiftlite.common.constraints import MAX_CONTAINER_NAME_LENGTH, MAX_OBJECT_NAME_LENGTH
+from swiftlite.common.http import HTTPError
 from swiftlite.proxy.request import BODY
 
 log = logging.getLogger("swiftlite.proxy")
@@ -157,6 +158,8 @@ class Body:
                     return await self.content.read(size)
             except TimeoutError:
                 raise Outcome(408) from None
+            except HTTPError as exc:  # a malformed body
+                raise Outcome(exc.status, exc.reason) from None
             except (ConnectionError, OSError):
                 raise Outcome(499) from None
         if not self.pending and self.given is not None:
