@@ -300,7 +300,7 @@ async def setup_endpoint(ep: Endpoint, cfg: Config) -> None:
                                        auto_decompress=False, skip_auto_headers=("User-Agent",))
     await auth(ep)
     status, _ = await request(ep, "PUT", ep.url())
-    if status // 100 != 2:
+    if status // 100 != 2 and not (ep.api == "s3" and status == 409):  # S3: already ours
         raise SystemExit(f"{ep.label}: cannot create container {ep.container}: {status}")
 
 

@@ -48,6 +48,7 @@ UNSUPPORTED = frozenset((
 class S3Api(Middleware):
     name = "s3api"
     plain_reads = HOOKS
+    wants_lane = True  # an object GET/HEAD's sub-request takes the plain-read short cut
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -152,7 +153,7 @@ class S3Api(Middleware):
             secret, ident = found
             key_bytes = auth.verify(secret)
             account, name = self.creds.account_of(ident), ident.user
-        return S3Request(request, self.app, self.proxy, ident, account, bucket, key,
+        return S3Request(request, self.lane, self.proxy, ident, account, bucket, key,
                          {k: v for k, v in reversed(pairs)}, name, auth, key_bytes, self)
 
     def authenticator(self, request: web.Request, pairs: list[tuple[str, str]],

@@ -39,6 +39,8 @@ OVERRIDES = {"response-content-type": "Content-Type",
              "response-content-encoding": "Content-Encoding"}
 CONDITIONS = ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since")
 MAX_KEY_BYTES = 1024
+# Swift answer headers an S3 client is not shown.
+DROPPED = frozenset(("x-timestamp", "x-static-large-object", "x-manifest-etag"))
 ETAG_IS_AT = {"X-Backend-Etag-Is-At": S3_ETAG}
 
 
@@ -75,25 +77,24 @@ def object_headers(s3: S3Request) -> CIMultiDict[str]:
 def s3_headers(resp: web.StreamResponse) -> None:
     """A Swift object answer's headers in S3's form, in place."""
     h = resp.headers
-    for k in list(h.keys()):
+    etag = h.get(S3_ETAG) or h.get("ETag", "")
+    parts = h.get(S3_PARTS)
+    meta, dropped = [], []
+    for k in h.keys():
         lk = k.lower()
         if lk.startswith(META):
-            v = h.popall(k)
-            for item in v:
-                h.add(AMZ_META + k[len(META):].lower(), item)
-        elif lk in ("x-timestamp", "x-trans-id", "x-openstack-request-id",
-                    "x-static-large-object", "x-manifest-etag") or \
-                lk.startswith("x-object-sysmeta-"):
-            pass
-    etag = resp.headers.get(S3_ETAG) or h.get("ETag", "")
+            meta.append(k)
+        elif lk in DROPPED or lk.startswith("x-object-sysmeta-"):
+            dropped.append(k)
+    for k in meta:
+        for item in h.popall(k, ()):
+            h.add(AMZ_META + k[len(META):].lower(), item)
+    for k in dropped:
+        h.popall(k, None)
     if etag:
         h["ETag"] = '"' + etag.strip('"') + '"'
-    parts = resp.headers.get(S3_PARTS)
     if parts:
         h["x-amz-mp-parts-count"] = parts
-    for k in [k for k in h if k.lower().startswith("x-object-sysmeta-")
-              or k.lower() in ("x-timestamp", "x-static-large-object", "x-manifest-etag")]:
-        h.popall(k, None)
 
 
 async def _bucket_missing(s3: S3Request) -> bool:
