@@ -25,6 +25,7 @@ from swiftlite.proxy.s3.errors import (
     malformed_xml,
     no_such_bucket,
     not_implemented,
+    precondition_failed,
 )
 
 S3_ETAG = "X-Object-Sysmeta-S3api-Etag"
@@ -108,6 +109,7 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     headers = object_headers(s3)
     if "X-Amz-Acl" in s3.request.headers and s3.request.headers["X-Amz-Acl"] != "private":
         pass  # objects follow their bucket's ACL here; a canned ACL per object is ignored
+    await write_conditions(s3, key, headers)
     resp = await store(s3, s3.bucket or "", key, headers)
     out = web.Response(status=200, headers={"ETag": '"' + resp.headers.get("ETag", "")
                                             .strip('"') + '"'})
@@ -115,6 +117,26 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
         if k.lower().startswith("x-amz-checksum-") and k.lower() != "x-amz-checksum-type":
             out.headers[k] = v
     return out
+
+
+async def write_conditions(s3: S3Request, key: str, headers: CIMultiDict[str]) -> None:
+    """Conditional writes: `If-None-Match: *` (no object by that key) goes down with the PUT,
+    whose object servers refuse to overwrite; `If-Match: "<etag>"` is checked first (an
+    object written between that check and the PUT is overwritten: a narrow race)."""
+    req = s3.request.headers
+    inm, im = req.get("If-None-Match"), req.get("If-Match")
+    if inm is not None:
+        if inm.strip() != "*":
+            raise not_implemented("If-None-Match only supports *")
+        headers["If-None-Match"] = "*"
+    if im is not None:
+        head = await s3.swift("HEAD", s3.bucket, key, {"If-Match": im}, backend=ETAG_IS_AT)
+        if head.status in (404, 412):
+            if head.status == 404 and await _bucket_missing(s3):
+                raise no_such_bucket(s3.bucket or "")
+            raise precondition_failed("If-Match")
+        if head.status // 100 != 2:
+            raise await error_of(head, s3.bucket, key)
 
 
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
@@ -136,6 +158,8 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     data = b"".join([c async for c in body]) if length <= SMALL else body
     headers["Content-Length"] = str(length)
     resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
+    if resp.status == 412 and "If-None-Match" in headers:
+        raise precondition_failed("If-None-Match")
     if resp.status // 100 != 2:
         if resp.status == 404 and not reserved:
             raise no_such_bucket(bucket)
