@@ -72,6 +72,7 @@ def main() -> int:
     p.add_argument("--count", type=int, default=2000)
     p.add_argument("-c", "--concurrency", type=int, default=32)
     p.add_argument("--phases", default="put,get")
+    p.add_argument("--apis", default="swift", help="comma list of swift,s3 (bench.py --api)")
     p.add_argument("up_args", nargs="*", help="extra `swiftlite up` arguments (after --)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="swiftlite-cpu-")
@@ -87,15 +88,16 @@ def main() -> int:
               f"count={a.count} c={a.concurrency} cpus={os.cpu_count()}")
         print(f"{'phase':6} {'ops/s':>8} " + " ".join(f"{r + ' u/s ms':>17}" for r in roles)
               + f" {'client ms':>10} {'total ms':>9}")
-        container = "cpu"
-        for phase in a.phases.split(","):
+        runs = [(ph, api) for ph in a.phases.split(",") for api in a.apis.split(",")]
+        for phase, api in runs:
+            container = f"cpu-{api}"
             before = {r: cpu(pids) for r, pids in roles.items()}
             ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            out = os.path.join(work, f"{phase}.json")
+            out = os.path.join(work, f"{phase}-{api}.json")
             cmd = [sys.executable, os.path.join(HERE, "bench.py"), "--url",
                    info["proxy"]["auth_url"], "--size", a.size, "--count", str(a.count),
                    "-c", str(a.concurrency), "--phases", phase, "--container", container,
-                   "--json", out]
+                   "--api", api, "--json", out]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 print(r.stdout, r.stderr)
@@ -116,7 +118,8 @@ def main() -> int:
                 total += du + ds
                 cells.append(f"{du:8.2f}/{ds:<8.2f}")
             client_ms = f"{client * 1000 / ops:10.2f}"
-            print(f"{phase:6} {res['ops_s']:8.1f} " + " ".join(f"{c:>17}" for c in cells)
+            label = phase if api == "swift" else f"{phase}/{api}"
+            print(f"{label:12} {res['ops_s']:8.1f} " + " ".join(f"{c:>17}" for c in cells)
                   + f" {client_ms} {total:9.2f}", flush=True)
     finally:
         proc.terminate()

@@ -97,11 +97,15 @@ class Middleware:
     # the full pipeline's core for the same request instead of read again (plain_reads.py).
     # Only for a feature whose __call__ sends that request down unchanged first.
     replays_declined: ClassVar[bool] = False
+    # A front end that sends requests of its own down the rest of the pipeline (s3api) says
+    # True to get `lane`: that rest, with the plain-read short cut of the features after it.
+    wants_lane: ClassVar[bool] = False
 
     def __init__(self, app: Handler, proxy: Proxy, conf: Section) -> None:
         self.app = app
         self.proxy = proxy
         self.conf = conf
+        self.lane: Handler = app
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         return await self.app(request)
@@ -169,4 +173,7 @@ def build(proxy: Proxy, conf: Section, core: Handler) -> tuple[Handler, list[Mid
         lane = PlainReads.build(built, core, handler)
         if lane is not None:
             handler = lane
+        for i, mw in enumerate(built):
+            if mw.wants_lane:
+                mw.lane = PlainReads.build(built[i + 1:], core, mw.app) or mw.app
     return handler, built

@@ -67,3 +67,17 @@ def test_bench_vs_interleaved(auth_url):
     ratios = {m[0]: m for m in RATIO.findall(text)}
     assert set(ratios) == {"PUT", "GET", "DELETE"}
     assert all(float(r[1]) > 0 for r in ratios.values())
+
+
+def test_bench_s3_vs_swift(request):
+    """`--api s3` signs its own SigV4 requests (unsigned and signed payloads), A/B with Swift."""
+    auth_url = request.getfixturevalue("cluster").auth_url
+    for extra in ((), ("--s3-sha256",)):
+        text = run_bench("--url", auth_url, "--api", "s3", "--vs", auth_url, "--vs-api",
+                         "swift", "--size", "8k", "--count", "12", "--concurrency", "3",
+                         "--rounds", "2", *extra)
+        assert "api=s3" in text and "vs_api=swift" in text, text
+        rows = ROW.findall(text)
+        assert sorted((r[0], r[1]) for r in rows) == sorted(
+            (p, e) for p in ("PUT", "GET", "HEAD", "DELETE") for e in "AB"), text
+        assert all(int(r[2]) == 12 and int(r[3]) == 0 for r in rows), text

@@ -65,6 +65,12 @@ def not_implemented(what: str = "A header you provided implies functionality tha
     return S3Error("NotImplemented", 501, what)
 
 
+def precondition_failed(condition: str = "If-Match") -> S3Error:
+    return S3Error("PreconditionFailed", 412,
+                   "At least one of the pre-conditions you specified did not hold",
+                   Condition=condition)
+
+
 def from_swift(status: int, bucket: str | None = None, key: str | None = None,
                body: bytes = b"") -> S3Error:
     """The S3 error for a Swift answer `status` to a request about `bucket` (and `key`)."""
@@ -75,9 +81,7 @@ def from_swift(status: int, bucket: str | None = None, key: str | None = None,
             return no_such_key(key)
         return no_such_bucket(bucket or "")
     if status == 412:
-        return S3Error("PreconditionFailed", 412,
-                       "At least one of the pre-conditions you specified did not hold",
-                       Condition="If-Match")
+        return precondition_failed()
     if status == 304:
         return S3Error("NotModified", 304, "Not Modified")
     if status == 413:

@@ -25,7 +25,7 @@ from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
 from swiftlite.proxy.s3 import bucket as bucket_ops
-from swiftlite.proxy.s3 import listing, multipart
+from swiftlite.proxy.s3 import listing, multipart, tagging
 from swiftlite.proxy.s3 import obj as obj_ops
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
@@ -38,7 +38,7 @@ AUTH_PREFIXES = ("AWS4-HMAC-SHA256 ", "AWS ")
 SWIFT_ROOTS = frozenset(("v1", "v1.0", "auth", "info", "healthcheck", "metrics", ""))
 # Bucket and object sub-resources S3 has and this front end does not (yet).
 UNSUPPORTED = frozenset((
-    "policy", "cors", "lifecycle", "website", "tagging", "logging", "notification",
+    "policy", "cors", "lifecycle", "website", "logging", "notification",
     "replication", "encryption", "object-lock", "retention", "legal-hold", "accelerate",
     "requestPayment", "analytics", "inventory", "metrics", "intelligent-tiering",
     "ownershipControls", "publicAccessBlock", "torrent", "restore", "select", "versions",
@@ -48,6 +48,7 @@ UNSUPPORTED = frozenset((
 class S3Api(Middleware):
     name = "s3api"
     plain_reads = HOOKS
+    wants_lane = True  # an object GET/HEAD's sub-request takes the plain-read short cut
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -152,7 +153,7 @@ class S3Api(Middleware):
             secret, ident = found
             key_bytes = auth.verify(secret)
             account, name = self.creds.account_of(ident), ident.user
-        return S3Request(request, self.app, self.proxy, ident, account, bucket, key,
+        return S3Request(request, self.lane, self.proxy, ident, account, bucket, key,
                          {k: v for k, v in reversed(pairs)}, name, auth, key_bytes, self)
 
     def authenticator(self, request: web.Request, pairs: list[tuple[str, str]],
@@ -179,6 +180,14 @@ class S3Api(Middleware):
                 return await bucket_ops.list_buckets(s3)
             raise method_not_allowed(method)
         if s3.key is None:
+            if "tagging" in q:
+                if method == "PUT":
+                    return await tagging.put_bucket_tagging(s3)
+                if method == "GET":
+                    return await tagging.get_bucket_tagging(s3)
+                if method == "DELETE":
+                    return await tagging.delete_bucket_tagging(s3)
+                raise method_not_allowed(method)
             if method == "GET":
                 if "location" in q:
                     return await bucket_ops.location(s3)
@@ -202,6 +211,8 @@ class S3Api(Middleware):
             if method == "POST" and "delete" in q:
                 return await obj_ops.delete_objects(s3)
             raise method_not_allowed(method)
+        if "tagging" in q:
+            raise not_implemented("Object tagging is not supported yet.")
         if method in ("GET", "HEAD"):
             if "uploadId" in q and method == "GET":
                 return await multipart.list_parts(s3)

@@ -25,6 +25,7 @@ from swiftlite.proxy.s3.errors import (
     malformed_xml,
     no_such_bucket,
     not_implemented,
+    precondition_failed,
 )
 
 S3_ETAG = "X-Object-Sysmeta-S3api-Etag"
@@ -39,6 +40,8 @@ OVERRIDES = {"response-content-type": "Content-Type",
              "response-content-encoding": "Content-Encoding"}
 CONDITIONS = ("If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since")
 MAX_KEY_BYTES = 1024
+# Swift answer headers an S3 client is not shown.
+DROPPED = frozenset(("x-timestamp", "x-static-large-object", "x-manifest-etag"))
 ETAG_IS_AT = {"X-Backend-Etag-Is-At": S3_ETAG}
 
 
@@ -75,25 +78,24 @@ def object_headers(s3: S3Request) -> CIMultiDict[str]:
 def s3_headers(resp: web.StreamResponse) -> None:
     """A Swift object answer's headers in S3's form, in place."""
     h = resp.headers
-    for k in list(h.keys()):
+    etag = h.get(S3_ETAG) or h.get("ETag", "")
+    parts = h.get(S3_PARTS)
+    meta, dropped = [], []
+    for k in h.keys():
         lk = k.lower()
         if lk.startswith(META):
-            v = h.popall(k)
-            for item in v:
-                h.add(AMZ_META + k[len(META):].lower(), item)
-        elif lk in ("x-timestamp", "x-trans-id", "x-openstack-request-id",
-                    "x-static-large-object", "x-manifest-etag") or \
-                lk.startswith("x-object-sysmeta-"):
-            pass
-    etag = resp.headers.get(S3_ETAG) or h.get("ETag", "")
+            meta.append(k)
+        elif lk in DROPPED or lk.startswith("x-object-sysmeta-"):
+            dropped.append(k)
+    for k in meta:
+        for item in h.popall(k, ()):
+            h.add(AMZ_META + k[len(META):].lower(), item)
+    for k in dropped:
+        h.popall(k, None)
     if etag:
         h["ETag"] = '"' + etag.strip('"') + '"'
-    parts = resp.headers.get(S3_PARTS)
     if parts:
         h["x-amz-mp-parts-count"] = parts
-    for k in [k for k in h if k.lower().startswith("x-object-sysmeta-")
-              or k.lower() in ("x-timestamp", "x-static-large-object", "x-manifest-etag")]:
-        h.popall(k, None)
 
 
 async def _bucket_missing(s3: S3Request) -> bool:
@@ -107,6 +109,7 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     headers = object_headers(s3)
     if "X-Amz-Acl" in s3.request.headers and s3.request.headers["X-Amz-Acl"] != "private":
         pass  # objects follow their bucket's ACL here; a canned ACL per object is ignored
+    await write_conditions(s3, key, headers)
     resp = await store(s3, s3.bucket or "", key, headers)
     out = web.Response(status=200, headers={"ETag": '"' + resp.headers.get("ETag", "")
                                             .strip('"') + '"'})
@@ -114,6 +117,26 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
         if k.lower().startswith("x-amz-checksum-") and k.lower() != "x-amz-checksum-type":
             out.headers[k] = v
     return out
+
+
+async def write_conditions(s3: S3Request, key: str, headers: CIMultiDict[str]) -> None:
+    """Conditional writes: `If-None-Match: *` (no object by that key) goes down with the PUT,
+    whose object servers refuse to overwrite; `If-Match: "<etag>"` is checked first (an
+    object written between that check and the PUT is overwritten: a narrow race)."""
+    req = s3.request.headers
+    inm, im = req.get("If-None-Match"), req.get("If-Match")
+    if inm is not None:
+        if inm.strip() != "*":
+            raise not_implemented("If-None-Match only supports *")
+        headers["If-None-Match"] = "*"
+    if im is not None:
+        head = await s3.swift("HEAD", s3.bucket, key, {"If-Match": im}, backend=ETAG_IS_AT)
+        if head.status in (404, 412):
+            if head.status == 404 and await _bucket_missing(s3):
+                raise no_such_bucket(s3.bucket or "")
+            raise precondition_failed("If-Match")
+        if head.status // 100 != 2:
+            raise await error_of(head, s3.bucket, key)
 
 
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
@@ -135,6 +158,8 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     data = b"".join([c async for c in body]) if length <= SMALL else body
     headers["Content-Length"] = str(length)
     resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
+    if resp.status == 412 and "If-None-Match" in headers:
+        raise precondition_failed("If-None-Match")
     if resp.status // 100 != 2:
         if resp.status == 404 and not reserved:
             raise no_such_bucket(bucket)

@@ -1,0 +1,83 @@
+"""Bucket tagging: PutBucketTagging, GetBucketTagging, DeleteBucketTagging.
+
+A bucket's tag set is kept with its container as sysmeta (JSON), which no Swift client can
+set or see; S3's limits apply (at most 50 tags, keys up to 128 characters, values up to 256,
+no key twice).
+"""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+
+from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
+from swiftlite.proxy.s3.context import S3Request
+from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
+
+BUCKET_TAGS = "X-Container-Sysmeta-S3api-Tagging"
+MAX_TAGS = 50
+MAX_KEY, MAX_VALUE = 128, 256
+
+
+def invalid_tag(message: str) -> S3Error:
+    return S3Error("InvalidTag", 400, message)
+
+
+def parse_tagging(body: bytes, limit: int = MAX_TAGS) -> list[tuple[str, str]]:
+    """The (key, value) pairs of a `<Tagging><TagSet><Tag>` document, checked."""
+    doc = parse_xml(body)
+    tagset = doc.find("TagSet") if doc.tag == "Tagging" else None
+    if tagset is None:
+        raise malformed_xml()
+    tags: list[tuple[str, str]] = []
+    for el in tagset.findall("Tag"):
+        key, value = xml.text(el, "Key"), xml.text(el, "Value")
+        if key is None or value is None:
+            raise malformed_xml()
+        if not key or len(key) > MAX_KEY:
+            raise invalid_tag("The TagKey you have provided is invalid")
+        if len(value) > MAX_VALUE:
+            raise invalid_tag("The TagValue you have provided is invalid")
+        if any(k == key for k, _ in tags):
+            raise invalid_tag("Cannot provide multiple Tags with the same key")
+        tags.append((key, value))
+    if len(tags) > limit:
+        raise invalid_tag(f"Object tags cannot be greater than {limit}" if limit != MAX_TAGS
+                          else "Bucket tag count cannot be greater than 50")
+    return tags
+
+
+def tagging_document(tags: list[tuple[str, str]]) -> web.Response:
+    root = xml.root("Tagging")
+    tagset = xml.sub(root, "TagSet")
+    for key, value in tags:
+        tag = xml.sub(tagset, "Tag")
+        xml.sub(tag, "Key", key)
+        xml.sub(tag, "Value", value)
+    return xml_response(root)
+
+
+async def put_bucket_tagging(s3: S3Request) -> web.StreamResponse:
+    tags = parse_tagging(await small_body(s3))
+    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_TAGS: json.dumps(tags)})
+    return web.Response(status=204)
+
+
+async def get_bucket_tagging(s3: S3Request) -> web.StreamResponse:
+    head = await s3.swift_ok("HEAD", s3.bucket)
+    stored = head.headers.get(BUCKET_TAGS)
+    if not stored:
+        raise S3Error("NoSuchTagSet", 404, "The TagSet does not exist",
+                      BucketName=s3.bucket)
+    try:
+        tags = [(str(k), str(v)) for k, v in json.loads(stored)]
+    except (ValueError, TypeError):
+        raise invalid_argument("The stored tag set is unreadable") from None
+    return tagging_document(tags)
+
+
+async def delete_bucket_tagging(s3: S3Request) -> web.StreamResponse:
+    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_TAGS: ""})
+    return web.Response(status=204)
