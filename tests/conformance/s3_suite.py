@@ -32,7 +32,7 @@ TARBALL = f"s3-tests-{REV}.tar.gz"
 # at the versions a run used: a new release of any of them changes no CI run by itself.
 REQUIREMENTS = ["boto3==1.44.8", "botocore==1.44.8", "munch==4.0.0", "isodate==0.7.2",
                 "pytz==2026.6", "requests==2.34.2", "python-dateutil==2.9.0.post0",
-                "pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-xdist==3.8.0"]
+                "pytest==9.2.0", "pytest-timeout==2.4.0"]
 HOME = Path(os.environ.get("S3_SUITE_DIR") or harness.REPO / ".venv" / f"s3-tests-{REV}")
 VENV = HOME / "venv"
 PYTHON = VENV / "bin" / "python"
@@ -52,8 +52,8 @@ DESELECTED = ("fails_on_rgw", "lifecycle_expiration", "lifecycle_transition",
               "iam_cross_account", "iam_tenant", "bucket_logging", "s3select", "appendobject")
 MARKERS = " and ".join(f"not {m}" for m in DESELECTED)
 SELECTED = 612  # tests that MARKERS keeps of test_s3.py at REV
-# Tests that need the main user to own no bucket but their own (listing the account):
-# run alone after the others, which run side by side.
+# Tests that need the main user to own no bucket but their own (they list the account):
+# run alone after the others, which run side by side in shards.
 SERIAL = ("test_list_buckets_paginated",)
 
 # tempauth's development users, as swiftlite's S3 front end knows them: the access key is
@@ -197,11 +197,12 @@ def node_id(classname: str, name: str) -> str:
 
 
 def run(host: str, port: int, tests: list[str] | None, results: Path,
-        workers: int) -> harness.Results:
-    """The suite against http://host:port: every selected test (tests None), side by side in
-    `workers` processes but SERIAL after them, or just `tests` (node ids), one at a time.
-    S3_TIMEOUT (seconds, default 1800) bounds it all and TEST_TIMEOUT (300) each test.
-    Exits loudly if pytest did not finish."""
+        shards: int) -> harness.Results:
+    """The suite against http://host:port: every selected test (tests None), dealt in turn to
+    `shards` pytest processes that run side by side, then SERIAL alone; or just `tests` (node
+    ids) in one process. S3_TIMEOUT (seconds, default 1800) bounds it all and TEST_TIMEOUT
+    (300) each test. Exits loudly if pytest did not finish or the selection is not SELECTED
+    tests."""
     shutil.rmtree(results, ignore_errors=True)  # a failed run must not leave an older one
     results.mkdir(parents=True)
     conf = results / "s3tests.conf"
@@ -209,48 +210,84 @@ def run(host: str, port: int, tests: list[str] | None, results: Path,
     deadline = time.monotonic() + float(os.environ.get("S3_TIMEOUT", "1800"))
     print(f"conformance: {NAME} against http://{host}:{port} (logs in {results})", flush=True)
     if tests is not None:
-        passes = [("", tests, 1)]
-    elif workers <= 1:
-        passes = [("", [SUITE], 1)]
+        passes = [{"": tests}]
     else:
-        deselect = [f"--deselect={SUITE}::{t}" for t in SERIAL]
-        passes = [("", [SUITE, *deselect], workers),
-                  ("-serial", [f"{SUITE}::{t}" for t in SERIAL], 1)]
+        ids = _collect(conf, results / "collect.log", deadline)
+        if len(ids) != SELECTED:
+            raise SystemExit(f"conformance: FAILED: the selection holds {len(ids)} tests, not "
+                             f"{SELECTED} (a collection error, or a new suite whose selection "
+                             f"was not checked: see {results / 'collect.log'})")
+        alone = [t for t in ids if t.rpartition("::")[2] in SERIAL]
+        rest = [t for t in ids if t not in alone]
+        n = max(shards, 1)
+        passes = [{f"-{k}": rest[k::n] for k in range(n)}, {"-serial": alone}]
     out = harness.Results()
-    for suffix, args, n in passes:
-        junit, log = results / f"junit{suffix}.xml", results / f"pytest{suffix}.log"
-        _pytest(args, n, conf, junit, log, deadline)
-        try:
-            out.add(harness.read_junit(junit, node_id))
-        except (OSError, ET.ParseError) as e:
-            raise SystemExit(f"conformance: FAILED: the suite did not run or did not finish "
-                             f"({e}); see {log}") from None
+    for part in passes:
+        out.add(_side_by_side(part, conf, results, deadline))
     harness.write_summary(results, out)
     print(f"conformance: {NAME}: {out.counts()}", flush=True)
     return out
 
 
-def _pytest(args: list[str], workers: int, conf: Path, junit: Path, log: Path,
-            deadline: float) -> None:
-    """One pytest run in SRC with no stdin, ended (with everything it started) at deadline."""
+def _collect(conf: Path, log: Path, deadline: float) -> list[str]:
+    """The selected tests' node ids, in the suite's order."""
+    proc = _start(["--collect-only", SUITE], conf, log)
+    try:
+        _wait(proc, deadline, log)
+    finally:
+        harness.kill_group(proc)
+    return [line for line in log.read_text().splitlines() if line.startswith(f"{SUITE}::")]
+
+
+def _side_by_side(parts: dict[str, list[str]], conf: Path, results: Path,
+                  deadline: float) -> harness.Results:
+    """One pytest process for each part (junit<suffix>.xml, pytest<suffix>.log), at once.
+    Each chooses its own bucket prefix, so none empties another's buckets; each runs its
+    tests in the same order every time (the suite empties a process's buckets before each
+    test, so a bucket that cannot be deleted fails the rest of that process's tests: which
+    ones must not change from run to run)."""
+    procs: list[tuple[subprocess.Popen[bytes], Path, Path]] = []
+    try:
+        for suffix, ids in parts.items():
+            if not ids:
+                continue
+            listed = results / f"tests{suffix}.txt"  # pytest reads its args from @file
+            listed.write_text("".join(f"{t}\n" for t in ids))
+            junit, log = results / f"junit{suffix}.xml", results / f"pytest{suffix}.log"
+            procs.append((_start([f"--junitxml={junit}", f"@{listed}"], conf, log), junit, log))
+        for proc, _, log in procs:
+            _wait(proc, deadline, log)
+    finally:
+        for proc, _, _ in procs:  # interrupted (Ctrl-C, SIGTERM): pytest must not outlive us
+            harness.kill_group(proc)
+    out = harness.Results()
+    for _, junit, log in procs:
+        try:
+            out.add(harness.read_junit(junit, node_id))
+        except (OSError, ET.ParseError) as e:
+            raise SystemExit(f"conformance: FAILED: the suite did not run or did not finish "
+                             f"({e}); see {log}") from None
+    return out
+
+
+def _start(args: list[str], conf: Path, log: Path) -> subprocess.Popen[bytes]:
+    """pytest in SRC with no stdin, in a session of its own, its output in log."""
     env = harness.suite_env(S3TEST_CONF=str(conf))
     for key in [k for k in env if k.startswith("AWS_")]:  # no profile, region or keys of ours
         del env[key]
     env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
     cmd = [str(PYTHON), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", MARKERS,
-           f"--junitxml={junit}", f"--timeout={os.environ.get('TEST_TIMEOUT', '300')}",
-           *(["-n", str(workers)] if workers > 1 else []), *args]
+           f"--timeout={os.environ.get('TEST_TIMEOUT', '300')}", *args]
     with open(log, "wb") as out:
         out.write(f"$ {' '.join(cmd)}\n".encode())
         out.flush()
-        proc = subprocess.Popen(cmd, cwd=SRC, env=env, stdin=subprocess.DEVNULL, stdout=out,
+        return subprocess.Popen(cmd, cwd=SRC, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float, log: Path) -> None:
     try:
         proc.wait(timeout=max(deadline - time.monotonic(), 1))
     except subprocess.TimeoutExpired:
-        harness.kill_group(proc)
-        junit.unlink(missing_ok=True)
         raise SystemExit(f"conformance: FAILED: the suite ran past "
                          f"S3_TIMEOUT={os.environ.get('S3_TIMEOUT', '1800')}s; see {log}") from None
-    finally:
-        harness.kill_group(proc)  # interrupted (Ctrl-C, SIGTERM): pytest must not outlive us
