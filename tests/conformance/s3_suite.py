@@ -58,9 +58,12 @@ SERIAL = ("test_list_buckets_paginated",)
 
 # tempauth's development users, as swiftlite's S3 front end knows them: the access key is
 # "account:user", the secret its password, and a user's id and display name are its
-# "account:user" (as Swift's s3api names owners). The IAM sections are read when the suite
-# starts but serve only deselected tests (and a teardown that ignores their errors): keys
-# no user has.
+# "account:user" (as Swift's s3api names owners). The suite empties each of its three users'
+# buckets before every test, so each must be able to list its account: an .admin user.
+# `swiftlite up` has two such accounts (test5:tester5 is no admin of test5), so the tenant,
+# a third user that RGW puts in a tenant of its own, is test:tester2, main's account's
+# other admin. The IAM sections are read when the suite starts but serve only deselected
+# tests (and a teardown that ignores their errors): keys no user has.
 CONFIG = """\
 [DEFAULT]
 host = {host}
@@ -86,12 +89,12 @@ access_key = test2:tester2
 secret_key = testing2
 
 [s3 tenant]
-display_name = test5:tester5
-user_id = test5:tester5
-email = tester5@example.com
-access_key = test5:tester5
-secret_key = testing5
-tenant = test5
+display_name = test:tester2
+user_id = test:tester2
+email = tester2@test.example.com
+access_key = test:tester2
+secret_key = testing2
+tenant = test
 
 [iam]
 display_name = unused
