@@ -55,6 +55,11 @@ SELECTED = 612  # tests that MARKERS keeps of test_s3.py at REV
 # Tests that need the main user to own no bucket but their own (they list the account):
 # run alone after the others, which run side by side in shards.
 SERIAL = ("test_list_buckets_paginated",)
+# Seconds, unless S3_TIMEOUT / S3_TEST_TIMEOUT say otherwise: the whole run (a hung or far
+# too slow run fails within CI's budget rather than using it up), and one test (the
+# slowest here copy 8 MiB objects or sleep a few seconds).
+TIMEOUT = "900"
+TEST_TIMEOUT = "120"
 
 # tempauth's development users, as swiftlite's S3 front end knows them: the access key is
 # "account:user", the secret its password, and a user's id and display name are its
@@ -203,14 +208,13 @@ def run(host: str, port: int, tests: list[str] | None, results: Path,
         shards: int) -> harness.Results:
     """The suite against http://host:port: every selected test (tests None), dealt in turn to
     `shards` pytest processes that run side by side, then SERIAL alone; or just `tests` (node
-    ids) in one process. S3_TIMEOUT (seconds, default 1800) bounds it all and TEST_TIMEOUT
-    (300) each test. Exits loudly if pytest did not finish or the selection is not SELECTED
-    tests."""
+    ids) in one process. S3_TIMEOUT bounds it all and S3_TEST_TIMEOUT each test. Exits
+    loudly if pytest did not finish or the selection is not SELECTED tests."""
     shutil.rmtree(results, ignore_errors=True)  # a failed run must not leave an older one
     results.mkdir(parents=True)
     conf = results / "s3tests.conf"
     conf.write_text(CONFIG.format(host=host, port=port))
-    deadline = time.monotonic() + float(os.environ.get("S3_TIMEOUT", "1800"))
+    deadline = time.monotonic() + float(os.environ.get("S3_TIMEOUT", TIMEOUT))
     print(f"conformance: {NAME} against http://{host}:{port} (logs in {results})", flush=True)
     if tests is not None:
         passes = [{"": tests}]
@@ -280,7 +284,7 @@ def _start(args: list[str], conf: Path, log: Path) -> subprocess.Popen[bytes]:
         del env[key]
     env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
     cmd = [str(PYTHON), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", MARKERS,
-           f"--timeout={os.environ.get('TEST_TIMEOUT', '300')}", *args]
+           f"--timeout={os.environ.get('S3_TEST_TIMEOUT', TEST_TIMEOUT)}", *args]
     with open(log, "wb") as out:
         out.write(f"$ {' '.join(cmd)}\n".encode())
         out.flush()
@@ -292,5 +296,6 @@ def _wait(proc: subprocess.Popen[bytes], deadline: float, log: Path) -> None:
     try:
         proc.wait(timeout=max(deadline - time.monotonic(), 1))
     except subprocess.TimeoutExpired:
-        raise SystemExit(f"conformance: FAILED: the suite ran past "
-                         f"S3_TIMEOUT={os.environ.get('S3_TIMEOUT', '1800')}s; see {log}") from None
+        limit = os.environ.get("S3_TIMEOUT", TIMEOUT)
+        raise SystemExit(f"conformance: FAILED: the suite ran past S3_TIMEOUT={limit}s; "
+                         f"see {log}") from None
