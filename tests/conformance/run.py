@@ -23,15 +23,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import harness
 import swift_suite
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 EXPECTED = HERE / "expected_failures.txt"
 LAST = HERE / "last-run"  # results of the last run (gitignored), read by --write-expected
 # What CI runs: the four core files and those of every feature built (large objects,
@@ -68,80 +67,6 @@ def node_id(test_id: str) -> str:
     return f"{test_file(test_id)}::{cls.rsplit('.', 1)[1]}::{name}"
 
 
-def read_expected() -> dict[str, str]:
-    """{test id: reason} from expected_failures.txt ('id  # reason'; '#' lines are comments)."""
-    out: dict[str, str] = {}
-    for line in EXPECTED.read_text().splitlines() if EXPECTED.exists() else []:
-        test_id, _, reason = line.partition("#")
-        if test_id.strip():
-            out[test_id.strip()] = reason.strip()
-    return out
-
-
-# -- the cluster ----------------------------------------------------------------------------
-
-def start_cluster(root: str) -> tuple[subprocess.Popen, dict]:
-    log = open(os.path.join(root, "up.log"), "wb")
-    # Expired objects stay readable (X-Open-Expired) for a while, as the suite's open-expired
-    # tests expect: else an expirer pass landing between expiry and the read fails them.
-    proc = subprocess.Popen([sys.executable, "-m", "swiftlite.cli", "up", "--root", root,
-                             "--port", "0", "--delay-reaping", "300"],
-                            stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    log.close()
-    try:
-        return proc, wait_answering(proc, root)
-    except BaseException:  # no answer, Ctrl-C, SIGTERM: the caller does not know of it yet
-        stop_cluster(proc, root)
-        raise
-
-
-def wait_answering(proc: subprocess.Popen, root: str) -> dict:
-    path = os.path.join(root, "cluster.json")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"conformance: swiftlite up exited {proc.returncode}; "
-                             f"see {root}/up.log:\n{Path(root, 'up.log').read_text()[-2000:]}")
-        if os.path.exists(path) and answers(json.loads(Path(path).read_text())):
-            return json.loads(Path(path).read_text())
-        time.sleep(0.2)
-    raise SystemExit(f"conformance: the cluster did not answer within 120s; see {root}/logs")
-
-
-def answers(info: dict) -> bool:
-    """The proxy authenticates the suite's first user (so tempauth and the backends are up)."""
-    req = urllib.request.Request(info["proxy"]["auth_url"],
-                                 headers={"X-Auth-User": "test:tester", "X-Auth-Key": "testing"})
-    try:
-        with urllib.request.urlopen(req, timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
-def stop_cluster(proc: subprocess.Popen, root: str) -> None:
-    """SIGTERM `swiftlite up` (it stops its servers); if it hangs, kill everything it named."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-            return
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    try:
-        info = json.loads(Path(root, "cluster.json").read_text())
-    except (OSError, ValueError):
-        return
-    pids = [info["proxy"]["pid"]] + [s["pid"] for n in info["nodes"]
-                                     for s in [*n["servers"].values(), *n["daemons"].values()]]
-    for pid in pids:  # each server leads its own process group (start_new_session)
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 # -- the suite --------------------------------------------------------------------------------
 
 def functests() -> Path | None:
@@ -175,11 +100,11 @@ def run_suite(host: str, port: int, tests: str, results: Path) -> dict[str, str]
     else:
         run_script(script, host, port, tests, results)
     try:
-        cases = list(ET.parse(results / "junit.xml").getroot().iter("testcase"))
+        ran = harness.read_junit(results / "junit.xml").total
     except (OSError, ET.ParseError) as e:
         raise SystemExit(f"conformance: FAILED: the suite did not run or did not finish "
                          f"({e}); see {results}/pytest.log") from None
-    if not cases or not (results / "failures.txt").exists():
+    if not ran or not (results / "failures.txt").exists():
         raise SystemExit(f"conformance: FAILED: the suite ran no tests; see {results}/pytest.log")
     failed: dict[str, str] = {}
     for line in (results / "failures.txt").read_text().splitlines():
@@ -242,17 +167,15 @@ def shards(tests: str, n: int) -> list[str]:
 def run_shards(clusters: list[dict], parts: list[str]) -> dict[str, str]:
     """Each part against its own cluster, side by side; the failures of all."""
     if len(parts) == 1:
-        host, port = clusters[0]["proxy"]["url"].split("//")[1].rsplit(":", 1)
-        return run_suite(host, int(port), parts[0], LAST / "run")
+        return run_suite(*harness.endpoint(clusters[0]), parts[0], LAST / "run")
     shutil.rmtree(LAST / "run", ignore_errors=True)
     failed: dict[str, str] = {}
     with ThreadPoolExecutor(len(parts)) as pool:
         try:
             futures = []
             for i, (info, part) in enumerate(zip(clusters, parts, strict=True)):
-                host, port = info["proxy"]["url"].split("//")[1].rsplit(":", 1)
                 results = LAST / "run" / f"shard{i}"
-                futures.append(pool.submit(run_suite, host, int(port), part, results))
+                futures.append(pool.submit(run_suite, *harness.endpoint(info), part, results))
                 if i == 0:
                     # The project's runner is installed before this (prepare); an override
                     # script may install on its first run: the others start once it wrote its
@@ -266,14 +189,11 @@ def run_shards(clusters: list[dict], parts: list[str]) -> dict[str, str]:
         except BaseException:
             swift_suite.stop_all()  # the other runs end too, so the pool can close
             raise
-    passed = skipped = 0
+    runs = harness.Results()
     for junit in (LAST / "run").glob("shard*/junit.xml"):
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            kinds = {c.tag for c in case}
-            skipped += "skipped" in kinds
-            passed += not kinds & {"skipped", "failure", "error"}
-    print(f"conformance: {len(parts)} runs side by side: {passed} passed, {len(failed)} "
-          f"failed, {skipped} skipped in all")
+        runs.add(harness.read_junit(junit))
+    print(f"conformance: {len(parts)} runs side by side: {runs.passed} passed, {len(failed)} "
+          f"failed, {runs.skipped.total()} skipped in all")
     return failed
 
 
@@ -283,22 +203,25 @@ def scoped(test_id: str, tests: str) -> bool:
 
 
 def gate(tests: str) -> int:
-    expected = read_expected()
+    expected = harness.read_expected(EXPECTED)
     prepare()  # before starting a cluster for nothing
     parts = shards(tests, int(os.environ.get("CONFORMANCE_SHARDS", "2")))
     roots = [tempfile.mkdtemp(prefix="swiftlite-conformance-") for _ in parts]
     root = " ".join(roots)
-    procs: list[tuple[subprocess.Popen, str]] = []
+    procs: list[tuple[subprocess.Popen[bytes], str]] = []
     try:
         clusters = []
         for r, part in zip(roots, parts, strict=True):
             print(f"conformance: starting swiftlite up --root {r} --port 0", flush=True)
-            proc, info = start_cluster(r)
+            # Expired objects stay readable (X-Open-Expired) for a while, as the suite's
+            # open-expired tests expect: else an expirer pass landing between expiry and the
+            # read fails them.
+            proc, info = harness.start_cluster(r, "--delay-reaping", "300")
             procs.append((proc, r))
             clusters.append(info)
             print(f"conformance: cluster at {info['proxy']['url']}; running FUNC_TESTS={part}",
                   flush=True)
-        host, port = clusters[0]["proxy"]["url"].split("//")[1].rsplit(":", 1)
+        host, port = harness.endpoint(clusters[0])
         failed = run_shards(clusters, parts)
         unexpected = [t for t in failed if t not in expected]
         rerun_passed: list[str] = []
@@ -306,7 +229,7 @@ def gate(tests: str) -> int:
             print(f"\nconformance: {len(unexpected)} unexpected failure(s); rerunning just "
                   "those once (the suite polls for eventual consistency and can flake)",
                   flush=True)
-            again = run_suite(host, int(port), " ".join(node_id(t) for t in unexpected),
+            again = run_suite(host, port, " ".join(node_id(t) for t in unexpected),
                               LAST / "rerun")
             rerun_passed = [t for t in unexpected if t not in again]
             unexpected = [t for t in unexpected if t in again]
@@ -314,57 +237,26 @@ def gate(tests: str) -> int:
             print(f"\nconformance: {len(unexpected)} unexpected failures: not rerunning "
                   f"(over {MAX_RERUN})")
     finally:
-        # A second Ctrl-C (or a SIGTERM) must not cut the stop short.
-        handlers = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        for proc, r in procs:
-            stop_cluster(proc, r)
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+        harness.stop_clusters(procs)
     final = [t for t in failed if t not in rerun_passed]
     (LAST / "run.json").write_text(json.dumps({"tests": tests, "failed": final}, indent=1))
 
     print("\nconformance: results in", LAST)
-    if rerun_passed:
-        print(f"conformance: {len(rerun_passed)} failed once and passed on the rerun (flaky):")
-        print("".join(f"  {t}\n" for t in rerun_passed), end="")
-    fixed = [t for t in expected if scoped(t, tests) and t not in failed]
-    if fixed:
-        print(f"conformance: {len(fixed)} expected failure(s) now pass and may be removed "
-              f"from the list ({EXPECTED.relative_to(REPO)}; or run it with --write-expected):")
-        print("".join(f"  {t}\n" for t in fixed), end="")
-    if unexpected:
-        print(f"conformance: FAILED: {len(unexpected)} test(s) failed that are not in "
-              f"{EXPECTED.relative_to(REPO)}:")
-        print("".join(f"  {t} :: {failed[t][:160]}\n" for t in unexpected), end="")
-        print(f"conformance: the cluster's logs are in {root}")
-        return 1
-    for r in roots:
-        shutil.rmtree(r, ignore_errors=True)
-    print(f"conformance: OK: {len(failed) - len(rerun_passed)} failure(s), all expected")
-    return 0
+    rc = harness.report(expected, failed, rerun_passed, unexpected,
+                        lambda t: scoped(t, tests), EXPECTED,
+                        f"the cluster's logs are in {root}")
+    if rc == 0:
+        for r in roots:
+            shutil.rmtree(r, ignore_errors=True)
+    return rc
 
 
 def write_expected() -> int:
     """Rewrite the list from the last run: keep reasons, drop fixed ids, add new ones."""
-    try:
-        last = json.loads((LAST / "run.json").read_text())
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"conformance: no last run to write from ({e})") from None
-    tests, failed = last["tests"], last["failed"]
-    lines = EXPECTED.read_text().splitlines() if EXPECTED.exists() else []
-    kept: list[str] = []
-    seen: set[str] = set()
-    for line in lines:
-        test_id = line.partition("#")[0].strip()
-        if test_id and scoped(test_id, tests) and test_id not in failed:
-            continue  # fixed
-        seen.add(test_id)
-        kept.append(line)
-    new = [f"{t} # TODO reason" for t in failed if t not in seen]
-    EXPECTED.write_text("\n".join(kept + new) + "\n")
-    print(f"conformance: {EXPECTED.relative_to(REPO)}: {len(kept)} line(s) kept, "
-          f"{len(lines) - len(kept)} removed, {len(new)} added")
-    return 0
+    last = harness.read_last(LAST / "run.json")
+    tests = last["tests"]
+    return harness.write_expected(EXPECTED, last["failed"], lambda t: scoped(t, tests),
+                                  "TODO reason")
 
 
 def main() -> int:
@@ -374,11 +266,10 @@ def main() -> int:
     ap.add_argument("--write-expected", action="store_true",
                     help="rewrite expected_failures.txt from the last run (no run)")
     args = ap.parse_args()
-    sys.stdout.reconfigure(line_buffering=True)  # keep our lines in order with the suite's
+    harness.line_buffered()
     if args.write_expected:
         return write_expected()
-    # SIGTERM (a CI timeout) unwinds like Ctrl-C, so the cluster is stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    harness.exit_on_sigterm()
     tests = CORE if args.core else (os.environ.get("FUNC_TESTS") or CORE)
     try:
         return gate(tests)

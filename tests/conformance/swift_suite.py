@@ -11,25 +11,23 @@ for the development users of tempauth and runs pytest, writing junit.xml, failur
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
 import xml.etree.ElementTree as ET
-from collections import Counter
 from pathlib import Path
+
+import harness
 
 SWIFT_VERSION = "2.38.3"  # the one place the suite's version is named
 # The versions a passing run used: a new release of a test tool changes no CI run by itself.
 REQUIREMENTS = [f"swift=={SWIFT_VERSION}", "python-swiftclient==4.11.0", "pytest==9.2.0",
                 "pytest-timeout==2.4.0"]
-REPO = Path(__file__).resolve().parents[2]
-HOME = Path(os.environ.get("SWIFT_SUITE_DIR") or REPO / ".venv" / f"swift-{SWIFT_VERSION}")
+HOME = Path(os.environ.get("SWIFT_SUITE_DIR") or harness.REPO / ".venv" / f"swift-{SWIFT_VERSION}")
 VENV = HOME / "venv"
 PYTHON = VENV / "bin" / "python"
 SDIST = HOME / "sdist" / f"swift-{SWIFT_VERSION}.tar.gz"  # the download, kept
@@ -78,13 +76,7 @@ def ensure() -> None:
     """Install the suite unless it is in place; exits with one line if that fails."""
     if _ready():
         return
-    HOME.mkdir(parents=True, exist_ok=True)
-    with open(HOME / "lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"conformance: waiting for another run installing into {HOME}", flush=True)
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with harness.install_lock(HOME):
         if _ready():  # the other run did it
             return
         print(f"conformance: installing Swift {SWIFT_VERSION}'s functional suite into "
@@ -112,23 +104,7 @@ def _ready() -> bool:
 
 
 def _step(what: str, cmd: list[str]) -> None:
-    """Run cmd with its output appended to LOG; on failure exit with one line saying why."""
-    with open(LOG, "ab") as log:
-        log.write(f"$ {' '.join(cmd)}\n".encode())
-        log.flush()
-        try:
-            rc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, check=False).returncode
-        except OSError as e:
-            rc, why = -1, str(e)
-    if rc == 0:
-        return
-    if rc != -1:
-        errors = [line.strip() for line in LOG.read_text(errors="replace").splitlines()
-                  if line.startswith(("ERROR:", "Error:"))]
-        why = errors[-1] if errors else f"exit status {rc}"
-    raise SystemExit(f"conformance: FAILED: could not {what} for Swift {SWIFT_VERSION}'s "
-                     f"functional suite: {why} (is PyPI reachable? full output in {LOG})")
+    harness.step(what, cmd, LOG, f"Swift {SWIFT_VERSION}'s functional suite")
 
 
 def _download_sdist() -> None:
@@ -190,9 +166,7 @@ def run(host: str, port: int, tests: str, results: Path) -> None:
     results.mkdir(parents=True, exist_ok=True)
     conf = results / "test.conf"
     conf.write_text(CONFIG.format(host=host, port=port))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env.update(SWIFT_TEST_CONFIG_FILE=str(conf), SWIFT_TEST_IN_PROCESS="0")
+    env = harness.suite_env(SWIFT_TEST_CONFIG_FILE=str(conf), SWIFT_TEST_IN_PROCESS="0")
     cmd = [str(PYTHON), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE",
            f"--junitxml={results / 'junit.xml'}",
            f"--timeout={os.environ.get('TEST_TIMEOUT', '300')}", *targets(tests)]
@@ -208,24 +182,15 @@ def run(host: str, port: int, tests: str, results: Path) -> None:
     try:
         proc.wait(timeout=limit)
     except subprocess.TimeoutExpired:
-        _kill(proc)
+        harness.kill_group(proc)
         (results / "junit.xml").unlink(missing_ok=True)
         raise SystemExit(f"conformance: FAILED: the suite ran past FUNC_TIMEOUT={limit:g}s; "
                          f"see {results / 'pytest.log'}") from None
     finally:
-        _kill(proc)  # interrupted (Ctrl-C, SIGTERM): pytest must not outlive us
+        harness.kill_group(proc)  # interrupted (Ctrl-C, SIGTERM): pytest must not outlive us
         with _running_lock:
             _running.discard(proc)
     summarize(results)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
 
 
 def stop_all() -> None:
@@ -233,33 +198,15 @@ def stop_all() -> None:
     with _running_lock:
         procs = list(_running)
     for proc in procs:
-        _kill(proc)
+        harness.kill_group(proc)
 
 
 def summarize(results: Path) -> None:
     """junit.xml -> failures.txt and skips.txt, and a line of counts. No junit.xml (pytest
     did not finish) writes nothing: the caller says the suite did not run."""
     try:
-        cases = list(ET.parse(results / "junit.xml").getroot().iter("testcase"))
+        res = harness.read_junit(results / "junit.xml")
     except (OSError, ET.ParseError):
         return
-    bad: list[str] = []
-    skips: Counter[str] = Counter()
-    passed = 0
-    for case in cases:
-        found = case.find("failure")
-        if found is None:
-            found = case.find("error")
-        if found is not None:
-            lines = (found.get("message") or "").strip().splitlines()
-            kind = "FAIL" if found.tag == "failure" else "ERROR"
-            bad.append(f"{kind} {case.get('classname')}::{case.get('name')} :: "
-                       f"{lines[0][:200] if lines else ''}")
-        elif (skip := case.find("skipped")) is not None:
-            skips[(skip.get("message") or "").strip()[:120]] += 1
-        else:
-            passed += 1
-    (results / "failures.txt").write_text("".join(f"{line}\n" for line in bad))
-    (results / "skips.txt").write_text("".join(f"{n:5d}  {m}\n" for m, n in skips.most_common()))
-    print(f"conformance: suite in {results}: {passed} passed, {len(bad)} failed, "
-          f"{skips.total()} skipped", flush=True)
+    harness.write_summary(results, res)
+    print(f"conformance: suite in {results}: {res.counts()}", flush=True)
