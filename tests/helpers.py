@@ -190,6 +190,15 @@ def start_memcached() -> tuple[int, subprocess.Popen]:
 _LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
 
+def cluster_logs(root: str) -> str:
+    """Every server and daemon log under `root` (<root>/logs/*.log), joined."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(root, "logs", "*.log"))):
+        with open(path, errors="replace") as f:
+            out.append(f.read())
+    return "\n".join(out)
+
+
 def log_tracebacks(root: str, skip: Callable[[str], bool] = lambda excerpt: False
                    ) -> list[str]:
     """Each traceback in the logs under `root` (<root>/logs/*.log): the log line before it

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import glob
-import os
-
 import boto3
 from botocore.config import Config
+
+from tests.helpers import cluster_logs
 
 
 def client(cluster, user: str = "test:tester", key: str = "testing", sig: str = "s3v4",
@@ -19,8 +18,4 @@ def client(cluster, user: str = "test:tester", key: str = "testing", sig: str = 
 
 
 def log_text(cluster) -> str:
-    out = []
-    for path in glob.glob(os.path.join(cluster.root, "logs", "*.log")):
-        with open(path, errors="replace") as f:
-            out.append(f.read())
-    return "\n".join(out)
+    return cluster_logs(cluster.root)

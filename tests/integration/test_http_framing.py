@@ -5,7 +5,6 @@ within a socket deadline, and no client mistake may leave a traceback in any log
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import socket
@@ -18,6 +17,7 @@ import pytest
 import swiftclient
 
 from tests.backend_signing import raw_signature
+from tests.helpers import cluster_logs
 
 THUMB = "👍"
 DEADLINE = 3.0  # seconds for an answer and the close that follows it; no request waits more
@@ -75,11 +75,7 @@ def request(method: str, path: str, token: str, *lines: str, body: bytes = b"",
 
 
 def log_text(cluster) -> str:
-    out = []
-    for path in glob.glob(os.path.join(cluster.root, "logs", "*.log")):
-        with open(path, errors="replace") as f:
-            out.append(f.read())
-    return "\n".join(out)
+    return cluster_logs(cluster.root)
 
 
 # ---- methods are case-sensitive ------------------------------------------------------------

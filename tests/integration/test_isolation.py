@@ -10,7 +10,6 @@ Tests run in file order on one cluster: the last ones swap and kill its object s
 
 from __future__ import annotations
 
-import glob
 import os
 import socket
 import subprocess
@@ -22,7 +21,14 @@ import pytest
 import swiftclient
 
 from tests.cluster import Cluster, start_cluster
-from tests.helpers import free_port, healthy, log_tracebacks, start_proxy_variant, wait_for
+from tests.helpers import (
+    cluster_logs,
+    free_port,
+    healthy,
+    log_tracebacks,
+    start_proxy_variant,
+    wait_for,
+)
 
 A = "/v1/AUTH_test"
 
@@ -103,11 +109,7 @@ def token(cluster, user="test:tester", key="testing") -> str:
 
 
 def log_text(cluster) -> str:
-    out = []
-    for path in glob.glob(os.path.join(cluster.root, "logs", "*.log")):
-        with open(path, errors="replace") as f:
-            out.append(f.read())
-    return "\n".join(out)
+    return cluster_logs(cluster.root)
 
 
 # ---- 4: non-ASCII header values ------------------------------------------------------------
