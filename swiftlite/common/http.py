@@ -97,6 +97,11 @@ class HTTPError(Exception):
         return resp
 
 
+def method_not_allowed(allowed: str) -> HTTPError:
+    """A 405, which always says what is allowed (RFC 9110), as Swift's controllers do."""
+    return HTTPError(405, "Method Not Allowed", {"Allow": allowed})
+
+
 def decode_path(raw_path: str) -> str:
     """Percent-decode a raw request path; invalid UTF-8 is a 400, not a crash later."""
     path = raw_path.split("?", 1)[0]

@@ -7,7 +7,7 @@ from xml.sax.saxutils import escape as xml_escape
 from aiohttp import web
 
 from swiftlite.common.client import node_path
-from swiftlite.common.http import HTTPError, query_str
+from swiftlite.common.http import HTTPError, method_not_allowed, query_str
 from swiftlite.proxy.backend import best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
 from swiftlite.proxy.container import ALLOW_RESERVED_HEADER, LISTING_PARAMS
@@ -30,7 +30,7 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
         if not (target.ident and target.ident.is_reseller_admin):
             raise HTTPError(403, "Only a reseller admin may create or delete accounts")
         return await _write(proxy, request, target.account, method)
-    raise HTTPError(405, "Method Not Allowed")
+    raise method_not_allowed("DELETE, GET, HEAD, OPTIONS, POST, PUT")
 
 
 async def _read(proxy, request: web.Request, target) -> web.StreamResponse:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from swiftlite.common.client import node_path
-from swiftlite.common.http import HTTPError, query_str
+from swiftlite.common.http import method_not_allowed, query_str
 from swiftlite.proxy import account, shard_listing
 from swiftlite.proxy.backend import best_response
 from swiftlite.proxy.common import metadata_headers, read_any, relay
@@ -29,7 +29,7 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
         return await _write(proxy, request, target, "POST")
     if method == "DELETE":
         return await _write(proxy, request, target, "DELETE")
-    raise HTTPError(405, "Method Not Allowed")
+    raise method_not_allowed("DELETE, GET, HEAD, OPTIONS, POST, PUT")
 
 
 async def _read(proxy, request: web.Request, target) -> web.StreamResponse:

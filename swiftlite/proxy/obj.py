@@ -23,7 +23,7 @@ from multidict import CIMultiDict
 from swiftlite.common import metrics
 from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import ConnectError, Response
-from swiftlite.common.http import HTTPError, error
+from swiftlite.common.http import HTTPError, error, method_not_allowed
 from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
@@ -75,7 +75,7 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
         finally:
             # After the storage servers answered (or not: a timeout may still have written).
             await proxy.object_written(target)
-    raise HTTPError(405, "Method Not Allowed")
+    raise method_not_allowed("COPY, DELETE, GET, HEAD, OPTIONS, POST, PUT")
 
 
 # ---- GET / HEAD ----------------------------------------------------------------------------

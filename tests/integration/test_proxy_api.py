@@ -490,6 +490,19 @@ def test_client_set_swift_bytes_is_refused(cluster, conn):
     assert conn.head_container(cont)["x-container-bytes-used"] == "5"
 
 
+def test_a_method_a_resource_does_not_serve_is_405_with_allow(cluster, conn):
+    """A 405 always says what is allowed (RFC 9110), as Swift's controllers do: COPY of a
+    container or an account is a method the proxy serves, but not there."""
+    cont = name()
+    conn.put_container(cont)
+    url, token = token_and_url(cluster)
+    for path in (f"{storage_path(url)}/{cont}", storage_path(url)):
+        status, headers, _ = raw(cluster, "COPY", path,
+                                 {"X-Auth-Token": token, "Destination": "x/y"})
+        assert status == 405, path
+        assert headers["Allow"] == "DELETE, GET, HEAD, OPTIONS, POST, PUT", path
+
+
 def test_no_traceback_in_the_logs(cluster):
     """Last: the bad input above (names, lengths, digits, stray bytes, a corrupt replica)
     left no traceback in any server's log: each was answered, and logged, as what it is."""
