@@ -11,6 +11,8 @@ header), and storage servers list them only when the proxy asks
 from __future__ import annotations
 
 RESERVED = "\x00"
+# Asks a DB server to list reserved names too (only ever sent for a feature's sub-request).
+ALLOW_RESERVED_HEADER = "X-Backend-Allow-Reserved-Names"
 
 
 def reserved_name(*parts: str) -> str:

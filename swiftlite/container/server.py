@@ -30,6 +30,7 @@ from swiftlite.common.constraints import (
 )
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.replica_groups import SECTION_STATUSES, SECTIONS
+from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
 from swiftlite.common.shard_redirect import CLEAVING, REDIRECTS
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
@@ -259,7 +260,7 @@ class ContainerServer(DBServer):
             return await super().get(request, broker, dev_path)
         # "raw": the rows as msgpack, for the proxy to merge with other shards' rows.
         params = parse_params(request, self.listing_limit)
-        params.hide_reserved = request.headers.get("X-Backend-Allow-Reserved-Names") != "true"
+        params.hide_reserved = request.headers.get(ALLOW_RESERVED_HEADER) != "true"
         params.lower = unquote(request.headers.get(LISTING_LOWER, "")) or None
         params.upper = unquote(request.headers.get(LISTING_UPPER, "")) or None
         info, rows = await run_blocking(broker.list_items, params)

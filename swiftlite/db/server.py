@@ -20,6 +20,7 @@ from swiftlite.common.config import Section
 from swiftlite.common.constraints import check_account, check_container, check_object
 from swiftlite.common.devices import DeviceChecker, meta_devices
 from swiftlite.common.http import HTTPError, error, split_path
+from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
 from swiftlite.common.server import ANY_PATH, make_app
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker, DatabaseNotFound, MetadataLimit
@@ -36,7 +37,6 @@ from swiftlite.db.update_log import UpdateLog
 
 log = logging.getLogger("swiftlite.db.server")
 
-ALLOW_RESERVED_HEADER = "X-Backend-Allow-Reserved-Names"
 
 Handler = Callable[[web.Request, Any, str], Awaitable[web.StreamResponse]]
 ItemHandler = Callable[[web.Request, Any, str, str], Awaitable[web.StreamResponse]]

@@ -13,6 +13,11 @@ from swiftlite.proxy.backend import BackendResponse, client_headers, hedged
 from swiftlite.proxy.nodes import read_order
 from swiftlite.ring import Ring
 
+# The query parameters of an account or container listing, checked as UTF-8 before any goes
+# to a DB server.
+LISTING_PARAMS = ("format", "prefix", "delimiter", "marker", "end_marker", "limit", "reverse",
+                  "path")
+
 # Per kind: request headers stored with the resource. Sysmeta is for pipeline features only:
 # the gatekeeper strips it from what clients send and from what they get back.
 STORED_HEADERS = {

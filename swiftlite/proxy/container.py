@@ -6,16 +6,11 @@ from aiohttp import web
 
 from swiftlite.common.client import node_path
 from swiftlite.common.http import method_not_allowed, query_str
+from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
 from swiftlite.proxy import account, shard_listing
 from swiftlite.proxy.backend import best_response
-from swiftlite.proxy.common import metadata_headers, read_any, relay
+from swiftlite.proxy.common import LISTING_PARAMS, metadata_headers, read_any, relay
 from swiftlite.proxy.request import ALLOW_RESERVED
-
-# Asks a DB server to list reserved names too (only ever sent for a feature's sub-request).
-ALLOW_RESERVED_HEADER = "X-Backend-Allow-Reserved-Names"
-
-LISTING_PARAMS = ("format", "prefix", "delimiter", "marker", "end_marker", "limit", "reverse",
-                  "path")
 
 
 async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
