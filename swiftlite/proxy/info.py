@@ -32,10 +32,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import xxhash
+
 from swiftlite.common.config import Section
 from swiftlite.common.memcache import MemcacheClient, parse_servers
 from swiftlite.common.server import before_fork
-from swiftlite.proxy.write_log import digest
 
 TOMBSTONE = b"-"
 MAX_LOCAL_ENTRIES = 50000
@@ -59,6 +60,13 @@ class AccountInfo:
     object_count: int = 0
     bytes_used: int = 0
     meta: dict[str, str] = field(default_factory=dict)  # X-Account-Meta-* and -Sysmeta-*
+
+
+def digest(account: str, container: str, obj: str) -> int:
+    """The stable 64-bit name of an object (or a container: obj ""), the same on every
+    host and worker: its key in the stamp table and in the write log."""
+    return xxhash.xxh3_64_intdigest("\0".join((account, container, obj)).encode("utf-8",
+                                                                              "surrogateescape"))
 
 
 class StampTable:

@@ -39,8 +39,8 @@ from multidict import CIMultiDict
 
 from swiftlite.common import metrics
 from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
-from swiftlite.proxy.info import StampTable, shared_table
-from swiftlite.proxy.write_log import WriteLog, digest
+from swiftlite.proxy.info import StampTable, digest, shared_table
+from swiftlite.proxy.write_log import WriteLog
 
 # Request headers that make a read something the cache cannot answer.
 UNCACHED_WHEN = (*RANGE_AND_CONDITIONS, "X-Newest", "X-Open-Expired")
@@ -59,7 +59,7 @@ class Entry:
     since: int  # monotonic ns when the fetch began
     expiry: int  # monotonic ns
     delete_at: int | None
-    digest: int  # write_log.digest of its key, which its stamp is read under
+    digest: int  # info.digest of its key, which its stamp is read under
 
 
 class ObjectCache:

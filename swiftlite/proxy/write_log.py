@@ -34,11 +34,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-import xxhash
-
 from swiftlite.common import metrics
+from swiftlite.proxy.info import digest
 
-if TYPE_CHECKING:  # info.py names containers by this module's digest
+if TYPE_CHECKING:
     from swiftlite.common.memcache import MemcacheClient
     from swiftlite.proxy.info import StampTable
 
@@ -47,12 +46,6 @@ log = logging.getLogger("swiftlite.proxy.write_log")
 PREFIX = "swiftlite/writes/"
 RETAIN = 120  # seconds an item of writes lives in memcached
 DIGEST = 8
-
-
-def digest(account: str, container: str, obj: str) -> int:
-    """The stable 64-bit name of an object, the same on every host and worker."""
-    return xxhash.xxh3_64_intdigest("\0".join((account, container, obj)).encode("utf-8",
-                                                                              "surrogateescape"))
 
 
 class WriteLog:

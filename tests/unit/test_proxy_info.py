@@ -15,8 +15,8 @@ from swiftlite.proxy.info import (
     StampTable,
     SyncedInfo,
     container_digest,
+    digest,
 )
-from swiftlite.proxy.write_log import digest
 from tests.unit.test_memcache import start_memcached
 
 
