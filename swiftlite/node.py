@@ -22,6 +22,7 @@ from swiftlite.common.config import load_sections
 from swiftlite.common.server import EX_CONFIG
 from swiftlite.common.signing import SecretError
 from swiftlite.common.supervisor import spawn, terminate
+from swiftlite.roles import DAEMONS
 
 SERVER_ROLES = ("account", "container", "object", "proxy")
 # Exit statuses that mean "this configuration cannot run" (cli.main's SecretError is 2).
@@ -32,8 +33,6 @@ STABLE_AFTER = 60.0  # a child up this long has its restart delay reset
 
 def commands(conf_path: str, daemons: bool = True) -> dict[str, list[str]]:
     """name -> command line of every server and daemon the config names."""
-    from swiftlite.cli import DAEMONS
-
     sections = load_sections(conf_path)
     py = [sys.executable, "-m", "swiftlite.cli"]
     cmds = {f"{role}-server": py + ["server", role, "-c", conf_path]

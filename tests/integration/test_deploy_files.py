@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from swiftlite.cli import DAEMONS
 from swiftlite.common import signing
 from swiftlite.common.config import load_sections
+from swiftlite.roles import DAEMONS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
