@@ -120,3 +120,18 @@ async def after_first_chunk(status: int, headers: CIMultiDict | dict,
 def bytes_response(status: int, headers: CIMultiDict | dict, data: bytes) -> BodyResponse:
     """A body already in memory as a BodyResponse, so features that read bodies (copy) can."""
     return BodyResponse(status, headers, None, len(data), data=data)
+
+
+def close_answer(resp: web.StreamResponse) -> None:
+    """Let go of a sub-request's answer that is not passed on (its body unread): a
+    BodyResponse holds a replica's connection until closed."""
+    if isinstance(resp, BodyResponse):
+        resp.close()
+
+
+async def answer_body(resp: web.StreamResponse) -> bytes:
+    """A sub-request's whole answer body, held or streamed."""
+    if isinstance(resp, BodyResponse):
+        return await resp.read()
+    body = getattr(resp, "body", None)
+    return body if isinstance(body, bytes) else b""

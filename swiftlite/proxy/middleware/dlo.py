@@ -37,7 +37,7 @@ from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj.ranges import CONDITIONS, check_conditions, parse_range
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import api_path, sub_request
-from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk
+from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk, close_answer
 
 BAD_MANIFEST = "X-Object-Manifest must be in the format container/prefix"
 # Request headers a segment or listing sub-request carries (auth and referrer ACLs).
@@ -51,11 +51,6 @@ def valid_manifest(value: str) -> bool:
     cont, sep, prefix = value.partition("/")
     return bool(sep and cont and prefix) and "?" not in value and "&" not in value \
         and not prefix.startswith("/")
-
-
-def _close(resp: web.StreamResponse) -> None:
-    if isinstance(resp, BodyResponse):
-        resp.close()
 
 
 def _last_modified(headers) -> int:
@@ -102,11 +97,11 @@ class Dlo(Middleware):
             plain = await self._head(request, path)
             value = plain.headers.get("X-Object-Manifest")
             if value is None or plain.status // 100 != 2:
-                _close(plain)
+                close_answer(plain)
                 return resp
-            _close(resp)
+            close_answer(resp)
             resp = plain
-        _close(resp)
+        close_answer(resp)
         cont, _, prefix = unquote(value).partition("/")
         return await self.respond(request, path, resp.headers, cont, prefix)
 
@@ -216,7 +211,7 @@ class Dlo(Middleware):
             page = await self._listing(request, path.version, path.account, cont, prefix,
                                        page[-1]["name"])
             if not isinstance(page, list):
-                _close(page)
+                close_answer(page)
                 raise BodyCutShort(f"segment listing failed: {page.status}")
 
     async def _body(self, request: web.Request, path, cont: str, prefix: str,
@@ -260,7 +255,7 @@ class Dlo(Middleware):
         except HTTPError as exc:
             raise BodyCutShort(f"segment {cont}/{name}: {exc.status}") from None
         if resp.status // 100 != 2 or not isinstance(resp, BodyResponse):
-            _close(resp)
+            close_answer(resp)
             raise BodyCutShort(f"segment {cont}/{name}: {resp.status}")
         async for chunk in resp.chunks():
             if time.monotonic() > deadline:

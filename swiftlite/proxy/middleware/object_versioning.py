@@ -54,7 +54,7 @@ from swiftlite.proxy.request import (
     clone,
     sub_request,
 )
-from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.response import BodyResponse, answer_body, close_answer
 
 CLIENT_ENABLED = "X-Versions-Enabled"
 SYSMETA_ENABLED = "X-Container-Sysmeta-Versions-Enabled"
@@ -109,18 +109,6 @@ def _valid_version(version_id: str, allow_null: bool = True) -> None:
         raise HTTPError(400, "Invalid version parameter") from None
     if ts.offset:
         raise HTTPError(400, "Invalid version parameter")
-
-
-def _close(resp: web.StreamResponse) -> None:
-    if isinstance(resp, BodyResponse):
-        resp.close()
-
-
-async def _body(resp: web.StreamResponse) -> bytes:
-    if isinstance(resp, BodyResponse):
-        return await resp.read()
-    body = getattr(resp, "body", None)
-    return body if isinstance(body, bytes) else b""
 
 
 def _text(status: int, body: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -223,7 +211,7 @@ class ObjectVersioning(Middleware):
         if not vcont or resp.status // 100 != 2:
             return resp
         head = await self._container_head(request, path, unquote(vcont))
-        _close(head)
+        close_answer(head)
         if head.status // 100 == 2 and "X-Container-Bytes-Used" in resp.headers:
             resp.headers["X-Container-Bytes-Used"] = str(
                 int(resp.headers["X-Container-Bytes-Used"])
@@ -242,7 +230,7 @@ class ObjectVersioning(Middleware):
     async def enable(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
         assert path.container is not None
         head = await self._container_head(request, path, path.container)
-        _close(head)
+        close_answer(head)
         if head.status // 100 == 2:
             if any(head.headers.get(h) for h in LEGACY) or any(
                     request.headers.get(h) for h in LEGACY):
@@ -260,7 +248,7 @@ class ObjectVersioning(Middleware):
             if not await self._authorized_write(request, path):
                 return await self.app(request)  # the core answers 401/403 as it should
             made = await self._send(request, "PUT", _path(path.version, path.account, vcont))
-            _close(made)
+            close_answer(made)
             if made.status // 100 != 2 and made.status != 409:
                 raise HTTPError(500, "Error enabling object versioning")
             created = made.status == 201
@@ -268,7 +256,7 @@ class ObjectVersioning(Middleware):
         resp = await self.app(clone(request, headers=headers))
         if resp.status // 100 != 2 and created:
             gone = await self._send(request, "DELETE", _path(path.version, path.account, vcont))
-            _close(gone)
+            close_answer(gone)
         return resp
 
     async def _authorized_write(self, request: web.Request, path: ApiPath) -> bool:
@@ -290,21 +278,21 @@ class ObjectVersioning(Middleware):
                                path: ApiPath) -> web.StreamResponse:
         assert path.container is not None
         head = await self._container_head(request, path, path.container)
-        _close(head)
+        close_answer(head)
         vcont = head.headers.get(SYSMETA_CONT) if head.status // 100 == 2 else None
         if vcont:
             if not await self._authorized_write(request, path):
                 return await self.app(request)
             vpath = _path(path.version, path.account, unquote(vcont))
             vhead = await self._send(request, "HEAD", vpath)
-            _close(vhead)
+            close_answer(vhead)
             if vhead.status // 100 == 2 and \
                     int(vhead.headers.get("X-Container-Object-Count", "0")) > 0:
                 return _text(409, "Delete all versions before deleting container.")
             if vhead.status // 100 != 2 and vhead.status != 404:
                 raise HTTPError(500, "Error deleting versioned container")
             gone = await self._send(request, "DELETE", vpath)
-            _close(gone)
+            close_answer(gone)
             if gone.status // 100 != 2 and gone.status != 404:
                 raise HTTPError(500, "Error deleting versioned container")
         return await self.app(request)
@@ -328,10 +316,10 @@ class ObjectVersioning(Middleware):
         vresp = await self._send(request, "GET", _path(path.version, path.account),
                                  _auth_headers(request), query=_query(query))
         if vresp.status != 200:
-            _close(vresp)
+            close_answer(vresp)
             return resp
         try:
-            hidden = {split_reserved(i["name"])[1]: i for i in json.loads(await _body(vresp))
+            hidden = {split_reserved(i["name"])[1]: i for i in json.loads(await answer_body(vresp))
                       if "name" in i}
         except (ValueError, IndexError):
             return resp
@@ -421,7 +409,7 @@ class ObjectVersioning(Middleware):
         link, fill = await link_cache.lookup(self.proxy, request, here)
         if link is None:
             head = await self._current(request, path, newest=False)
-            _close(head)
+            close_answer(head)
             if head.status // 100 == 2:
                 link = head.headers
                 if LINK in link:
@@ -461,7 +449,7 @@ class ObjectVersioning(Middleware):
         resp = await self._forward(request, self._vpath(path, vcont, version_id))
         ctype = resp.headers.get("Content-Type", "")
         if ctype == DELETE_MARKER:
-            _close(resp)
+            close_answer(resp)
             return web.Response(status=404, headers={"X-Object-Version-Id": version_id,
                                                      "Content-Type": DELETE_MARKER})
         if resp.status // 100 == 2:
@@ -472,9 +460,9 @@ class ObjectVersioning(Middleware):
         resp = await self.app(_without_version_id(request))
         if resp.status // 100 == 2:
             head = await self._current(request, path)
-            _close(head)
+            close_answer(head)
             if head.status // 100 == 2 and LINK in head.headers:
-                _close(resp)  # the current object has a real version id, not null
+                close_answer(resp)  # the current object has a real version id, not null
                 return _text(404, "Not Found")
             resp.headers["X-Object-Version-Id"] = "null"
         return resp
@@ -485,7 +473,7 @@ class ObjectVersioning(Middleware):
         """An object written while versioning was off (the null version) is kept as a
         version before anything replaces it."""
         head = await self._current(request, path)
-        _close(head)
+        close_answer(head)
         if head.status == 404 or (head.status // 100 == 2 and LINK in head.headers):
             return
         if head.status // 100 != 2:
@@ -511,10 +499,10 @@ class ObjectVersioning(Middleware):
                 else src.chunks()
             put = await self._send(request, "PUT", self._vpath(path, vcont, ts.normal),
                                    headers, body, ts=ts)
-            _close(put)
+            close_answer(put)
             _check(put)
         finally:
-            _close(src)
+            close_answer(src)
 
     async def put(self, request: web.Request, path: ApiPath, vcont: str) -> web.StreamResponse:
         await self._copy_current(request, path, vcont)
@@ -532,7 +520,7 @@ class ObjectVersioning(Middleware):
             put = await self.app(sub)
         except HTTPError as exc:
             put = exc.response()
-        _close(put)
+        close_answer(put)
         if put.status == 404:
             raise HTTPError(500, NO_VERSIONS_CONT)
         if put.status // 100 != 2:
@@ -544,7 +532,7 @@ class ObjectVersioning(Middleware):
             # What the core guessed from the name; the version's own HEAD says it.
             vhead = await self._send(request, "HEAD", self._vpath(path, vcont, vid),
                                          query="symlink=get")
-            _close(vhead)
+            close_answer(vhead)
             ctype = vhead.headers.get("Content-Type", "application/octet-stream")
             size = vhead.headers.get("Content-Length", size) if LISTING_BYTES not in headers \
                 else size
@@ -552,7 +540,7 @@ class ObjectVersioning(Middleware):
                 LISTING_BYTES not in headers:
             vhead = await self._send(request, "HEAD", self._vpath(path, vcont, vid),
                                          query="symlink=get")
-            _close(vhead)
+            close_answer(vhead)
             size = vhead.headers.get("Content-Length", size)
         resp = await self._put_link(request, path, vcont, vid, etag, size,
                                     ctype.split(";swift_bytes")[0])
@@ -591,7 +579,7 @@ class ObjectVersioning(Middleware):
         headers["Content-Length"] = "0"
         marker = await self._send(request, "PUT", self._vpath(path, vcont, ts.normal),
                                   headers, b"", ts=ts)
-        _close(marker)
+        close_answer(marker)
         _check(marker)
         resp = await self.app(request)
         if resp.status // 100 == 2 or resp.status == 404:
@@ -601,7 +589,7 @@ class ObjectVersioning(Middleware):
     async def post(self, request: web.Request, path: ApiPath,
                    vcont: str) -> web.StreamResponse:
         head = await self._current(request, path)
-        _close(head)
+        close_answer(head)
         vid = head.headers.get(LINK) if head.status // 100 == 2 else None
         if vid is None:
             return await self.app(request)
@@ -610,7 +598,7 @@ class ObjectVersioning(Middleware):
         resp = await self.app(request)
         if resp.status // 100 != 2:
             return resp
-        _close(resp)
+        close_answer(resp)
         headers = CIMultiDict((k, v) for k, v in request.headers.items()
                               if k.lower() not in EXPIRY)
         return await self._send(request, "POST", self._vpath(path, vcont, vid), headers)
@@ -629,10 +617,10 @@ class ObjectVersioning(Middleware):
             return _text(400, "PUT version-id requests require a zero byte body")
         vhead = await self._send(request, "HEAD", self._vpath(path, vcont, version_id),
                                  query="symlink=get")
-        _close(vhead)
+        close_answer(vhead)
         if vhead.status == 404:
             cinfo = await self._container_head(request, path, vcont)
-            _close(cinfo)
+            close_answer(cinfo)
             if cinfo.status // 100 == 2:
                 return _text(404, "The specified version does not exist")
             return _text(500, NO_VERSIONS_CONT)
@@ -652,7 +640,7 @@ class ObjectVersioning(Middleware):
             return await self.app(_without_version_id(request))
         assert vcont is not None
         head = await self._current(request, path)
-        _close(head)
+        close_answer(head)
         if head.status == 404:
             current = None
         else:
@@ -661,7 +649,7 @@ class ObjectVersioning(Middleware):
         if current == version_id:
             # The current version: the link goes first, then the data.
             link = await self.app(_without_version_id(request))
-            _close(link)
+            close_answer(link)
             _check(link)
             current_after = "null"
         else:

@@ -62,7 +62,14 @@ from swiftlite.proxy.request import (
     api_path,
     sub_request,
 )
-from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk, bytes_response
+from swiftlite.proxy.response import (
+    BodyCutShort,
+    BodyResponse,
+    after_first_chunk,
+    answer_body,
+    bytes_response,
+    close_answer,
+)
 
 SLO_ETAG = "X-Object-Sysmeta-Slo-Etag"
 SLO_SIZE = "X-Object-Sysmeta-Slo-Size"
@@ -88,17 +95,6 @@ SWIFT_BODIES = {
 }
 MAX_NESTING = 10  # manifests within manifests, as Swift
 TOO_SMALL = "too small; each segment must be at least {} byte{}."
-
-
-def _close(resp: web.StreamResponse) -> None:
-    if isinstance(resp, BodyResponse):
-        resp.close()
-
-
-async def _read(resp: web.StreamResponse) -> bytes:
-    if isinstance(resp, BodyResponse):
-        return await resp.read()
-    return getattr(resp, "body", None) or b""
 
 
 def _version_query(request: web.Request) -> str:
@@ -268,26 +264,26 @@ class Slo(Middleware):
         headers["X-Manifest-Etag"] = resp.headers.get("ETag", "").strip('"')
         size = int(resp.headers.get(SLO_SIZE, "0"))
         if resp.status // 100 != 2:  # 304, 412: judged on the SLO's ETag
-            _close(resp)
+            close_answer(resp)
             return web.Response(status=resp.status, headers=headers)
         is_head = request.method == "HEAD"
         if part is not None and not (part.isascii() and part.isdigit() and int(part) > 0):
-            _close(resp)
+            close_answer(resp)
             if is_head:
                 return web.Response(status=400, headers={"Content-Length": "0"})
             raise HTTPError(400, "Part number must be an integer greater than 0")
         if is_head and part is None:
-            _close(resp)
+            close_answer(resp)
             return BodyResponse(200, headers, None, size)
         if is_head:  # a HEAD of a part needs the manifest itself
-            _close(resp)
+            close_answer(resp)
             resp = await self._send(request, "GET", request.rel_url.raw_path,
                                     query=_version_query(request))
             if resp.status // 100 != 2 or SLO_ETAG not in resp.headers:
-                _close(resp)
+                close_answer(resp)
                 return web.Response(status=resp.status if resp.status >= 400 else 503)
         try:
-            items = json.loads(await _read(resp))
+            items = json.loads(await answer_body(resp))
         except ValueError:
             raise HTTPError(500, "Unreadable manifest") from None
         return await self.respond(request, path, headers, items, size, part)
@@ -405,10 +401,10 @@ class Slo(Middleware):
                                                           item["name"]),
                                 reserved=kept_for(item["name"], path.container))
         if resp.status // 100 != 2 or resp.headers.get(SLO_ETAG) != item["hash"]:
-            _close(resp)
+            close_answer(resp)
             raise BodyCutShort(f"sub-manifest {item['name']}: {resp.status}, or changed")
         try:
-            items = json.loads(await _read(resp))
+            items = json.loads(await answer_body(resp))
         except ValueError:
             raise BodyCutShort(f"sub-manifest {item['name']} unreadable") from None
         return items
@@ -423,7 +419,7 @@ class Slo(Middleware):
                                 reserved=kept_for(item["name"], path.container))
         name = item["name"]
         if resp.status // 100 != 2 or not isinstance(resp, BodyResponse):
-            _close(resp)
+            close_answer(resp)
             raise BodyCutShort(f"segment {name}: {resp.status}")
         if resp.headers.get("ETag", "").strip('"') != item["hash"]:
             resp.close()
@@ -457,7 +453,7 @@ class Slo(Middleware):
             resp.headers["Content-Type"] = "application/json; charset=utf-8"
             return resp
         try:
-            items = json.loads(await _read(resp))
+            items = json.loads(await answer_body(resp))
         except ValueError:
             raise HTTPError(500, "Unreadable manifest") from None
         body = json.dumps([self._as_put(i) for i in items], sort_keys=True).encode()
@@ -501,7 +497,7 @@ class Slo(Middleware):
                     report.fields["Etag"] = resp.headers.get("ETag", "")
                     report.fields["Last Modified"] = resp.headers.get("Last-Modified", "")
                 else:
-                    raise Outcome(resp.status, (await _read(resp)).decode(errors="replace"))
+                    raise Outcome(resp.status, (await answer_body(resp)).decode(errors="replace"))
             return BodyResponse(202, {"Content-Type": fmt or "text/plain"},
                                 report_stream(report, job, fmt, self.yield_frequency,
                                               eager=True))
@@ -612,7 +608,7 @@ class Slo(Middleware):
             for seg in todo:
                 resp = await self._send(request, "HEAD",
                                         _obj_path(path.version, path.account, seg))
-                _close(resp)
+                close_answer(resp)
                 heads[seg] = resp
         await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(names)
                                                                or 1))))
@@ -713,7 +709,7 @@ class Slo(Middleware):
         first = await self._send(request, "GET", own, query="&".join(
             q for q in ("multipart-manifest=get", version) if q))
         if first.status in (401, 403):
-            _close(first)
+            close_answer(first)
             return first
         report = Report("delete", {"Response Status": status_line(200),
                                    "Response Body": "", "Number Deleted": 0,
@@ -723,12 +719,12 @@ class Slo(Middleware):
             targets: list[tuple[str, str]] = []  # (name for the report, quoted path)
             if first.status // 100 == 2 and SLO_ETAG in first.headers:
                 try:
-                    items = json.loads(await _read(first))
+                    items = json.loads(await answer_body(first))
                 except ValueError:
                     raise Outcome(500) from None
                 await self._collect(request, path, items, targets, 0, report)
             else:
-                _close(first)
+                close_answer(first)
             # The manifest goes last, and only when all its segments could go (else it
             # still names those left, and the delete can be retried).
             await self._delete_all(request, targets, report)
@@ -755,12 +751,12 @@ class Slo(Middleware):
                                         query="multipart-manifest=get")
                 if resp.status // 100 == 2 and SLO_ETAG in resp.headers:
                     try:
-                        sub = json.loads(await _read(resp))
+                        sub = json.loads(await answer_body(resp))
                     except ValueError:
                         sub = []
                     await self._collect(request, path, sub, targets, depth + 1, report)
                 else:
-                    _close(resp)
+                    close_answer(resp)
             targets.append((item["name"], seg_path))
 
     async def _delete_all(self, request: web.Request, targets: list[tuple[str, str]],
@@ -774,7 +770,7 @@ class Slo(Middleware):
             resp = await self._send(request, "DELETE", target[1], query=query,
                                     reserved=own is not None and
                                     kept_for(target[0], own.container))
-            _close(resp)
+            close_answer(resp)
             if resp.status // 100 == 2:
                 counts["Number Deleted"] += 1
             elif resp.status == 404:

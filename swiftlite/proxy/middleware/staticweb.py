@@ -30,7 +30,7 @@ from multidict import CIMultiDict
 from swiftlite.common.http import HTTPError
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import IDENTITY, ApiPath, api_path, sub_request
-from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.response import BodyResponse, close_answer
 
 TRUE = ("true", "1", "yes", "on", "t", "y")
 META = "x-container-meta-web-"
@@ -40,11 +40,6 @@ SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
 TEMPURL_PARAMS = ("temp_url_prefix", "temp_url_expires", "temp_url_sig")
 DEFAULT_CSS = ("body{font-family:sans-serif}table{border-collapse:collapse}"
                "td,th{padding:0 1em;text-align:left}.colsize{text-align:right}")
-
-
-def _close(resp: web.StreamResponse) -> None:
-    if isinstance(resp, BodyResponse):
-        resp.close()
 
 
 def _size(n: int) -> str:
@@ -155,13 +150,13 @@ class StaticWeb(Middleware):
                                     self._object_path(path, f"{status}{site.error}"))
             if page.status // 100 == 2 and isinstance(page, BodyResponse):
                 if resp is not None:
-                    _close(resp)
+                    close_answer(resp)
                 body = await page.read()
                 return web.Response(status=status, body=b"" if request.method == "HEAD"
                                     else body, headers={
                                         "Content-Type": page.headers.get(
                                             "Content-Type", "text/html")})
-            _close(page)
+            close_answer(page)
         if resp is not None:
             return resp
         return web.Response(status=status, body=(
@@ -180,7 +175,7 @@ class StaticWeb(Middleware):
                 if resp.status in (401, 403):
                     return await self._error(request, path, site, resp.status, resp)
                 return resp
-            _close(resp)
+            close_answer(resp)
         if site.listings:
             return await self._listing(request, path, site, prefix)
         return await self._error(request, path, site, 404)
@@ -192,28 +187,28 @@ class StaticWeb(Middleware):
         if resp.status // 100 in (2, 3):
             ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
             if ctype == site.dir_type.lower() and not name.endswith("/"):
-                _close(resp)
+                close_answer(resp)
                 return self._redirect(request)
             return resp
         if resp.status != 404:
             return await self._error(request, path, site, resp.status, resp)
         if name.endswith("/"):
             if site.enabled:
-                _close(resp)
+                close_answer(resp)
                 return await self._directory(request, path, site, name)
             return await self._error(request, path, site, 404, resp)
         # 'name' may be a directory without its slash: an index or any object under it.
         if site.index:
             probe = await self._send(request, "HEAD",
                                      self._object_path(path, f"{name}/{site.index}"))
-            _close(probe)
+            close_answer(probe)
             if probe.status // 100 == 2:
-                _close(resp)
+                close_answer(resp)
                 return self._redirect(request)
         if site.listings:
             rows = await self._rows(request, path, f"{name}/", limit=1)
             if isinstance(rows, list) and rows:
-                _close(resp)
+                close_answer(resp)
                 return self._redirect(request)
         return await self._error(request, path, site, 404, resp)
 

@@ -41,7 +41,7 @@ from swiftlite.proxy.request import (
     api_path,
     sub_request,
 )
-from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.response import close_answer
 
 TARGET = "X-Object-Sysmeta-Symlink-Target"
 # Request key: where a plain read's link would be kept (place, fill), from admit_plain.
@@ -67,11 +67,6 @@ SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
 def _text(status: int, body: str, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(status=status, body=body.encode("utf-8", "backslashreplace"),
                         headers={"Content-Type": "text/plain", **(headers or {})})
-
-
-def _close(resp: web.StreamResponse) -> None:
-    if isinstance(resp, BodyResponse):
-        resp.close()
 
 
 def _target(value: str) -> tuple[str, str]:
@@ -207,7 +202,7 @@ class Symlink(Middleware):
         target = _reserved_target(resp.headers, here)
         if target is None:
             return resp, here
-        _close(resp)
+        close_answer(resp)
         sub = sub_request(request, method, _obj_path(version, target), headers, query=query)
         sub[ALLOW_RESERVED] = True
         link = resp.headers
@@ -256,7 +251,7 @@ class Symlink(Middleware):
             head, _ = await self._resolve(
                 request, path.version, (account, cont, obj), head, "HEAD",
                 CIMultiDict((k, h[k]) for k in SUB_HEADERS if k in h), "symlink=get")
-            _close(head)
+            close_answer(head)
             if head.status == 404:
                 return _text(409, "X-Symlink-Target does not exist", location)
             if head.status // 100 != 2:
@@ -321,14 +316,14 @@ class Symlink(Middleware):
         hops = 0
         while TARGET in resp.headers and not _is_reserved_link(resp.headers):
             if hops >= self.symloop_max:
-                _close(resp)
+                close_answer(resp)
                 body = "" if request.method == "HEAD" else \
                     ("Too many levels of symbolic links, maximum allowed is "
                      f"{self.symloop_max}")
                 return _text(409, body)
             hops += 1
             link = resp.headers
-            _close(resp)
+            close_answer(resp)
             here = _link_target(link, here)
             location = f"/v1/{quote(here[0])}/{link[TARGET]}"
             sub = sub_request(request, request.method, _obj_path(path.version, here),
@@ -340,7 +335,7 @@ class Symlink(Middleware):
             static = link.get(TARGET_ETAG)
             got = _effective_etag(resp.headers)[0] if "ETag" in resp.headers else static
             if static is not None and resp.status != 404 and got != static:
-                _close(resp)
+                close_answer(resp)
                 resp = _text(409, "" if request.method == "HEAD" else
                              f"Object Etag {got!r} does not match X-Symlink-Target-Etag "
                              f"header {static!r}")
@@ -360,10 +355,10 @@ class Symlink(Middleware):
             request, "HEAD", request.rel_url.raw_path,
             CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS
                         if k in request.headers), query="symlink=get"))
-        _close(head)
+        close_answer(head)
         if TARGET not in head.headers or _is_reserved_link(head.headers):
             return resp
-        _close(resp)
+        close_answer(resp)
         account = unquote(head.headers.get(TARGET_ACCOUNT, quote(path.account)))
         headers = {"Location": f"/{path.version}/{quote(account)}/{head.headers[TARGET]}"}
         if TARGET_ETAG in head.headers:

@@ -27,8 +27,6 @@ from swiftlite.proxy.middleware.object_versioning import (
     SYSMETA_ENABLED,
     ObjectVersioning,
     _auth_headers,
-    _body,
-    _close,
     _path,
     _query,
     _versions_container,
@@ -36,6 +34,7 @@ from swiftlite.proxy.middleware.object_versioning import (
     version_object,
 )
 from swiftlite.proxy.request import ApiPath
+from swiftlite.proxy.response import answer_body, close_answer
 
 
 async def list_versions(ov: ObjectVersioning, request: web.Request,
@@ -68,7 +67,7 @@ async def _merged(ov: ObjectVersioning, request: web.Request,
                              query=_query(params + [("format", "json")]))
     if primary.status // 100 != 2:
         return primary
-    body = await _body(primary)
+    body = await answer_body(primary)
     headers = CIMultiDict(primary.headers)
     enabled = headers.get(SYSMETA_ENABLED)
     if enabled is not None:
@@ -76,7 +75,7 @@ async def _merged(ov: ObjectVersioning, request: web.Request,
     vcont = _versions_container(path.container)
     if headers.get(SYSMETA_CONT):
         vhead = await ov._container_head(request, path, vcont)
-        _close(vhead)
+        close_answer(vhead)
         if vhead.status // 100 == 2 and "X-Container-Bytes-Used" in headers:
             headers["X-Container-Bytes-Used"] = str(
                 int(headers["X-Container-Bytes-Used"])
@@ -107,7 +106,7 @@ async def _merged(ov: ObjectVersioning, request: web.Request,
                            query=_query(vparams + [("format", "json")]))
     versions: list[dict] = []
     if vresp.status // 100 == 2:
-        vbody = await _body(vresp)
+        vbody = await answer_body(vresp)
         for item in json.loads(vbody) if vbody else []:
             if "name" not in item:
                 try:
@@ -129,7 +128,7 @@ async def _merged(ov: ObjectVersioning, request: web.Request,
             item["name"] = name
             versions.append(_listing_item(item, vid, is_latest))
     else:
-        _close(vresp)
+        close_answer(vresp)
         if vresp.status != 404:
             return vresp
     # Links whose version the versions listing did not show (another page, or gone).

@@ -46,7 +46,7 @@ from swiftlite.proxy.request import (
     clone,
     sub_request,
 )
-from swiftlite.proxy.response import BodyResponse, bytes_response
+from swiftlite.proxy.response import BodyResponse, bytes_response, close_answer
 
 LOCATION_SYSMETA = "X-Container-Sysmeta-Versions-Location"
 MODE_SYSMETA = "X-Container-Sysmeta-Versions-Mode"
@@ -82,11 +82,6 @@ class _Trusted:
 TRUSTED = _Trusted()
 
 
-def _close(resp: web.StreamResponse) -> None:
-    if isinstance(resp, BodyResponse):
-        resp.close()
-
-
 def version_prefix(name: str) -> str:
     return f"{len(name.encode('utf-8')):03x}{name}/"
 
@@ -100,7 +95,7 @@ def _check_answer(resp: web.StreamResponse) -> None:
     another client error is passed on, anything else is 503 (never lose the old data)."""
     if resp.status // 100 == 2:
         return
-    _close(resp)
+    close_answer(resp)
     if resp.status == 404:
         raise HTTPError(412, "Precondition Failed")
     if 400 <= resp.status < 500:
@@ -243,7 +238,7 @@ class VersionedWrites(Middleware):
         """Copy the current object (if any) into the archive, named by its own time."""
         current = await self._read_raw(request, request.rel_url.raw_path)
         if current.status == 404:
-            _close(current)
+            close_answer(current)
             return
         if not isinstance(current, BodyResponse) or current.status // 100 != 2:
             _check_answer(current)
@@ -259,7 +254,7 @@ class VersionedWrites(Middleware):
         finally:
             current.close()
         _check_answer(put)
-        _close(put)
+        close_answer(put)
 
     async def put_delete_marker(self, request: web.Request, path: ApiPath,
                                 location: str) -> None:
@@ -268,7 +263,7 @@ class VersionedWrites(Middleware):
         headers = CIMultiDict({"Content-Type": DELETE_MARKER, "Content-Length": "0"})
         resp = await self._send(request, "PUT", dest, headers, b"")
         _check_answer(resp)
-        _close(resp)
+        close_answer(resp)
 
     async def _listing(self, request: web.Request, path: ApiPath,
                        location: str) -> AsyncIterator[dict]:
@@ -283,7 +278,7 @@ class VersionedWrites(Middleware):
                 query += f"&marker={quote(marker, safe='')}"
             resp = await self._send(request, "GET", cont_path, query=query)
             if resp.status == 404:
-                _close(resp)
+                close_answer(resp)
                 return
             if resp.status // 100 != 2:
                 _check_answer(resp)
@@ -300,7 +295,7 @@ class VersionedWrites(Middleware):
         """Copy an archived version over the object; False if it is gone meanwhile."""
         source = await self._read_raw(request, version_path)
         if source.status == 404:
-            _close(source)
+            close_answer(source)
             return False
         if not isinstance(source, BodyResponse) or source.status // 100 != 2:
             _check_answer(source)
@@ -310,7 +305,7 @@ class VersionedWrites(Middleware):
         finally:
             source.close()
         _check_answer(put)
-        _close(put)
+        close_answer(put)
         return True
 
     async def _delete(self, request: web.Request, target: str) -> web.StreamResponse:
@@ -335,7 +330,7 @@ class VersionedWrites(Middleware):
                 head = await self._send(request, "HEAD", request.rel_url.raw_path,
                                         CIMultiDict({"X-Newest": "true"}),
                                         query="symlink=get")
-                _close(head)
+                close_answer(head)
                 if head.status != 404:
                     _check_answer(head)
                     break  # the object is back since the delete: delete it as such
@@ -346,7 +341,7 @@ class VersionedWrites(Middleware):
                     if not await self._restore(request, path, archived(older["name"])):
                         continue
                     gone = await self._delete(request, archived(older["name"]))
-                    _close(gone)
+                    close_answer(gone)
                     if gone.status != 404:
                         _check_answer(gone)
                     break
