@@ -229,7 +229,8 @@ async def delete_object(s3: S3Request) -> web.StreamResponse:
         raise no_such_bucket(s3.bucket or "")
     if resp.status // 100 != 2 and resp.status != 404:
         raise await error_of(resp, s3.bucket, s3.key)
-    return web.Response(status=204)
+    vid = s3.query.get("versionId")
+    return web.Response(status=204, headers={"x-amz-version-id": vid} if vid else None)
 
 
 def copy_source(s3: S3Request) -> tuple[str, str]:
@@ -314,12 +315,13 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
     if doc.tag != "Delete":
         raise malformed_xml()
     quiet = (xml.text(doc, "Quiet") or "").strip().lower() == "true"
-    keys = []
+    keys, vids = [], []
     for el in doc.findall("Object"):
         key = xml.text(el, "Key")
         if not key:
             raise malformed_xml()
         keys.append(key)
+        vids.append(xml.text(el, "VersionId"))
     if not keys or len(keys) > 1000:
         raise malformed_xml()
     if await _bucket_missing(s3):
@@ -336,13 +338,18 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
             return await error_of(resp, s3.bucket, key)
     results = await asyncio.gather(*(one(k) for k in keys))
     root = xml.root("DeleteResult")
-    for key, err in zip(keys, results, strict=True):
+    for key, vid, err in zip(keys, vids, results, strict=True):
         if err is None:
             if not quiet:
-                xml.sub(xml.sub(root, "Deleted"), "Key", key)
+                d = xml.sub(root, "Deleted")
+                xml.sub(d, "Key", key)
+                if vid:
+                    xml.sub(d, "VersionId", vid)
         else:
             e = xml.sub(root, "Error")
             xml.sub(e, "Key", key)
+            if vid:
+                xml.sub(e, "VersionId", vid)
             xml.sub(e, "Code", err.code)
             xml.sub(e, "Message", err.message)
     return xml_response(root)
