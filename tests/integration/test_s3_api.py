@@ -209,6 +209,25 @@ def test_delete_objects(s3):
     assert left == ["k3", "k4"]
 
 
+def test_list_versions_unversioned(s3):
+    s3.create_bucket(Bucket="vlist")
+    for key in ("a", "b/1", "b/2", "c"):
+        s3.put_object(Bucket="vlist", Key=key, Body=b"xy")
+    out = s3.list_object_versions(Bucket="vlist", MaxKeys=2)
+    assert [(v["Key"], v["VersionId"], v["IsLatest"], v["Size"])
+            for v in out["Versions"]] == [("a", "null", True, 2), ("b/1", "null", True, 2)]
+    assert out["IsTruncated"] and out["NextKeyMarker"] == "b/1"
+    out = s3.list_object_versions(Bucket="vlist", Delimiter="/", KeyMarker="a")
+    assert [v["Key"] for v in out["Versions"]] == ["c"]
+    assert out["CommonPrefixes"] == [{"Prefix": "b/"}] and not out["IsTruncated"]
+    out = s3.delete_objects(Bucket="vlist", Delete={
+        "Objects": [{"Key": "a", "VersionId": "null"}, {"Key": "c"}]})
+    assert sorted((d["Key"], d.get("VersionId")) for d in out["Deleted"]) == [
+        ("a", "null"), ("c", None)]
+    s3.delete_object(Bucket="vlist", Key="b/1", VersionId="null")
+    assert [v["Key"] for v in s3.list_object_versions(Bucket="vlist")["Versions"]] == ["b/2"]
+
+
 def test_signature_v2(cluster):
     v2 = client(cluster, sig="s3")
     v2.create_bucket(Bucket="sigv2")
