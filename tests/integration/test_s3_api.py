@@ -228,6 +228,32 @@ def test_list_versions_unversioned(s3):
     assert [v["Key"] for v in s3.list_object_versions(Bucket="vlist")["Versions"]] == ["b/2"]
 
 
+def test_versioned_bucket(s3):
+    s3.create_bucket(Bucket="vers")
+    assert "Status" not in s3.get_bucket_versioning(Bucket="vers")
+    s3.put_bucket_versioning(Bucket="vers", VersioningConfiguration={"Status": "Enabled"})
+    assert s3.get_bucket_versioning(Bucket="vers")["Status"] == "Enabled"
+    v1 = s3.put_object(Bucket="vers", Key="k", Body=b"one")["VersionId"]
+    v2 = s3.put_object(Bucket="vers", Key="k", Body=b"two")["VersionId"]
+    assert v1 != v2
+    assert s3.get_object(Bucket="vers", Key="k", VersionId=v1)["Body"].read() == b"one"
+    s3.delete_object(Bucket="vers", Key="k")
+    out = s3.list_object_versions(Bucket="vers")
+    assert [(v["VersionId"], v["IsLatest"]) for v in out["Versions"]] == [
+        (v2, False), (v1, False)]
+    assert [m["IsLatest"] for m in out["DeleteMarkers"]] == [True]
+    out = s3.list_object_versions(Bucket="vers", MaxKeys=1)
+    assert out["IsTruncated"]
+    for v in out.get("Versions", []) + out.get("DeleteMarkers", []):
+        s3.delete_object(Bucket="vers", Key="k", VersionId=v["VersionId"])
+    rest = s3.list_object_versions(Bucket="vers")
+    s3.delete_objects(Bucket="vers", Delete={"Objects": [
+        {"Key": "k", "VersionId": v["VersionId"]}
+        for v in rest.get("Versions", []) + rest.get("DeleteMarkers", [])]})
+    assert "Versions" not in s3.list_object_versions(Bucket="vers")
+    s3.delete_bucket(Bucket="vers")
+
+
 def test_signature_v2(cluster):
     v2 = client(cluster, sig="s3")
     v2.create_bucket(Bucket="sigv2")

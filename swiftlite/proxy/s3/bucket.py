@@ -167,6 +167,18 @@ async def versioning(s3: S3Request) -> web.StreamResponse:
     return xml_response(root)
 
 
+async def put_versioning(s3: S3Request) -> web.StreamResponse:
+    """`Enabled` / `Suspended` as Swift's object versioning on / off (MFA delete: no)."""
+    doc = parse_xml(await small_body(s3))
+    status = xml.text(doc, "Status") if doc.tag == "VersioningConfiguration" else None
+    if status not in ("Enabled", "Suspended") or \
+            (xml.text(doc, "MfaDelete") or "Disabled") != "Disabled":
+        raise malformed_xml()
+    await s3.swift_ok("POST", s3.bucket,
+                      headers={"X-Versions-Enabled": str(status == "Enabled").lower()})
+    return web.Response(status=200)
+
+
 async def get_acl(s3: S3Request) -> web.StreamResponse:
     """The owner's full control, and everyone's read where the container is public."""
     head = await s3.swift_ok("HEAD", s3.bucket, s3.key, err_key=s3.key)

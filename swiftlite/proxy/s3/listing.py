@@ -61,15 +61,19 @@ def encoder(encode: str | None):
 
 
 async def swift_rows(s3: S3Request, prefix: str, delimiter: str, marker: str,
-                     max_keys: int) -> tuple[list[dict], bool]:
+                     max_keys: int, versions: str | None = None) -> tuple[list[dict], bool]:
     """Up to max_keys container rows (names and rolled-up subdirs) after marker, and
-    whether more follow."""
+    whether more follow; with `versions` (a version marker, maybe empty), every version."""
     rows: list[dict] = []
     if max_keys > 0:
         params = {"format": "json", "limit": str(max_keys + 1), "prefix": prefix,
                   "marker": swift_marker(marker, prefix, delimiter)}
         if delimiter:
             params["delimiter"] = delimiter
+        if versions is not None:
+            params["versions"] = ""
+            if versions and versions != "null" and marker:
+                params["version_marker"] = versions
         resp = await s3.swift("GET", s3.bucket, query=urlencode(params, quote_via=quote))
         if resp.status // 100 != 2:
             raise await error_of(resp, s3.bucket, None)

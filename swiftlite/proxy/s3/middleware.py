@@ -203,6 +203,8 @@ class S3Api(Middleware):
             if method == "HEAD":
                 return await bucket_ops.head_bucket(s3)
             if method == "PUT":
+                if "versioning" in q:
+                    return await bucket_ops.put_versioning(s3)
                 if q:
                     raise not_implemented()
                 return await bucket_ops.create_bucket(s3)

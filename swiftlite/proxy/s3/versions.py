@@ -1,10 +1,11 @@
-"""ListObjectVersions (`GET /bucket?versions`) for buckets without versioning.
+"""ListObjectVersions (`GET /bucket?versions`) from Swift's `?versions` container listing.
 
-An unversioned bucket holds one version of each key, whose id is `null`: the listing is the
-bucket's plain listing (the same Swift container listing as ListObjects) with each object
-shown as its own latest version. `key-marker` resumes after that key; a `version-id-marker`
-names a version of the marker key, and as a key has no version after its only one, listing
-resumes after the key all the same.
+Swift's object versioning lists every version of each name, newest first, with its
+`version_id` (`null` for an object written while versioning was off, which is all of an
+unversioned bucket's) and `is_latest`; a delete marker is a version of the deleted type.
+`key-marker` resumes after that key, and with `version-id-marker` after that version of it
+(Swift's `version_marker`); `null` names the last version a key can have, so listing
+resumes after the key.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from swiftlite.proxy.s3.listing import (
 )
 
 NULL = "null"
+DELETED = "application/x-deleted;swift_versions_deleted=1"
 
 
 async def list_versions(s3: S3Request) -> web.StreamResponse:
@@ -37,7 +39,8 @@ async def list_versions(s3: S3Request) -> web.StreamResponse:
     max_keys = max_keys_of(q.get("max-keys"))
     encode = encoding_type(s3)
     enc = encoder(encode)
-    rows, truncated = await swift_rows(s3, prefix, delimiter, key_marker, max_keys)
+    rows, truncated = await swift_rows(s3, prefix, delimiter, key_marker, max_keys,
+                                       versions=vid_marker or "")
 
     root = xml.root("ListVersionsResult")
     xml.sub(root, "Name", s3.bucket)
@@ -48,7 +51,7 @@ async def list_versions(s3: S3Request) -> web.StreamResponse:
         last = rows[-1].get("name", rows[-1].get("subdir"))
         xml.sub(root, "NextKeyMarker", enc(last))
         if "name" in rows[-1]:
-            xml.sub(root, "NextVersionIdMarker", NULL)
+            xml.sub(root, "NextVersionIdMarker", rows[-1].get("version_id", NULL))
     xml.sub(root, "MaxKeys", max_keys)
     if delimiter:
         xml.sub(root, "Delimiter", enc(delimiter))
@@ -58,11 +61,15 @@ async def list_versions(s3: S3Request) -> web.StreamResponse:
     for row in rows:
         if "subdir" in row:
             continue
-        v = xml.sub(root, "Version")
+        marker = row.get("content_type", "").startswith(DELETED)
+        v = xml.sub(root, "DeleteMarker" if marker else "Version")
         xml.sub(v, "Key", enc(row["name"]))
-        xml.sub(v, "VersionId", NULL)
-        xml.sub(v, "IsLatest", "true")
+        xml.sub(v, "VersionId", row.get("version_id") or NULL)
+        xml.sub(v, "IsLatest", "true" if row.get("is_latest", True) else "false")
         xml.sub(v, "LastModified", iso_ms(row["last_modified"]))
+        if marker:
+            owner(v, s3)
+            continue
         xml.sub(v, "ETag", etag_of(row))
         xml.sub(v, "Size", row["bytes"])
         owner(v, s3)
