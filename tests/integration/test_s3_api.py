@@ -254,6 +254,23 @@ def test_versioned_bucket(s3):
     s3.delete_bucket(Bucket="vers")
 
 
+def test_put_bucket_acl(s3):
+    s3.create_bucket(Bucket="acls")
+    public = "http://acs.amazonaws.com/groups/global/AllUsers"
+
+    def everyone():
+        return [g["Permission"] for g in s3.get_bucket_acl(Bucket="acls")["Grants"]
+                if g["Grantee"].get("URI") == public]
+    s3.put_bucket_acl(Bucket="acls", ACL="public-read")
+    assert everyone() == ["READ"]
+    policy = s3.get_bucket_acl(Bucket="acls")
+    policy.pop("ResponseMetadata")
+    s3.put_bucket_acl(Bucket="acls", ACL="private")
+    assert everyone() == []
+    s3.put_bucket_acl(Bucket="acls", AccessControlPolicy=policy)
+    assert everyone() == ["READ"]
+
+
 def test_signature_v2(cluster):
     v2 = client(cluster, sig="s3")
     v2.create_bucket(Bucket="sigv2")

@@ -205,6 +205,8 @@ class S3Api(Middleware):
             if method == "PUT":
                 if "versioning" in q:
                     return await bucket_ops.put_versioning(s3)
+                if "acl" in q:
+                    return await bucket_ops.put_bucket_acl(s3)
                 if q:
                     raise not_implemented()
                 return await bucket_ops.create_bucket(s3)
