@@ -209,6 +209,68 @@ def test_delete_objects(s3):
     assert left == ["k3", "k4"]
 
 
+def test_list_versions_unversioned(s3):
+    s3.create_bucket(Bucket="vlist")
+    for key in ("a", "b/1", "b/2", "c"):
+        s3.put_object(Bucket="vlist", Key=key, Body=b"xy")
+    out = s3.list_object_versions(Bucket="vlist", MaxKeys=2)
+    assert [(v["Key"], v["VersionId"], v["IsLatest"], v["Size"])
+            for v in out["Versions"]] == [("a", "null", True, 2), ("b/1", "null", True, 2)]
+    assert out["IsTruncated"] and out["NextKeyMarker"] == "b/1"
+    out = s3.list_object_versions(Bucket="vlist", Delimiter="/", KeyMarker="a")
+    assert [v["Key"] for v in out["Versions"]] == ["c"]
+    assert out["CommonPrefixes"] == [{"Prefix": "b/"}] and not out["IsTruncated"]
+    out = s3.delete_objects(Bucket="vlist", Delete={
+        "Objects": [{"Key": "a", "VersionId": "null"}, {"Key": "c"}]})
+    assert sorted((d["Key"], d.get("VersionId")) for d in out["Deleted"]) == [
+        ("a", "null"), ("c", None)]
+    s3.delete_object(Bucket="vlist", Key="b/1", VersionId="null")
+    assert [v["Key"] for v in s3.list_object_versions(Bucket="vlist")["Versions"]] == ["b/2"]
+
+
+def test_versioned_bucket(s3):
+    s3.create_bucket(Bucket="vers")
+    assert "Status" not in s3.get_bucket_versioning(Bucket="vers")
+    s3.put_bucket_versioning(Bucket="vers", VersioningConfiguration={"Status": "Enabled"})
+    assert s3.get_bucket_versioning(Bucket="vers")["Status"] == "Enabled"
+    v1 = s3.put_object(Bucket="vers", Key="k", Body=b"one")["VersionId"]
+    v2 = s3.put_object(Bucket="vers", Key="k", Body=b"two")["VersionId"]
+    assert v1 != v2
+    assert s3.get_object(Bucket="vers", Key="k", VersionId=v1)["Body"].read() == b"one"
+    s3.delete_object(Bucket="vers", Key="k")
+    out = s3.list_object_versions(Bucket="vers")
+    assert [(v["VersionId"], v["IsLatest"]) for v in out["Versions"]] == [
+        (v2, False), (v1, False)]
+    assert [m["IsLatest"] for m in out["DeleteMarkers"]] == [True]
+    out = s3.list_object_versions(Bucket="vers", MaxKeys=1)
+    assert out["IsTruncated"]
+    for v in out.get("Versions", []) + out.get("DeleteMarkers", []):
+        s3.delete_object(Bucket="vers", Key="k", VersionId=v["VersionId"])
+    rest = s3.list_object_versions(Bucket="vers")
+    s3.delete_objects(Bucket="vers", Delete={"Objects": [
+        {"Key": "k", "VersionId": v["VersionId"]}
+        for v in rest.get("Versions", []) + rest.get("DeleteMarkers", [])]})
+    assert "Versions" not in s3.list_object_versions(Bucket="vers")
+    s3.delete_bucket(Bucket="vers")
+
+
+def test_put_bucket_acl(s3):
+    s3.create_bucket(Bucket="acls")
+    public = "http://acs.amazonaws.com/groups/global/AllUsers"
+
+    def everyone():
+        return [g["Permission"] for g in s3.get_bucket_acl(Bucket="acls")["Grants"]
+                if g["Grantee"].get("URI") == public]
+    s3.put_bucket_acl(Bucket="acls", ACL="public-read")
+    assert everyone() == ["READ"]
+    policy = s3.get_bucket_acl(Bucket="acls")
+    policy.pop("ResponseMetadata")
+    s3.put_bucket_acl(Bucket="acls", ACL="private")
+    assert everyone() == []
+    s3.put_bucket_acl(Bucket="acls", AccessControlPolicy=policy)
+    assert everyone() == ["READ"]
+
+
 def test_signature_v2(cluster):
     v2 = client(cluster, sig="s3")
     v2.create_bucket(Bucket="sigv2")

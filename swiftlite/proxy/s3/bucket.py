@@ -167,6 +167,46 @@ async def versioning(s3: S3Request) -> web.StreamResponse:
     return xml_response(root)
 
 
+async def put_versioning(s3: S3Request) -> web.StreamResponse:
+    """`Enabled` / `Suspended` as Swift's object versioning on / off (MFA delete: no)."""
+    doc = parse_xml(await small_body(s3))
+    status = xml.text(doc, "Status") if doc.tag == "VersioningConfiguration" else None
+    if status not in ("Enabled", "Suspended") or \
+            (xml.text(doc, "MfaDelete") or "Disabled") != "Disabled":
+        raise malformed_xml()
+    await s3.swift_ok("POST", s3.bucket,
+                      headers={"X-Versions-Enabled": str(status == "Enabled").lower()})
+    return web.Response(status=200)
+
+
+ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
+
+
+async def put_bucket_acl(s3: S3Request) -> web.StreamResponse:
+    """A canned `x-amz-acl`, or a policy document that is one: the owner's full control,
+    with everyone's READ or not (public-read or private)."""
+    headers = acl_headers(s3)
+    body = await small_body(s3)
+    if not headers:
+        if not body.strip():
+            raise malformed_xml()
+        doc = parse_xml(body)
+        if doc.tag != "AccessControlPolicy":
+            raise malformed_xml()
+        grants = set()
+        for g in doc.iter("Grant"):
+            grantee = g.find("Grantee")
+            who = None if grantee is None else \
+                (xml.text(grantee, "URI") or xml.text(grantee, "ID"))
+            grants.add((who, xml.text(g, "Permission")))
+        grants.discard((s3.account, "FULL_CONTROL"))
+        if grants - {(ALL_USERS, "READ")}:
+            raise not_implemented("Only the private and public-read ACLs are supported.")
+        headers = {"X-Container-Read": CANNED["public-read" if grants else "private"]}
+    await s3.swift_ok("POST", s3.bucket, headers=headers)
+    return web.Response(status=200)
+
+
 async def get_acl(s3: S3Request) -> web.StreamResponse:
     """The owner's full control, and everyone's read where the container is public."""
     head = await s3.swift_ok("HEAD", s3.bucket, s3.key, err_key=s3.key)
@@ -187,5 +227,5 @@ async def get_acl(s3: S3Request) -> web.StreamResponse:
         xml.sub(g, "Permission", permission)
     grant("CanonicalUser", "FULL_CONTROL", s3.account)
     if s3.key is None and ".r:*" in head.headers.get("X-Container-Read", ""):
-        grant("Group", "READ", "http://acs.amazonaws.com/groups/global/AllUsers")
+        grant("Group", "READ", ALL_USERS)
     return xml_response(root)

@@ -23,7 +23,7 @@ from swiftlite.proxy.s3.errors import invalid_argument
 MAX_KEYS = 1000
 
 
-def _max_keys(value: str | None) -> int:
+def max_keys_of(value: str | None) -> int:
     if value is None:
         return MAX_KEYS
     try:
@@ -46,6 +46,43 @@ def swift_marker(marker: str, prefix: str, delimiter: str) -> str:
     return marker
 
 
+def encoding_type(s3: S3Request) -> str | None:
+    encode = s3.query.get("encoding-type")
+    if encode is not None and encode != "url":
+        raise invalid_argument("Invalid Encoding Method specified in Request",
+                               "encoding-type", encode)
+    return encode
+
+
+def encoder(encode: str | None):
+    def enc(value: str) -> str:
+        return quote(value, safe="/") if encode else value
+    return enc
+
+
+async def swift_rows(s3: S3Request, prefix: str, delimiter: str, marker: str,
+                     max_keys: int, versions: str | None = None) -> tuple[list[dict], bool]:
+    """Up to max_keys container rows (names and rolled-up subdirs) after marker, and
+    whether more follow; with `versions` (a version marker, maybe empty), every version."""
+    rows: list[dict] = []
+    if max_keys > 0:
+        params = {"format": "json", "limit": str(max_keys + 1), "prefix": prefix,
+                  "marker": swift_marker(marker, prefix, delimiter)}
+        if delimiter:
+            params["delimiter"] = delimiter
+        if versions is not None:
+            params["versions"] = ""
+            if versions and versions != "null" and marker:
+                params["version_marker"] = versions
+        resp = await s3.swift("GET", s3.bucket, query=urlencode(params, quote_via=quote))
+        if resp.status // 100 != 2:
+            raise await error_of(resp, s3.bucket, None)
+        rows = json.loads(await read_body(resp) or b"[]")
+    else:
+        await s3.swift_ok("HEAD", s3.bucket)
+    return rows[:max_keys], len(rows) > max_keys
+
+
 def etag_of(row: dict) -> str:
     return '"' + (row.get("s3_etag") or row.get("hash", "")).strip('"') + '"'
 
@@ -56,11 +93,8 @@ async def list_objects(s3: S3Request) -> web.StreamResponse:
     if "list-type" in q and not v2:
         raise invalid_argument("Invalid List Type specified", "list-type", q["list-type"])
     prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
-    max_keys = _max_keys(q.get("max-keys"))
-    encode = q.get("encoding-type")
-    if encode is not None and encode != "url":
-        raise invalid_argument("Invalid Encoding Method specified in Request",
-                               "encoding-type", encode)
+    max_keys = max_keys_of(q.get("max-keys"))
+    encode = encoding_type(s3)
     if v2:
         token = q.get("continuation-token")
         if token is not None:
@@ -73,23 +107,8 @@ async def list_objects(s3: S3Request) -> web.StreamResponse:
             marker = q.get("start-after", "")
     else:
         marker = q.get("marker", "")
-    rows: list[dict] = []
-    if max_keys > 0:
-        params = {"format": "json", "limit": str(max_keys + 1), "prefix": prefix,
-                  "marker": swift_marker(marker, prefix, delimiter)}
-        if delimiter:
-            params["delimiter"] = delimiter
-        resp = await s3.swift("GET", s3.bucket, query=urlencode(params, quote_via=quote))
-        if resp.status // 100 != 2:
-            raise await error_of(resp, s3.bucket, None)
-        rows = json.loads(await read_body(resp) or b"[]")
-    else:
-        await s3.swift_ok("HEAD", s3.bucket)
-    truncated = len(rows) > max_keys
-    rows = rows[:max_keys]
-
-    def enc(value: str) -> str:
-        return quote(value, safe="/") if encode else value
+    rows, truncated = await swift_rows(s3, prefix, delimiter, marker, max_keys)
+    enc = encoder(encode)
 
     root = xml.root("ListBucketResult")
     xml.sub(root, "Name", s3.bucket)

@@ -25,7 +25,7 @@ from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
 from swiftlite.proxy.s3 import bucket as bucket_ops
-from swiftlite.proxy.s3 import listing, multipart, tagging
+from swiftlite.proxy.s3 import listing, multipart, tagging, versions
 from swiftlite.proxy.s3 import obj as obj_ops
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
@@ -41,7 +41,7 @@ UNSUPPORTED = frozenset((
     "policy", "cors", "lifecycle", "website", "logging", "notification",
     "replication", "encryption", "object-lock", "retention", "legal-hold", "accelerate",
     "requestPayment", "analytics", "inventory", "metrics", "intelligent-tiering",
-    "ownershipControls", "publicAccessBlock", "torrent", "restore", "select", "versions",
+    "ownershipControls", "publicAccessBlock", "torrent", "restore", "select",
     "policyStatus", "attributes"))
 
 
@@ -195,12 +195,18 @@ class S3Api(Middleware):
                     return await multipart.list_uploads(s3)
                 if "versioning" in q:
                     return await bucket_ops.versioning(s3)
+                if "versions" in q:
+                    return await versions.list_versions(s3)
                 if "acl" in q:
                     return await bucket_ops.get_acl(s3)
                 return await listing.list_objects(s3)
             if method == "HEAD":
                 return await bucket_ops.head_bucket(s3)
             if method == "PUT":
+                if "versioning" in q:
+                    return await bucket_ops.put_versioning(s3)
+                if "acl" in q:
+                    return await bucket_ops.put_bucket_acl(s3)
                 if q:
                     raise not_implemented()
                 return await bucket_ops.create_bucket(s3)

@@ -45,6 +45,11 @@ DROPPED = frozenset(("x-timestamp", "x-static-large-object", "x-manifest-etag"))
 ETAG_IS_AT = {"X-Backend-Etag-Is-At": S3_ETAG}
 
 
+def version_query(vid: str | None) -> str:
+    """The Swift query reading or deleting one version (`null`: the unversioned one)."""
+    return "" if not vid else "version-id=" + quote(vid, safe="")
+
+
 def check_key(key: str) -> None:
     if len(key.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES:
         raise S3Error("KeyTooLongError", 400, "Your key is too long")
@@ -96,6 +101,9 @@ def s3_headers(resp: web.StreamResponse) -> None:
         h["ETag"] = '"' + etag.strip('"') + '"'
     if parts:
         h["x-amz-mp-parts-count"] = parts
+    vid = h.popall("X-Object-Version-Id", None)
+    if vid:
+        h["x-amz-version-id"] = vid[0]
 
 
 async def _bucket_missing(s3: S3Request) -> bool:
@@ -113,6 +121,8 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     resp = await store(s3, s3.bucket or "", key, headers)
     out = web.Response(status=200, headers={"ETag": '"' + resp.headers.get("ETag", "")
                                             .strip('"') + '"'})
+    if "X-Object-Version-Id" in resp.headers:
+        out.headers["x-amz-version-id"] = resp.headers["X-Object-Version-Id"]
     for k, v in s3.request.headers.items():
         if k.lower().startswith("x-amz-checksum-") and k.lower() != "x-amz-checksum-type":
             out.headers[k] = v
@@ -183,6 +193,8 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
             raise invalid_argument("Cannot specify both Range header and partNumber query "
                                    "parameter", "partNumber", part)
         query = f"part-number={int(part)}"
+    vq = version_query(s3.query.get("versionId"))
+    query = "&".join(p for p in (query, vq) if p)
     overrides = {OVERRIDES[k]: v for k, v in s3.query.items() if k in OVERRIDES}
     if overrides and s3.ident is None:
         raise invalid_argument("Request specific response headers cannot be used for "
@@ -211,25 +223,28 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
     return resp
 
 
-async def delete_one(s3: S3Request, key: str) -> web.StreamResponse:
-    """DELETE `key`; an S3 multipart upload's object takes its parts with it."""
-    head = await s3.swift("HEAD", s3.bucket, key)
-    if head.status // 100 == 2 and S3_ETAG in head.headers:
+async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.StreamResponse:
+    """DELETE `key` (or one version of it); an S3 multipart upload's object takes its parts
+    with it."""
+    vq = version_query(vid)
+    head = await s3.swift("HEAD", s3.bucket, key, query=vq)
+    if head.status // 100 == 2 and S3_ETAG in head.headers and not vid:
         resp = await s3.swift("DELETE", s3.bucket, key, query="multipart-manifest=delete",
                               reserved=True)
         if isinstance(resp, BodyResponse):
             await resp.read()
         return resp
-    return await s3.swift("DELETE", s3.bucket, key)
+    return await s3.swift("DELETE", s3.bucket, key, query=vq)
 
 
 async def delete_object(s3: S3Request) -> web.StreamResponse:
-    resp = await delete_one(s3, s3.key or "")
+    vid = s3.query.get("versionId")
+    resp = await delete_one(s3, s3.key or "", vid)
     if resp.status == 404 and await _bucket_missing(s3):
         raise no_such_bucket(s3.bucket or "")
     if resp.status // 100 != 2 and resp.status != 404:
         raise await error_of(resp, s3.bucket, s3.key)
-    return web.Response(status=204)
+    return web.Response(status=204, headers={"x-amz-version-id": vid} if vid else None)
 
 
 def copy_source(s3: S3Request) -> tuple[str, str]:
@@ -314,35 +329,41 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
     if doc.tag != "Delete":
         raise malformed_xml()
     quiet = (xml.text(doc, "Quiet") or "").strip().lower() == "true"
-    keys = []
+    keys, vids = [], []
     for el in doc.findall("Object"):
         key = xml.text(el, "Key")
         if not key:
             raise malformed_xml()
         keys.append(key)
+        vids.append(xml.text(el, "VersionId"))
     if not keys or len(keys) > 1000:
         raise malformed_xml()
     if await _bucket_missing(s3):
         raise no_such_bucket(s3.bucket or "")
     limit = asyncio.Semaphore(8)
 
-    async def one(key: str) -> S3Error | None:
+    async def one(key: str, vid: str | None) -> S3Error | None:
         async with limit:
             if "\x00" in key or len(key.encode()) > MAX_KEY_BYTES:
                 return S3Error("InvalidArgument", 400, "Invalid key")
-            resp = await delete_one(s3, key)
+            resp = await delete_one(s3, key, vid)
             if resp.status // 100 == 2 or resp.status == 404:
                 return None
             return await error_of(resp, s3.bucket, key)
-    results = await asyncio.gather(*(one(k) for k in keys))
+    results = await asyncio.gather(*(one(k, v) for k, v in zip(keys, vids, strict=True)))
     root = xml.root("DeleteResult")
-    for key, err in zip(keys, results, strict=True):
+    for key, vid, err in zip(keys, vids, results, strict=True):
         if err is None:
             if not quiet:
-                xml.sub(xml.sub(root, "Deleted"), "Key", key)
+                d = xml.sub(root, "Deleted")
+                xml.sub(d, "Key", key)
+                if vid:
+                    xml.sub(d, "VersionId", vid)
         else:
             e = xml.sub(root, "Error")
             xml.sub(e, "Key", key)
+            if vid:
+                xml.sub(e, "VersionId", vid)
             xml.sub(e, "Code", err.code)
             xml.sub(e, "Message", err.message)
     return xml_response(root)
