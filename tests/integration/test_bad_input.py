@@ -844,61 +844,63 @@ def test_slow_clients_and_many_connections(cluster, seeded):
     with a warning and no traceback; then a few hundred connections at once."""
     t = seeded
     proxy = start_proxy_variant(cluster, "impatient", {"client_timeout": "1"})
-    addr = ("127.0.0.1", proxy.port)
-    big = 4 * 1024 ** 2
-    assert exchange(addr, _head("PUT", f"{A}/bi/big", t, f"Content-Length: {big}")
-                    + b"b" * big)[0] == 201
-    # Bigger than any socket buffers between the proxy and a reader (loopback's may take a
-    # few MiB), so a reader that never reads does stall the proxy's writes.
-    huge = 24 * 1024 ** 2
-    assert exchange(addr, _head("PUT", f"{A}/bi/huge", t, f"Content-Length: {huge}")
-                    + b"h" * huge)[0] == 201
-    slow = [
-        _head("PUT", f"{A}/bi/slow1", t, "Content-Length: 100") + b"x" * 10,
-        _head("PUT", f"{A}/bi/slow2", t, f"Content-Length: {big}") + b"x" * 100_000,
-        _head("PUT", f"{A}/bi/slow3?multipart-manifest=put", t, "Content-Length: 100") + b"[",
-        _head("DELETE", f"{A}?bulk-delete", t, "Content-Length: 100",
-              "Content-Type: text/plain") + b"/bi/x\n",
-        _head("PUT", f"{A}/bi?extract-archive=tar", t, "Content-Length: 10000") + b"\0" * 600,
-        _head("POST", f"{A}/bi", t, "Content-Length: 1000",
-              "Content-Type: multipart/form-data; boundary=x") + b"--x\r\n",
-        _head("PUT", f"{A}/bi-slow", t, "Content-Length: 100") + b"x",
-    ]
-    bad = []
-    socks = []
     try:
-        for data in slow:
-            s = socket.create_connection(addr, timeout=BOUND)
-            s.sendall(data)
-            socks.append((s, data))
-        # Answers nobody reads: the proxy's send buffer fills, and it gives up.
-        for _ in range(3):
-            s = socket.create_connection(addr, timeout=BOUND)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.sendall(_head("GET", f"{A}/bi/huge", t))
-            socks.append((s, b""))
-        start = time.monotonic()
-        for s, data in socks[:len(slow)]:
-            status = _read_answer(s, "PUT")[0]
-            # 408, or for a request the proxy answers before its body (a container PUT:
-            # Swift ignores its body; bulk's 200 comes first, its report says 408), that.
-            if status not in (0, 200, 201, 202, 408) or time.monotonic() - start > BOUND:
-                bad.append(f"{data[:60]!r}: {status}")
-        wait_for(lambda: proxy.log_text().count("it read nothing for") >= 3, 3 * BOUND,
-                 what="the proxy to give up on the readers that never read")
+        addr = ("127.0.0.1", proxy.port)
+        big = 4 * 1024 ** 2
+        assert exchange(addr, _head("PUT", f"{A}/bi/big", t, f"Content-Length: {big}")
+                        + b"b" * big)[0] == 201
+        # Bigger than any socket buffers between the proxy and a reader (loopback's may take a
+        # few MiB), so a reader that never reads does stall the proxy's writes.
+        huge = 24 * 1024 ** 2
+        assert exchange(addr, _head("PUT", f"{A}/bi/huge", t, f"Content-Length: {huge}")
+                        + b"h" * huge)[0] == 201
+        slow = [
+            _head("PUT", f"{A}/bi/slow1", t, "Content-Length: 100") + b"x" * 10,
+            _head("PUT", f"{A}/bi/slow2", t, f"Content-Length: {big}") + b"x" * 100_000,
+            _head("PUT", f"{A}/bi/slow3?multipart-manifest=put", t, "Content-Length: 100") + b"[",
+            _head("DELETE", f"{A}?bulk-delete", t, "Content-Length: 100",
+                  "Content-Type: text/plain") + b"/bi/x\n",
+            _head("PUT", f"{A}/bi?extract-archive=tar", t, "Content-Length: 10000") + b"\0" * 600,
+            _head("POST", f"{A}/bi", t, "Content-Length: 1000",
+                  "Content-Type: multipart/form-data; boundary=x") + b"--x\r\n",
+            _head("PUT", f"{A}/bi-slow", t, "Content-Length: 100") + b"x",
+        ]
+        bad = []
+        socks = []
+        try:
+            for data in slow:
+                s = socket.create_connection(addr, timeout=BOUND)
+                s.sendall(data)
+                socks.append((s, data))
+            # Answers nobody reads: the proxy's send buffer fills, and it gives up.
+            for _ in range(3):
+                s = socket.create_connection(addr, timeout=BOUND)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.sendall(_head("GET", f"{A}/bi/huge", t))
+                socks.append((s, b""))
+            start = time.monotonic()
+            for s, data in socks[:len(slow)]:
+                status = _read_answer(s, "PUT")[0]
+                # 408, or for a request the proxy answers before its body (a container PUT:
+                # Swift ignores its body; bulk's 200 comes first, its report says 408), that.
+                if status not in (0, 200, 201, 202, 408) or time.monotonic() - start > BOUND:
+                    bad.append(f"{data[:60]!r}: {status}")
+            wait_for(lambda: proxy.log_text().count("it read nothing for") >= 3, 3 * BOUND,
+                     what="the proxy to give up on the readers that never read")
+        finally:
+            for s, _ in socks:
+                s.close()
+        # Many connections at once: each is answered.
+        conns = [socket.create_connection(addr, timeout=BOUND) for _ in range(300)]
+        try:
+            for c in conns:
+                c.sendall(_head("HEAD", f"{A}/bi/o", t))
+            statuses = [_read_answer(c, "HEAD")[0] for c in conns]
+        finally:
+            for c in conns:
+                c.close()
     finally:
-        for s, _ in socks:
-            s.close()
-    # Many connections at once: each is answered.
-    conns = [socket.create_connection(addr, timeout=BOUND) for _ in range(300)]
-    try:
-        for c in conns:
-            c.sendall(_head("HEAD", f"{A}/bi/o", t))
-        statuses = [_read_answer(c, "HEAD")[0] for c in conns]
-    finally:
-        for c in conns:
-            c.close()
-    proxy.stop()
+        proxy.stop()  # whatever failed: no proxy outlives the test
     SENT.append(len(slow) + 3 + len(conns))
     assert statuses.count(200) == len(conns), set(statuses)
     assert not bad, bad
