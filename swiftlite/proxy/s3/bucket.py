@@ -10,8 +10,9 @@ from urllib.parse import quote
 from aiohttp import web
 
 from swiftlite.common.reserved import reserved_name
+from swiftlite.proxy.response import answer_body
 from swiftlite.proxy.s3 import payload, xml
-from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms, read_body
+from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import S3Error, access_denied, malformed_xml, not_implemented
 
 # S3's rule for new buckets: 3-63 of lowercase letters, digits, dots and hyphens, starting
@@ -78,7 +79,7 @@ async def list_buckets(s3: S3Request) -> web.StreamResponse:
             break
         if resp.status // 100 != 2:
             raise await error_of(resp, None, None)
-        rows = json.loads(await read_body(resp) or b"[]")
+        rows = json.loads(await answer_body(resp) or b"[]")
         if not rows:
             break
         for row in rows:

@@ -20,7 +20,7 @@ from swiftlite.proxy.request import (
     BACKEND_GET_HEADERS,
     sub_request,
 )
-from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.response import BodyResponse, close_answer
 from swiftlite.proxy.s3.errors import S3Error, from_swift
 
 # Request headers an S3 client sends that a Swift sub-request takes as they are.
@@ -101,18 +101,11 @@ async def error_of(resp: web.StreamResponse, bucket: str | None,
                    key: str | None) -> S3Error:
     body = b""
     if isinstance(resp, BodyResponse):
-        resp.close()
+        close_answer(resp)
     elif isinstance(resp, web.Response) and resp.body is not None and \
             isinstance(resp.body, bytes):
         body = resp.body
     return from_swift(resp.status, bucket, key, body)
-
-
-async def read_body(resp: web.StreamResponse) -> bytes:
-    if isinstance(resp, BodyResponse):
-        return await resp.read()
-    body = getattr(resp, "body", None)
-    return body if isinstance(body, bytes) else b""
 
 
 def http_date(ts: float) -> str:

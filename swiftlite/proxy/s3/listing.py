@@ -15,9 +15,10 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
+from swiftlite.proxy.response import answer_body
 from swiftlite.proxy.s3 import xml
 from swiftlite.proxy.s3.bucket import owner, xml_response
-from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms, read_body
+from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import invalid_argument
 
 MAX_KEYS = 1000
@@ -77,7 +78,7 @@ async def swift_rows(s3: S3Request, prefix: str, delimiter: str, marker: str,
         resp = await s3.swift("GET", s3.bucket, query=urlencode(params, quote_via=quote))
         if resp.status // 100 != 2:
             raise await error_of(resp, s3.bucket, None)
-        rows = json.loads(await read_body(resp) or b"[]")
+        rows = json.loads(await answer_body(resp) or b"[]")
     else:
         await s3.swift_ok("HEAD", s3.bucket)
     return rows[:max_keys], len(rows) > max_keys

@@ -26,9 +26,10 @@ from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
+from swiftlite.proxy.response import answer_body
 from swiftlite.proxy.s3 import xml
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
-from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms, read_body
+from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import (
     S3Error,
     access_denied,
@@ -105,11 +106,11 @@ async def _listing(s3: S3Request, prefix: str, marker: str = "",
     resp = await s3.swift("GET", uploads_container(s3.bucket or ""), query=query,
                           reserved=True)
     if resp.status == 404:
-        await read_body(resp)
+        await answer_body(resp)
         return []
     if resp.status // 100 != 2:
         raise await error_of(resp, s3.bucket, None)
-    return json.loads(await read_body(resp) or b"[]")
+    return json.loads(await answer_body(resp) or b"[]")
 
 
 async def _all_parts(s3: S3Request, upload_id: str) -> list[dict]:
@@ -242,7 +243,7 @@ async def complete(s3: S3Request) -> web.StreamResponse:
                           query="multipart-manifest=put", reserved=True)
     if resp.status // 100 != 2:
         raise await error_of(resp, s3.bucket, key)
-    await read_body(resp)
+    await answer_body(resp)
     # Parts uploaded but not chosen go; the marker last (the upload is then over).
     chosen = {f"{n:05d}" for n, _ in wanted}
     for suffix, row in stored.items():

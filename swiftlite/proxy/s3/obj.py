@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.response import answer_body, close_answer
 from swiftlite.proxy.s3 import payload, xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
@@ -205,8 +205,7 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
                           else None)
     status = resp.status
     if status == 304:
-        if isinstance(resp, BodyResponse):
-            resp.close()
+        close_answer(resp)
         out = web.Response(status=304)
         for k in ("ETag", "Last-Modified"):
             if k in resp.headers:
@@ -231,8 +230,7 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
     if head.status // 100 == 2 and S3_ETAG in head.headers and not vid:
         resp = await s3.swift("DELETE", s3.bucket, key, query="multipart-manifest=delete",
                               reserved=True)
-        if isinstance(resp, BodyResponse):
-            await resp.read()
+        await answer_body(resp)
         return resp
     return await s3.swift("DELETE", s3.bucket, key, query=vq)
 
