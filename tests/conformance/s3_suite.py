@@ -58,7 +58,7 @@ SERIAL = ("test_list_buckets_paginated",)
 # Seconds, unless S3_TIMEOUT / S3_TEST_TIMEOUT say otherwise: the whole run (a hung or far
 # too slow run fails within CI's budget rather than using it up), and one test (the
 # slowest here copy 8 MiB objects or sleep a few seconds).
-TIMEOUT = "900"
+TIMEOUT = "1500"
 TEST_TIMEOUT = "120"
 
 # tempauth's development users, as swiftlite's S3 front end knows them: the access key is
