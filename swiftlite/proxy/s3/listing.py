@@ -129,12 +129,7 @@ async def list_objects(s3: S3Request) -> web.StreamResponse:
                     base64.urlsafe_b64encode(last.encode()).decode())
         elif delimiter:
             xml.sub(root, "NextMarker", enc(last))
-    xml.sub(root, "MaxKeys", max_keys)
-    if delimiter:
-        xml.sub(root, "Delimiter", enc(delimiter))
-    if encode:
-        xml.sub(root, "EncodingType", "url")
-    xml.sub(root, "IsTruncated", "true" if truncated else "false")
+    page_fields(root, max_keys, delimiter, encode, truncated, enc)
     show_owner = not v2 or q.get("fetch-owner") == "true"
     for row in rows:
         if "subdir" in row:
@@ -147,6 +142,22 @@ async def list_objects(s3: S3Request) -> web.StreamResponse:
         if show_owner:
             owner(c, s3)
         xml.sub(c, "StorageClass", "STANDARD")
+    return common_prefixes(root, rows, enc)
+
+
+def page_fields(root, max_keys: int, delimiter: str, encode: bool, truncated: bool,
+                enc) -> None:
+    """What every listing result says of its page (objects' and versions' alike)."""
+    xml.sub(root, "MaxKeys", max_keys)
+    if delimiter:
+        xml.sub(root, "Delimiter", enc(delimiter))
+    if encode:
+        xml.sub(root, "EncodingType", "url")
+    xml.sub(root, "IsTruncated", "true" if truncated else "false")
+
+
+def common_prefixes(root, rows: list[dict], enc) -> web.Response:
+    """The page's subdirs as CommonPrefixes, after its entries; the finished answer."""
     for row in rows:
         if "subdir" in row:
             xml.sub(xml.sub(root, "CommonPrefixes"), "Prefix", enc(row["subdir"]))

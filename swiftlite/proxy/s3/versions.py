@@ -13,14 +13,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from swiftlite.proxy.s3 import xml
-from swiftlite.proxy.s3.bucket import owner, xml_response
+from swiftlite.proxy.s3.bucket import owner
 from swiftlite.proxy.s3.context import S3Request, iso_ms
 from swiftlite.proxy.s3.errors import invalid_argument
 from swiftlite.proxy.s3.listing import (
+    common_prefixes,
     encoder,
     encoding_type,
     etag_of,
     max_keys_of,
+    page_fields,
     swift_rows,
 )
 
@@ -52,12 +54,7 @@ async def list_versions(s3: S3Request) -> web.StreamResponse:
         xml.sub(root, "NextKeyMarker", enc(last))
         if "name" in rows[-1]:
             xml.sub(root, "NextVersionIdMarker", rows[-1].get("version_id", NULL))
-    xml.sub(root, "MaxKeys", max_keys)
-    if delimiter:
-        xml.sub(root, "Delimiter", enc(delimiter))
-    if encode:
-        xml.sub(root, "EncodingType", "url")
-    xml.sub(root, "IsTruncated", "true" if truncated else "false")
+    page_fields(root, max_keys, delimiter, encode, truncated, enc)
     for row in rows:
         if "subdir" in row:
             continue
@@ -74,7 +71,4 @@ async def list_versions(s3: S3Request) -> web.StreamResponse:
         xml.sub(v, "Size", row["bytes"])
         owner(v, s3)
         xml.sub(v, "StorageClass", "STANDARD")
-    for row in rows:
-        if "subdir" in row:
-            xml.sub(xml.sub(root, "CommonPrefixes"), "Prefix", enc(row["subdir"]))
-    return xml_response(root)
+    return common_prefixes(root, rows, enc)
