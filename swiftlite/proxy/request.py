@@ -152,6 +152,15 @@ def clone(request: web.Request, **changes: Any) -> web.Request:
         raise HTTPError(400, "Invalid UTF8 in a header") from None
 
 
+async def answer_of(app: Any, sub: web.Request) -> web.StreamResponse:
+    """A feature's sub-request sent down the pipeline, a refusal raised below (HTTPError)
+    as its answer: the feature looks at one status whichever way the answer came."""
+    try:
+        return await app(sub)
+    except HTTPError as exc:
+        return exc.response()
+
+
 def sub_request(request: web.Request, method: str, path: str,
                 headers: Any = None, body: Any = None, query: str = "") -> web.Request:
     """A request a middleware sends down the pipeline: `path` is the already-quoted path."""

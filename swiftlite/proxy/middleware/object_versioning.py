@@ -50,6 +50,7 @@ from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     TIMESTAMP,
     ApiPath,
+    answer_of,
     api_path,
     clone,
     sub_request,
@@ -173,10 +174,7 @@ class ObjectVersioning(Middleware):
             sub[TIMESTAMP] = ts
         else:
             sub.pop(TIMESTAMP, None)
-        try:
-            return await self.app(sub)
-        except HTTPError as exc:
-            return exc.response()
+        return await answer_of(self.app, sub)
 
     async def _container_head(self, request: web.Request, path: ApiPath,
                               container: str) -> web.StreamResponse:
@@ -438,10 +436,7 @@ class ObjectVersioning(Middleware):
                          if p and not p.startswith("version-id="))
         sub = clone(request, rel_url=URL.build(path=vpath, query_string=query, encoded=True))
         sub[ALLOW_RESERVED] = True
-        try:
-            return await self.app(sub)
-        except HTTPError as exc:
-            return exc.response()
+        return await answer_of(self.app, sub)
 
     async def read_version(self, request: web.Request, path: ApiPath, vcont: str | None,
                            version_id: str) -> web.StreamResponse:

@@ -59,6 +59,7 @@ from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     BACKEND_GET_HEADERS,
     ApiPath,
+    answer_of,
     api_path,
     sub_request,
 )
@@ -236,10 +237,7 @@ class Slo(Middleware):
                           query)
         if reserved:
             sub[ALLOW_RESERVED] = True
-        try:
-            return await self.app(sub)
-        except HTTPError as exc:
-            return exc.response()
+        return await answer_of(self.app, sub)
 
     # ---- reading a large object ------------------------------------------------------------
 

@@ -27,9 +27,8 @@ from urllib.parse import quote, unquote
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.common.http import HTTPError
 from swiftlite.proxy.pipeline import HOOKS, Middleware
-from swiftlite.proxy.request import IDENTITY, ApiPath, api_path, sub_request
+from swiftlite.proxy.request import IDENTITY, ApiPath, answer_of, api_path, sub_request
 from swiftlite.proxy.response import BodyResponse, close_answer
 
 TRUE = ("true", "1", "yes", "on", "t", "y")
@@ -124,10 +123,7 @@ class StaticWeb(Middleware):
         sub = sub_request(request, method, path,
                           self._sub_headers(request) if headers is None else headers,
                           query=query)
-        try:
-            return await self.app(sub)
-        except HTTPError as exc:
-            return exc.response()
+        return await answer_of(self.app, sub)
 
     @staticmethod
     def _redirect(request: web.Request) -> web.Response:

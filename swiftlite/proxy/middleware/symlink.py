@@ -38,6 +38,7 @@ from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     BACKEND_GET_HEADERS,
     ApiPath,
+    answer_of,
     api_path,
     sub_request,
 )
@@ -189,10 +190,7 @@ class Symlink(Middleware):
         return resp
 
     async def _call(self, sub: web.Request) -> web.StreamResponse:
-        try:
-            return await self.app(sub)
-        except HTTPError as exc:
-            return exc.response()
+        return await answer_of(self.app, sub)
 
     async def _resolve(self, request: web.Request, version: str, here: Place,
                        resp: web.StreamResponse, method: str, headers: Any,

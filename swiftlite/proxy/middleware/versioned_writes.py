@@ -42,6 +42,7 @@ from swiftlite.proxy.request import (
     AUTHORIZER,
     IDENTITY,
     ApiPath,
+    answer_of,
     api_path,
     clone,
     sub_request,
@@ -203,10 +204,7 @@ class VersionedWrites(Middleware):
                     query: str = "") -> web.StreamResponse:
         sub = sub_request(request, method, path, headers or CIMultiDict(), body, query)
         sub[AUTHORIZER] = TRUSTED
-        try:
-            return await self.app(sub)
-        except HTTPError as exc:
-            return exc.response()
+        return await answer_of(self.app, sub)
 
     async def _read_raw(self, request: web.Request, path: str) -> web.StreamResponse:
         resp = await self._send(request, "GET", path, CIMultiDict({"X-Newest": "true"}),

@@ -12,12 +12,13 @@ from urllib.parse import quote
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.common.http import HTTPError, txid
+from swiftlite.common.http import txid
 from swiftlite.proxy.auth import Identity
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     AUTHENTICATED,
     BACKEND_GET_HEADERS,
+    answer_of,
     sub_request,
 )
 from swiftlite.proxy.response import BodyResponse, close_answer
@@ -80,10 +81,7 @@ class S3Request:
             sub[BACKEND_GET_HEADERS] = backend
         if reserved:
             sub[ALLOW_RESERVED] = True
-        try:
-            return await self.app(sub)
-        except HTTPError as exc:
-            return exc.response()
+        return await answer_of(self.app, sub)
 
     async def swift_ok(self, method: str, bucket: str | None = None, key: str | None = None,
                        headers: Any = None, body: Any = None, query: str = "",
