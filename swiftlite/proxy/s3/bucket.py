@@ -14,6 +14,7 @@ from swiftlite.proxy.response import answer_body
 from swiftlite.proxy.s3 import payload, xml
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import S3Error, access_denied, malformed_xml, not_implemented
+from swiftlite.proxy.s3.routes import route
 
 # S3's rule for new buckets: 3-63 of lowercase letters, digits, dots and hyphens, starting
 # and ending with a letter or digit, no `..`, and not shaped like an IP address.
@@ -66,6 +67,8 @@ def owner(parent, s3: S3Request) -> None:
     xml.sub(el, "DisplayName", s3.owner_name)
 
 
+@route("service", "GET")
+@route("service", "HEAD")
 async def list_buckets(s3: S3Request) -> web.StreamResponse:
     if s3.ident is None:
         raise access_denied()
@@ -105,6 +108,7 @@ def acl_headers(s3: S3Request) -> dict[str, str]:
     return {"X-Container-Read": CANNED[canned]}
 
 
+@route("bucket", "PUT")
 async def create_bucket(s3: S3Request) -> web.StreamResponse:
     name = s3.bucket or ""
     if not valid_new_name(name):
@@ -134,11 +138,13 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
     return web.Response(status=200, headers={"Location": "/" + name})
 
 
+@route("bucket", "HEAD")
 async def head_bucket(s3: S3Request) -> web.StreamResponse:
     await s3.swift_ok("HEAD", s3.bucket)
     return web.Response(status=200, headers={"x-amz-bucket-region": s3.conf.location})
 
 
+@route("bucket", "DELETE")
 async def delete_bucket(s3: S3Request) -> web.StreamResponse:
     resp = await s3.swift("DELETE", s3.bucket)
     if resp.status == 409:
@@ -151,6 +157,7 @@ async def delete_bucket(s3: S3Request) -> web.StreamResponse:
     return web.Response(status=204)
 
 
+@route("bucket", "GET", "location")
 async def location(s3: S3Request) -> web.StreamResponse:
     await s3.swift_ok("HEAD", s3.bucket)
     root = xml.root("LocationConstraint")
@@ -159,6 +166,7 @@ async def location(s3: S3Request) -> web.StreamResponse:
     return xml_response(root)
 
 
+@route("bucket", "GET", "versioning")
 async def versioning(s3: S3Request) -> web.StreamResponse:
     head = await s3.swift_ok("HEAD", s3.bucket)
     root = xml.root("VersioningConfiguration")
@@ -168,6 +176,7 @@ async def versioning(s3: S3Request) -> web.StreamResponse:
     return xml_response(root)
 
 
+@route("bucket", "PUT", "versioning")
 async def put_versioning(s3: S3Request) -> web.StreamResponse:
     """`Enabled` / `Suspended` as Swift's object versioning on / off (MFA delete: no)."""
     doc = parse_xml(await small_body(s3))
@@ -183,6 +192,7 @@ async def put_versioning(s3: S3Request) -> web.StreamResponse:
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
 
 
+@route("bucket", "PUT", "acl")
 async def put_bucket_acl(s3: S3Request) -> web.StreamResponse:
     """A canned `x-amz-acl`, or a policy document that is one: the owner's full control,
     with everyone's READ or not (public-read or private)."""
@@ -208,6 +218,10 @@ async def put_bucket_acl(s3: S3Request) -> web.StreamResponse:
     return web.Response(status=200)
 
 
+@route("bucket", "GET", "acl")
+@route("bucket", "HEAD", "acl")
+@route("object", "GET", "acl")
+@route("object", "HEAD", "acl")
 async def get_acl(s3: S3Request) -> web.StreamResponse:
     """The owner's full control, and everyone's read where the container is public."""
     head = await s3.swift_ok("HEAD", s3.bucket, s3.key, err_key=s3.key)

@@ -20,6 +20,7 @@ from swiftlite.proxy.s3 import xml
 from swiftlite.proxy.s3.bucket import owner, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import invalid_argument
+from swiftlite.proxy.s3.routes import route
 
 MAX_KEYS = 1000
 
@@ -88,6 +89,7 @@ def etag_of(row: dict) -> str:
     return '"' + (row.get("s3_etag") or row.get("hash", "")).strip('"') + '"'
 
 
+@route("bucket", "GET")
 async def list_objects(s3: S3Request) -> web.StreamResponse:
     q = s3.query
     v2 = q.get("list-type") == "2"

@@ -24,25 +24,19 @@ from aiohttp import web
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
-from swiftlite.proxy.s3 import bucket as bucket_ops
-from swiftlite.proxy.s3 import listing, multipart, tagging, versions
-from swiftlite.proxy.s3 import obj as obj_ops
+from swiftlite.proxy.s3 import operations, routes
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
-from swiftlite.proxy.s3.errors import S3Error, access_denied, from_swift, not_implemented
+from swiftlite.proxy.s3.errors import S3Error, access_denied, from_swift
 from swiftlite.proxy.s3.sigv2 import V2
 from swiftlite.proxy.s3.sigv4 import V4, parse_query
 
 AUTH_PREFIXES = ("AWS4-HMAC-SHA256 ", "AWS ")
 # First path segments the proxy answers itself: never an anonymous S3 bucket.
 SWIFT_ROOTS = frozenset(("v1", "v1.0", "auth", "info", "healthcheck", "metrics", ""))
-# Bucket and object sub-resources S3 has and this front end does not (yet).
-UNSUPPORTED = frozenset((
-    "policy", "cors", "lifecycle", "website", "logging", "notification",
-    "replication", "encryption", "object-lock", "retention", "legal-hold", "accelerate",
-    "requestPayment", "analytics", "inventory", "metrics", "intelligent-tiering",
-    "ownershipControls", "publicAccessBlock", "torrent", "restore", "select",
-    "policyStatus", "attributes"))
+
+
+assert operations  # imported for its routes
 
 
 class S3Api(Middleware):
@@ -172,79 +166,5 @@ class S3Api(Middleware):
         return None
 
     async def dispatch(self, s3: S3Request) -> web.StreamResponse:
-        method, q = s3.request.method, s3.query
-        if any(k in UNSUPPORTED for k in q):
-            raise not_implemented()
-        if s3.bucket is None:
-            if method in ("GET", "HEAD"):
-                return await bucket_ops.list_buckets(s3)
-            raise method_not_allowed(method)
-        if s3.key is None:
-            if "tagging" in q:
-                if method == "PUT":
-                    return await tagging.put_bucket_tagging(s3)
-                if method == "GET":
-                    return await tagging.get_bucket_tagging(s3)
-                if method == "DELETE":
-                    return await tagging.delete_bucket_tagging(s3)
-                raise method_not_allowed(method)
-            if method == "GET":
-                if "location" in q:
-                    return await bucket_ops.location(s3)
-                if "uploads" in q:
-                    return await multipart.list_uploads(s3)
-                if "versioning" in q:
-                    return await bucket_ops.versioning(s3)
-                if "versions" in q:
-                    return await versions.list_versions(s3)
-                if "acl" in q:
-                    return await bucket_ops.get_acl(s3)
-                return await listing.list_objects(s3)
-            if method == "HEAD":
-                return await bucket_ops.head_bucket(s3)
-            if method == "PUT":
-                if "versioning" in q:
-                    return await bucket_ops.put_versioning(s3)
-                if "acl" in q:
-                    return await bucket_ops.put_bucket_acl(s3)
-                if q:
-                    raise not_implemented()
-                return await bucket_ops.create_bucket(s3)
-            if method == "DELETE":
-                if q:
-                    raise not_implemented()
-                return await bucket_ops.delete_bucket(s3)
-            if method == "POST" and "delete" in q:
-                return await obj_ops.delete_objects(s3)
-            raise method_not_allowed(method)
-        if "tagging" in q:
-            raise not_implemented("Object tagging is not supported yet.")
-        if method in ("GET", "HEAD"):
-            if "uploadId" in q and method == "GET":
-                return await multipart.list_parts(s3)
-            if "acl" in q:
-                return await bucket_ops.get_acl(s3)
-            return await obj_ops.get_object(s3)
-        if method == "PUT":
-            if "acl" in q:
-                raise not_implemented()
-            if "uploadId" in q or "partNumber" in q:
-                return await multipart.upload_part(s3)
-            if "X-Amz-Copy-Source" in s3.request.headers:
-                return await obj_ops.copy_object(s3)
-            return await obj_ops.put_object(s3)
-        if method == "DELETE":
-            if "uploadId" in q:
-                return await multipart.abort(s3)
-            return await obj_ops.delete_object(s3)
-        if method == "POST":
-            if "uploads" in q:
-                return await multipart.create(s3)
-            if "uploadId" in q:
-                return await multipart.complete(s3)
-        raise method_not_allowed(method)
-
-
-def method_not_allowed(method: str) -> S3Error:
-    return S3Error("MethodNotAllowed", 405, "The specified method is not allowed against "
-                   "this resource.", Method=method, ResourceType="OBJECT")
+        level = "service" if s3.bucket is None else "bucket" if s3.key is None else "object"
+        return await routes.handler_for(level, s3.request.method, s3.query)(s3)

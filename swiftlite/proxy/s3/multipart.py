@@ -46,6 +46,7 @@ from swiftlite.proxy.s3.obj import (
     object_headers,
     store,
 )
+from swiftlite.proxy.s3.routes import route
 
 KEPT = ("content-type", "content-encoding", "content-disposition", "content-language",
         "cache-control", "expires")
@@ -125,6 +126,7 @@ async def _all_parts(s3: S3Request, upload_id: str) -> list[dict]:
         marker = page[-1]["name"]
 
 
+@route("object", "POST", "uploads")
 async def create(s3: S3Request) -> web.StreamResponse:
     key = s3.key or ""
     check_key(key)
@@ -153,6 +155,8 @@ def _part_number(s3: S3Request) -> int:
     return int(value)
 
 
+@route("object", "PUT", "uploadId")
+@route("object", "PUT", "partNumber")
 async def upload_part(s3: S3Request) -> web.StreamResponse:
     upload_id = _upload_id(s3)
     number = _part_number(s3)
@@ -193,6 +197,7 @@ async def _copy_part(s3: S3Request, hidden: str, name: str) -> web.StreamRespons
     return xml_response(root)
 
 
+@route("object", "POST", "uploadId")
 async def complete(s3: S3Request) -> web.StreamResponse:
     upload_id = _upload_id(s3)
     key = s3.key or ""
@@ -258,6 +263,7 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     return xml_response(root)
 
 
+@route("object", "DELETE", "uploadId")
 async def abort(s3: S3Request) -> web.StreamResponse:
     upload_id = _upload_id(s3)
     await judge(s3, write=True)
@@ -285,6 +291,7 @@ def _initiator(parent, s3: S3Request) -> None:
     xml.sub(el, "DisplayName", s3.owner_name)
 
 
+@route("object", "GET", "uploadId")
 async def list_parts(s3: S3Request) -> web.StreamResponse:
     upload_id = _upload_id(s3)
     await judge(s3, write=False)
@@ -319,6 +326,7 @@ async def list_parts(s3: S3Request) -> web.StreamResponse:
     return xml_response(root)
 
 
+@route("bucket", "GET", "uploads")
 async def list_uploads(s3: S3Request) -> web.StreamResponse:
     await judge(s3, write=False)
     max_uploads = _max(s3, "max-uploads", 1000)

@@ -27,6 +27,7 @@ from swiftlite.proxy.s3.errors import (
     not_implemented,
     precondition_failed,
 )
+from swiftlite.proxy.s3.routes import route
 
 S3_ETAG = "X-Object-Sysmeta-S3api-Etag"
 S3_PARTS = "X-Object-Sysmeta-S3api-Parts"
@@ -111,7 +112,10 @@ async def _bucket_missing(s3: S3Request) -> bool:
     return head.status == 404
 
 
+@route("object", "PUT")
 async def put_object(s3: S3Request) -> web.StreamResponse:
+    if "X-Amz-Copy-Source" in s3.request.headers:
+        return await copy_object(s3)
     key = s3.key or ""
     check_key(key)
     headers = object_headers(s3)
@@ -177,6 +181,8 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     return resp
 
 
+@route("object", "GET")
+@route("object", "HEAD")
 async def get_object(s3: S3Request) -> web.StreamResponse:
     req = s3.request
     headers: CIMultiDict[str] = CIMultiDict()
@@ -235,6 +241,7 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
     return await s3.swift("DELETE", s3.bucket, key, query=vq)
 
 
+@route("object", "DELETE")
 async def delete_object(s3: S3Request) -> web.StreamResponse:
     vid = s3.query.get("versionId")
     resp = await delete_one(s3, s3.key or "", vid)
@@ -322,6 +329,7 @@ def _iso_from_http(value: str) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
+@route("bucket", "POST", "delete")
 async def delete_objects(s3: S3Request) -> web.StreamResponse:
     doc = parse_xml(await small_body(s3))
     if doc.tag != "Delete":

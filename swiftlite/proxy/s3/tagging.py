@@ -15,6 +15,7 @@ from swiftlite.proxy.s3 import xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
+from swiftlite.proxy.s3.routes import route
 
 BUCKET_TAGS = "X-Container-Sysmeta-S3api-Tagging"
 MAX_TAGS = 50
@@ -59,12 +60,14 @@ def tagging_document(tags: list[tuple[str, str]]) -> web.Response:
     return xml_response(root)
 
 
+@route("bucket", "PUT", "tagging")
 async def put_bucket_tagging(s3: S3Request) -> web.StreamResponse:
     tags = parse_tagging(await small_body(s3))
     await s3.swift_ok("POST", s3.bucket, headers={BUCKET_TAGS: json.dumps(tags)})
     return web.Response(status=204)
 
 
+@route("bucket", "GET", "tagging")
 async def get_bucket_tagging(s3: S3Request) -> web.StreamResponse:
     head = await s3.swift_ok("HEAD", s3.bucket)
     stored = head.headers.get(BUCKET_TAGS)
@@ -78,6 +81,7 @@ async def get_bucket_tagging(s3: S3Request) -> web.StreamResponse:
     return tagging_document(tags)
 
 
+@route("bucket", "DELETE", "tagging")
 async def delete_bucket_tagging(s3: S3Request) -> web.StreamResponse:
     await s3.swift_ok("POST", s3.bucket, headers={BUCKET_TAGS: ""})
     return web.Response(status=204)

@@ -25,11 +25,13 @@ from swiftlite.proxy.s3.listing import (
     page_fields,
     swift_rows,
 )
+from swiftlite.proxy.s3.routes import route
 
 NULL = "null"
 DELETED = "application/x-deleted;swift_versions_deleted=1"
 
 
+@route("bucket", "GET", "versions")
 async def list_versions(s3: S3Request) -> web.StreamResponse:
     q = s3.query
     prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")

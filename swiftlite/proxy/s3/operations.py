@@ -1,0 +1,12 @@
+"""Every S3 resource module, imported so that its `@route` handlers are registered.
+
+A new resource module (acl, policy, lock, ...) adds its line here."""
+
+from swiftlite.proxy.s3 import (  # noqa: F401
+    bucket,
+    listing,
+    multipart,
+    obj,
+    tagging,
+    versions,
+)
