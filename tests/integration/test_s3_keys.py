@@ -18,7 +18,7 @@ import swiftclient
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.helpers import start_proxy_variant, wait_for
+from tests.helpers import http_request, start_proxy_variant, wait_for
 from tests.integration.s3_support import client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -243,6 +243,30 @@ def test_revocation_reaches_another_proxy_within_its_ttl(cluster, admin):
             return False
 
         wait_for(refused, 10, what="revocation on the other proxy")
+    finally:
+        other.stop()
+
+
+def test_reseller_users_need_a_reseller_admin(cluster):
+    """An admin of the reseller's own account (not a reseller itself) cannot mint a key that
+    carries a reseller group: a key never carries more than its maker holds."""
+    other = start_proxy_variant(cluster, "keys-ops", proxy={"user_admin_ops": "opspass .admin"})
+    try:
+        base = f"http://127.0.0.1:{other.port}"
+
+        def token() -> str:
+            status, headers, _ = http_request(base, "GET", "/auth/v1.0", {
+                "X-Auth-User": "admin:ops", "X-Auth-Key": "opspass"})
+            return headers["X-Auth-Token"] if status == 200 else ""
+
+        headers = {"X-Auth-Token": wait_for(token, 20, what="proxy with admin:ops")}
+        url = f"{base}/v1/AUTH_admin"
+        before = listed(url, headers)
+        for user in ("admin", "auditor"):
+            assert call("POST", f"{url}?s3-keys&user={user}", headers)[0] == 403
+        assert listed(url, headers) == before
+        own = create(url, headers)
+        assert own["user"] == "admin:ops"
     finally:
         other.stop()
 
