@@ -96,6 +96,10 @@ def test_create_use_list_revoke(cluster, admin):
     # SigV2 checks against the same secret.
     v2 = key_client(cluster, key, sig="s3")
     assert v2.get_object(Bucket="keyed", Key="obj")["Body"].read() == b"made with a key pair"
+    # A presigned URL signed with the key pair.
+    link = s3.generate_presigned_url("get_object", Params={"Bucket": "keyed", "Key": "obj"},
+                                     ExpiresIn=300)
+    assert call("GET", link) == (200, b"made with a key pair")
     # The bucket is the bound user's Swift container.
     _, body = cluster.connection().get_object("keyed", "obj")
     assert body == b"made with a key pair"
@@ -195,6 +199,13 @@ def test_secret_is_not_stored_in_plain(cluster, admin):
             assert secret not in data, os.path.join(top, name)
             seen_id = seen_id or key_id in data
     assert seen_id  # the record is there (so the search looked where keys live)
+    # No client reaches where they live, a reseller admin included.
+    _, token = login(cluster, "admin:admin", "admin")
+    system = account_url(cluster, "AUTH_.s3keys")
+    for path in ("", "/%00s3keys", f"/%00s3keys/{key['access_key_id']}"):
+        status, body = call("GET", system + path, {"X-Auth-Token": token})
+        assert status in (403, 412), (path, status)
+        assert key_id not in body
 
 
 def test_key_carries_only_its_users_rights(cluster, admin):
