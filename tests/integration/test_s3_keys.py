@@ -258,6 +258,31 @@ def test_revocation_reaches_another_proxy_within_its_ttl(cluster, admin):
         other.stop()
 
 
+def test_revocation_reaches_every_worker_of_the_proxy_at_once(cluster, admin):
+    """Two workers share the port: each has looked the key up (and keeps it for a minute),
+    yet once one of them revokes it neither accepts it again."""
+    other = start_proxy_variant(cluster, "keys-workers", proxy={"workers": "2"},
+                                filters={"s3_keys": {"s3_key_cache_ttl": "60"}})
+    try:
+        base = f"http://127.0.0.1:{other.port}"
+        url, headers = f"{base}/v1/AUTH_test", admin[1]
+        key = wait_for(lambda: create(url, headers), 20, what="proxy with two workers")
+
+        def outcome() -> str:
+            # A fresh client is a fresh connection: SO_REUSEPORT spreads them over workers.
+            try:
+                key_client(cluster, key, endpoint=base).list_buckets()
+            except ClientError as exc:
+                return exc.response["Error"]["Code"]
+            return "ok"
+
+        assert [outcome() for _ in range(16)] == ["ok"] * 16  # cached by both workers
+        assert call("DELETE", f"{url}?s3-keys={key['access_key_id']}", headers)[0] == 204
+        assert [outcome() for _ in range(16)] == ["InvalidAccessKeyId"] * 16
+    finally:
+        other.stop()
+
+
 def test_reseller_users_need_a_reseller_admin(cluster):
     """An admin of the reseller's own account (not a reseller itself) cannot mint a key that
     carries a reseller group: a key never carries more than its maker holds."""
