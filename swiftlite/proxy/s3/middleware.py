@@ -52,7 +52,7 @@ class S3Api(Middleware):
         self.location = conf.get_str("location", "us-east-1")
         self.min_part_size = conf.get_size("s3_min_part_size", 5 * 1024 * 1024)
         self.max_parts = conf.get_int("s3_max_parts", 10000)
-        self.creds = Credentials(None)
+        self.creds = Credentials(None, proxy)
 
     def info(self) -> dict[str, Any]:
         return {"location": self.location, "min_part_size": self.min_part_size,
@@ -105,7 +105,7 @@ class S3Api(Middleware):
     async def serve(self, request: web.Request) -> web.StreamResponse:
         resource = request.path
         try:
-            s3 = self.context(request)
+            s3 = await self.context(request)
             resource = "/" + "/".join(p for p in (s3.bucket, s3.key) if p)
             resp = await self.dispatch(s3)
         except S3Error as exc:
@@ -115,7 +115,7 @@ class S3Api(Middleware):
         resp.headers["x-amz-request-id"] = txid(request)
         return resp
 
-    def context(self, request: web.Request) -> S3Request:
+    async def context(self, request: web.Request) -> S3Request:
         try:
             path = decode_raw_path(request.raw_path)
         except HTTPError:
@@ -139,7 +139,7 @@ class S3Api(Middleware):
                 raise access_denied()
             ident, account, name, key_bytes = None, self.anonymous_account, "anonymous", None
         else:
-            found = self.creds.lookup(auth.access_key)
+            found = await self.creds.lookup(auth.access_key, request)
             if found is None:
                 raise S3Error("InvalidAccessKeyId", 403, "The AWS Access Key Id you provided "
                               "does not exist in our records.",
