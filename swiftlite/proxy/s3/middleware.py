@@ -24,7 +24,7 @@ from aiohttp import web
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
-from swiftlite.proxy.s3 import operations, routes
+from swiftlite.proxy.s3 import cors, operations, postform, routes
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
 from swiftlite.proxy.s3.errors import S3Error, access_denied, from_swift
@@ -37,6 +37,12 @@ SWIFT_ROOTS = frozenset(("v1", "v1.0", "auth", "info", "healthcheck", "metrics",
 
 
 assert operations  # imported for its routes
+
+
+def unsigned_s3(request: web.Request) -> bool:
+    """A CORS preflight (never signed) or a browser's POST form (signed in its fields): their
+    handlers (cors.py, postform.py) judge them, not the request's headers or query."""
+    return request.method == "OPTIONS" or postform.is_form(request)
 
 
 class S3Api(Middleware):
@@ -81,6 +87,8 @@ class S3Api(Middleware):
                 return True
         if self.host_suffix and self._vhost_bucket(request) is not None:
             return True
+        if auth is None and unsigned_s3(request):
+            return request.path.split("/", 2)[1] not in SWIFT_ROOTS
         if self.anonymous_account and auth is None and \
                 "X-Auth-Token" not in request.headers:
             first = request.path.split("/", 2)[1] if request.path.startswith("/") else ""
@@ -104,6 +112,7 @@ class S3Api(Middleware):
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
         resource = request.path
+        s3 = None
         try:
             s3 = self.context(request)
             resource = "/" + "/".join(p for p in (s3.bucket, s3.key) if p)
@@ -112,6 +121,8 @@ class S3Api(Middleware):
             resp = exc.response(resource, txid(request))
         except HTTPError as exc:
             resp = from_swift(exc.status).response(resource, txid(request))
+        if s3 is not None and "Origin" in request.headers:
+            await cors.decorate(s3, resp)
         resp.headers["x-amz-request-id"] = txid(request)
         return resp
 
@@ -131,11 +142,11 @@ class S3Api(Middleware):
             raise S3Error("InvalidBucketName", 400, "The specified bucket is not valid.",
                           BucketName=bucket)
         pairs = parse_query(request.rel_url.raw_query_string)
-        auth = self.authenticator(request, pairs, bucket)
+        auth = None if unsigned_s3(request) else self.authenticator(request, pairs, bucket)
         if self.creds.auth is None:
             self.creds.auth = self.proxy.auth
         if auth is None:
-            if not self.anonymous_account:
+            if not self.anonymous_account and not unsigned_s3(request):
                 raise access_denied()
             ident, account, name, key_bytes = None, self.anonymous_account, "anonymous", None
         else:
@@ -166,5 +177,7 @@ class S3Api(Middleware):
         return None
 
     async def dispatch(self, s3: S3Request) -> web.StreamResponse:
+        if s3.request.method == "OPTIONS":
+            return await cors.preflight(s3)
         level = "service" if s3.bucket is None else "bucket" if s3.key is None else "object"
         return await routes.handler_for(level, s3.request.method, s3.query)(s3)

@@ -4,9 +4,11 @@ A new resource module (acl, policy, lock, ...) adds its line here."""
 
 from swiftlite.proxy.s3 import (  # noqa: F401
     bucket,
+    cors,
     listing,
     multipart,
     obj,
+    postform,
     tagging,
     versions,
 )
