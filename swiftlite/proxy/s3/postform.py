@@ -388,7 +388,7 @@ def answer(s3: S3Request, fields: dict[str, str], bucket: str, key: str,
         return web.Response(status=303, headers={**headers, "Location": redirect})
     status = fields.get("success_action_status")
     if status == "201":
-        root = xml.root("PostResponse")
+        root = xml.Element("PostResponse")  # S3's has no namespace, and clients read it so
         xml.sub(root, "Location", location)
         xml.sub(root, "Bucket", bucket)
         xml.sub(root, "Key", key)
