@@ -39,10 +39,10 @@ SWIFT_ROOTS = frozenset(("v1", "v1.0", "auth", "info", "healthcheck", "metrics",
 assert operations  # imported for its routes
 
 
-def unsigned_s3(request: web.Request) -> bool:
-    """A CORS preflight (never signed) or a browser's POST form (signed in its fields): their
-    handlers (cors.py, postform.py) judge them, not the request's headers or query."""
-    return request.method == "OPTIONS" or postform.is_form(request)
+def unsigned_s3(request: web.Request, key: str | None = None) -> bool:
+    """A CORS preflight (never signed) or a browser's POST form to a bucket (signed in its
+    fields): their handlers (cors.py, postform.py) judge them, not the request's headers."""
+    return request.method == "OPTIONS" or (key is None and postform.is_form(request))
 
 
 class S3Api(Middleware):
@@ -142,11 +142,12 @@ class S3Api(Middleware):
             raise S3Error("InvalidBucketName", 400, "The specified bucket is not valid.",
                           BucketName=bucket)
         pairs = parse_query(request.rel_url.raw_query_string)
-        auth = None if unsigned_s3(request) else self.authenticator(request, pairs, bucket)
+        unsigned = unsigned_s3(request, key)
+        auth = None if unsigned else self.authenticator(request, pairs, bucket)
         if self.creds.auth is None:
             self.creds.auth = self.proxy.auth
         if auth is None:
-            if not self.anonymous_account and not unsigned_s3(request):
+            if not self.anonymous_account and not unsigned:
                 raise access_denied()
             ident, account, name, key_bytes = None, self.anonymous_account, "anonymous", None
         else:

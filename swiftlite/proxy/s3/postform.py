@@ -80,8 +80,10 @@ _EXPIRATION = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d{1,9
 
 
 def is_form(request: web.Request) -> bool:
-    """Whether `request` is a browser's upload form (its auth is in its fields)."""
-    return request.method == "POST" and request.content_type == "multipart/form-data"
+    """Whether `request` may be a browser's upload form (its auth is in its fields): a POST
+    of multipart/form-data with no query (the middleware also wants it about a bucket)."""
+    return request.method == "POST" and not request.query_string and \
+        request.content_type == "multipart/form-data"
 
 
 def malformed(message: str = "The body of your POST request is not well-formed "
@@ -279,7 +281,7 @@ async def _read_fields(reader) -> tuple[dict[str, str], BodyPartReader | None]:
         fields[name] = value
 
 
-def object_headers(fields: dict[str, str], part: BodyPartReader) -> CIMultiDict[str]:
+def object_headers(fields: dict[str, str]) -> CIMultiDict[str]:
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in fields.items():
         if name.startswith(AMZ_META):
@@ -289,8 +291,8 @@ def object_headers(fields: dict[str, str], part: BodyPartReader) -> CIMultiDict[
         elif name.startswith("x-amz-server-side-encryption") or \
                 name == "x-amz-website-redirect-location":
             raise not_implemented(f"{name} is not supported.")
-    if "content-type" not in out:
-        out["Content-Type"] = part.headers.get("Content-Type") or "binary/octet-stream"
+    if "content-type" not in out:  # as S3: the file part's own type is not the object's
+        out["Content-Type"] = "binary/octet-stream"
     acl = fields.get("acl")
     if acl is not None and acl not in CANNED_ACLS:
         raise invalid_argument("The canned ACL is not valid.", "acl", acl)
@@ -301,7 +303,7 @@ def object_headers(fields: dict[str, str], part: BodyPartReader) -> CIMultiDict[
     return out
 
 
-async def _checked(part: BodyPartReader, low: int, high: int, too_large: int,
+async def _checked(part: BodyPartReader, low: int, high: int,
                    checks: payload.Checks) -> AsyncIterator[bytes]:
     """The file's bytes; a size outside [low, high] or a failed checksum raises with the last
     chunk still held back, which aborts the PUT before it commits."""
@@ -313,11 +315,8 @@ async def _checked(part: BodyPartReader, low: int, high: int, too_large: int,
             break
         seen += len(chunk)
         if seen > high:
-            if seen > too_large:
-                raise S3Error("EntityTooLarge", 400, "Your proposed upload exceeds the "
-                              "maximum allowed size.", MaxSizeAllowed=high)
             raise S3Error("EntityTooLarge", 400, "Your proposed upload exceeds the maximum "
-                          "allowed size.", ProposedSize=seen, MaxSizeAllowed=high)
+                          "allowed size.", MaxSizeAllowed=high)
         checks.update(chunk)
         if pending:
             yield pending
@@ -359,13 +358,13 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
             policy.check(fields)
             if policy.length_range is not None:
                 low, high = policy.length_range[0], min(high, policy.length_range[1])
-        headers = object_headers(fields, part)
+        headers = object_headers(fields)
         checks, _ = payload.header_checks(
             CIMultiDict((k, v) for k, v in fields.items()
                         if k.startswith("x-amz-checksum-") and k != "x-amz-checksum-type"),
             False)
         resp = await s3.swift("PUT", bucket, key, headers,
-                              _checked(part, low, high, s3.proxy.max_file_size, checks))
+                              _checked(part, low, high, checks))
     except (ValueError, AssertionError, BadHttpMessage):
         raise malformed() from None
     if resp.status // 100 != 2:
