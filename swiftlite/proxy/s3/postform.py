@@ -42,7 +42,7 @@ import time
 from calendar import timegm
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage
@@ -68,7 +68,9 @@ from swiftlite.proxy.s3.tagging import parse_tagging
 # S3's own cap on the fields before the file (policy included).
 MAX_FIELDS_BYTES = 20 * 1024
 MAX_FIELDS = 100
-OBJECT_TAGS = "X-Object-Sysmeta-S3api-Tagging"
+# Where and how object tagging (the `lock` branch's tagging.py) keeps an object's tags: the
+# same header and encoding, so GetObjectTagging reads what a form set.
+OBJECT_TAGS = "X-Object-Sysmeta-Mutable-S3-Tagging"
 MAX_OBJECT_TAGS = 10
 # Fields no condition needs to name: the signature's own, the file, and what S3 leaves out.
 UNCONDITIONED = frozenset(("awsaccesskeyid", "signature", "policy", "file", "x-amz-signature"))
@@ -299,7 +301,7 @@ def object_headers(fields: dict[str, str]) -> CIMultiDict[str]:
     if "tagging" in fields:
         tags = parse_tagging(fields["tagging"].encode("utf-8", "surrogateescape"),
                              MAX_OBJECT_TAGS)
-        out[OBJECT_TAGS] = json.dumps(tags)
+        out[OBJECT_TAGS] = urlencode(tags, quote_via=quote)
     return out
 
 
