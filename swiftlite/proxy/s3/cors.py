@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from swiftlite.proxy.middleware.cors import add_vary, csv_items
-from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3 import access, xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.errors import S3Error, malformed_xml
@@ -170,9 +170,13 @@ def no_such_cors(bucket: str) -> S3Error:
 async def bucket_rules(s3: S3Request) -> list[Rule] | None:
     """The bucket's rules, read without the caller's rights (a preflight has none): the
     rules are what the bucket's owner publishes to browsers. None: no bucket, or no rules."""
-    if not s3.bucket or not s3.account:
+    if not s3.bucket:
         return None
-    info = await s3.proxy.container_info(s3.request, s3.account, s3.bucket)
+    try:
+        account = await access.resolve(s3, s3.bucket)
+    except S3Error:
+        return None  # no such bucket (or none the registry can name now)
+    info = await s3.proxy.container_info(s3.request, account, s3.bucket)
     if info.status // 100 != 2:
         return None
     want = BUCKET_CORS.lower()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -50,7 +51,7 @@ from aiohttp.multipart import BodyPartReader
 from multidict import CIMultiDict
 
 from swiftlite.proxy.middleware.formpost import READ_CHUNK, field_value
-from swiftlite.proxy.s3 import payload, xml
+from swiftlite.proxy.s3 import access, acl, payload, xml
 from swiftlite.proxy.s3.bucket import xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -61,7 +62,7 @@ from swiftlite.proxy.s3.errors import (
     not_implemented,
 )
 from swiftlite.proxy.s3.obj import AMZ_META, check_key
-from swiftlite.proxy.s3.routes import route
+from swiftlite.proxy.s3.routes import method_not_allowed, route
 from swiftlite.proxy.s3.sigv4 import ALGORITHM, signature_mismatch, signing_key
 from swiftlite.proxy.s3.tagging import parse_tagging
 
@@ -75,9 +76,6 @@ MAX_OBJECT_TAGS = 10
 # Fields no condition needs to name: the signature's own, the file, and what S3 leaves out.
 UNCONDITIONED = frozenset(("awsaccesskeyid", "signature", "policy", "file", "x-amz-signature"))
 UNCONDITIONED_PREFIXES = ("x-ignore-", "x-amz-checksum-")
-CANNED_ACLS = frozenset(("private", "public-read", "public-read-write", "authenticated-read",
-                         "aws-exec-read", "bucket-owner-read", "bucket-owner-full-control",
-                         "log-delivery-write"))
 _EXPIRATION = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d{1,9})?Z")
 
 
@@ -295,9 +293,6 @@ def object_headers(fields: dict[str, str]) -> CIMultiDict[str]:
             raise not_implemented(f"{name} is not supported.")
     if "content-type" not in out:  # as S3: the file part's own type is not the object's
         out["Content-Type"] = "binary/octet-stream"
-    acl = fields.get("acl")
-    if acl is not None and acl not in CANNED_ACLS:
-        raise invalid_argument("The canned ACL is not valid.", "acl", acl)
     if "tagging" in fields:
         tags = parse_tagging(fields["tagging"].encode("utf-8", "surrogateescape"),
                              MAX_OBJECT_TAGS)
@@ -331,6 +326,16 @@ async def _checked(part: BodyPartReader, low: int, high: int,
         yield pending
 
 
+def with_acl_header(s3: S3Request, fields: dict[str, str]) -> S3Request:
+    """`s3` as if the form's `acl` field were its `x-amz-acl` header: the new object's ACL
+    is then made as PutObject's (acl.py), ownership controls included."""
+    if "acl" not in fields:
+        return s3
+    headers = CIMultiDict(s3.request.headers)
+    headers["x-amz-acl"] = fields["acl"]
+    return dataclasses.replace(s3, request=s3.request.clone(headers=headers))
+
+
 @route("bucket", "POST")
 async def post_object(s3: S3Request) -> web.StreamResponse:
     if not is_form(s3.request):
@@ -338,6 +343,8 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
                       "specified did not hold", Condition="Bucket POST must be of the "
                       "enclosure-type multipart/form-data")
     bucket = s3.bucket or ""
+    if not bucket:
+        raise method_not_allowed("POST", "service")
     try:
         reader = await s3.request.multipart()
         fields, part = await _read_fields(reader)
@@ -347,12 +354,13 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
         if "key" not in fields:
             raise missing_field("key")
         policy = authenticate(s3, fields)
-        if s3.ident is None and not s3.account:
-            raise access_denied()  # no account takes anonymous writes
         fields["key"] = key = fields["key"].replace("${filename}", part.filename or "")
         if not key:
             raise invalid_argument("User key must have a length greater than 0.", "key", "")
         check_key(key)
+        # The signer (or, unsigned, anyone) must be allowed to write here, as for PutObject.
+        s3.account = await access.resolve(s3, bucket)
+        await access.authorize(s3, "s3:PutObject", key)
         fields["bucket"] = bucket  # the policy is about the bucket posted to
         high = s3.proxy.max_file_size
         low = 0
@@ -361,6 +369,7 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
             if policy.length_range is not None:
                 low, high = policy.length_range[0], min(high, policy.length_range[1])
         headers = object_headers(fields)
+        headers.update(await acl.object_create_headers(with_acl_header(s3, fields)))
         checks, _ = payload.header_checks(
             CIMultiDict((k, v) for k, v in fields.items()
                         if k.startswith("x-amz-checksum-") and k != "x-amz-checksum-type"),
