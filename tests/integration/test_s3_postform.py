@@ -2,7 +2,8 @@
 FormData, fields before the file) signed with V2 and V4 policies upload objects; a forged
 signature, an expired policy, a file outside content-length-range, a key outside its
 starts-with condition, a bad checksum or a field no condition names is refused with S3's XML
-error and stores nothing (an object already under that key is left as it was)."""
+error and stores nothing (an object already under that key is left as it was). An unsigned
+form writes only into a bucket anyone may write to, a signed one only where its signer may."""
 
 from __future__ import annotations
 
@@ -209,3 +210,20 @@ def test_malformed_policies_are_400(cluster, s3, existing):
 
 def test_unsigned_form_into_private_bucket_is_denied(cluster, s3, existing):
     assert refused(cluster, s3, {})[0] == 403
+
+
+def test_unsigned_form_into_public_write_bucket(cluster, s3):
+    s3.create_bucket(Bucket="postform-open", ACL="public-read-write")
+    status, _, _ = post(cluster, {"key": "drop/${filename}", "Content-Type": "text/plain"},
+                        b"anonymous drop", filename="note.txt", bucket="postform-open")
+    assert status == 204
+    assert s3.get_object(Bucket="postform-open", Key="drop/note.txt")["Body"].read() == \
+        b"anonymous drop"
+
+
+def test_another_accounts_form_cannot_write_here(cluster, s3, existing):
+    """test2:tester2 signs a perfectly good policy, for a bucket of test's: denied."""
+    policy = encode(BASE)
+    sig = base64.b64encode(hmac.new(b"testing2", policy.encode(), hashlib.sha1).digest())
+    fields = {"AWSAccessKeyId": "test2:tester2", "policy": policy, "signature": sig.decode()}
+    assert refused(cluster, s3, fields) == (403, "AccessDenied")
