@@ -358,6 +358,8 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
         if not key:
             raise invalid_argument("User key must have a length greater than 0.", "key", "")
         check_key(key)
+        if s3.ident is None and not s3.conf.anonymous_s3:
+            raise access_denied()  # the operator turned anonymous S3 off
         # The signer (or, unsigned, anyone) must be allowed to write here, as for PutObject.
         s3.account = await access.resolve(s3, bucket)
         await access.authorize(s3, "s3:PutObject", key)
