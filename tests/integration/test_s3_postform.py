@@ -227,3 +227,22 @@ def test_another_accounts_form_cannot_write_here(cluster, s3, existing):
     sig = base64.b64encode(hmac.new(b"testing2", policy.encode(), hashlib.sha1).digest())
     fields = {"AWSAccessKeyId": "test2:tester2", "policy": policy, "signature": sig.decode()}
     assert refused(cluster, s3, fields) == (403, "AccessDenied")
+
+
+def raw_post(cluster, body: bytes, content_type: str) -> tuple[int, str]:
+    async def go():
+        async with aiohttp.ClientSession() as s, \
+                s.post(f"{cluster.proxy_url}/{BUCKET}", data=body,
+                       headers={"Content-Type": content_type}) as resp:
+            return resp.status, error_code(await resp.read())
+    return asyncio.run(go())
+
+
+def test_broken_forms_are_400(cluster, s3):
+    assert raw_post(cluster, b"not a multipart body at all",
+                    "multipart/form-data; boundary=xyz") == (400, "MalformedPOSTRequest")
+    no_file = (b"--xyz\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nuploads/nf\r\n"
+               b"--xyz--\r\n")
+    assert raw_post(cluster, no_file, "multipart/form-data; boundary=xyz") == \
+        (400, "InvalidArgument")
+    assert missing(s3, "uploads/nf")

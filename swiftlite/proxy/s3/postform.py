@@ -307,7 +307,10 @@ async def _checked(part: BodyPartReader, low: int, high: int,
     seen = 0
     pending = b""
     while True:
-        chunk = await part.read_chunk(READ_CHUNK)
+        try:
+            chunk = await part.read_chunk(READ_CHUNK)
+        except (ValueError, AssertionError, BadHttpMessage):
+            raise malformed() from None
         if not chunk:
             break
         seen += len(chunk)
@@ -348,38 +351,38 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
     try:
         reader = await s3.request.multipart()
         fields, part = await _read_fields(reader)
-        if part is None:
-            raise invalid_argument("POST requires exactly one file upload per request.",
-                                   "file", "0")
-        if "key" not in fields:
-            raise missing_field("key")
-        policy = authenticate(s3, fields)
-        fields["key"] = key = fields["key"].replace("${filename}", part.filename or "")
-        if not key:
-            raise invalid_argument("User key must have a length greater than 0.", "key", "")
-        check_key(key)
-        if s3.ident is None and not s3.conf.anonymous_s3:
-            raise access_denied()  # the operator turned anonymous S3 off
-        # The signer (or, unsigned, anyone) must be allowed to write here, as for PutObject.
-        s3.account = await access.resolve(s3, bucket)
-        await access.authorize(s3, "s3:PutObject", key)
-        fields["bucket"] = bucket  # the policy is about the bucket posted to
-        high = s3.proxy.max_file_size
-        low = 0
-        if policy is not None:
-            policy.check(fields)
-            if policy.length_range is not None:
-                low, high = policy.length_range[0], min(high, policy.length_range[1])
-        headers = object_headers(fields)
-        headers.update(await acl.object_create_headers(with_acl_header(s3, fields)))
-        checks, _ = payload.header_checks(
-            CIMultiDict((k, v) for k, v in fields.items()
-                        if k.startswith("x-amz-checksum-") and k != "x-amz-checksum-type"),
-            False)
-        resp = await s3.swift("PUT", bucket, key, headers,
-                              _checked(part, low, high, checks))
-    except (ValueError, AssertionError, BadHttpMessage):
+    except (ValueError, AssertionError, BadHttpMessage):  # aiohttp's word for a bad body
         raise malformed() from None
+    if part is None:
+        raise invalid_argument("POST requires exactly one file upload per request.",
+                               "file", "0")
+    if "key" not in fields:
+        raise missing_field("key")
+    policy = authenticate(s3, fields)
+    fields["key"] = key = fields["key"].replace("${filename}", part.filename or "")
+    if not key:
+        raise invalid_argument("User key must have a length greater than 0.", "key", "")
+    check_key(key)
+    if s3.ident is None and not s3.conf.anonymous_s3:
+        raise access_denied()  # the operator turned anonymous S3 off
+    # The signer (or, unsigned, anyone) must be allowed to write here, as for PutObject.
+    s3.account = await access.resolve(s3, bucket)
+    await access.authorize(s3, "s3:PutObject", key)
+    fields["bucket"] = bucket  # the policy is about the bucket posted to
+    high = s3.proxy.max_file_size
+    low = 0
+    if policy is not None:
+        policy.check(fields)
+        if policy.length_range is not None:
+            low, high = policy.length_range[0], min(high, policy.length_range[1])
+    headers = object_headers(fields)
+    headers.update(await acl.object_create_headers(with_acl_header(s3, fields)))
+    checks, _ = payload.header_checks(
+        CIMultiDict((k, v) for k, v in fields.items()
+                    if k.startswith("x-amz-checksum-") and k != "x-amz-checksum-type"),
+        False)
+    resp = await s3.swift("PUT", bucket, key, headers,
+                          _checked(part, low, high, checks))
     if resp.status // 100 != 2:
         if resp.status == 404:
             raise no_such_bucket(bucket)
