@@ -92,7 +92,7 @@ class S3Api(Middleware):
                 return True
         if self.host_suffix and self._vhost_bucket(request) is not None:
             return True
-        if auth is None and unsigned_s3(request):
+        if auth is None and unsigned_s3(request) and request.path.startswith("/"):
             return request.path.split("/", 2)[1] not in SWIFT_ROOTS
         if self.anonymous_s3 and auth is None and \
                 "X-Auth-Token" not in request.headers:
