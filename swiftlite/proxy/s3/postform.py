@@ -184,6 +184,7 @@ class Policy:
 
 V4_FIELDS = frozenset(("x-amz-algorithm", "x-amz-credential", "x-amz-date",
                        "x-amz-security-token"))
+SIGNATURE_FIELDS = V4_FIELDS | {"x-amz-signature"}
 
 
 def _size(value: Any) -> int | None:
@@ -329,13 +330,16 @@ async def _checked(part: BodyPartReader, low: int, high: int,
         yield pending
 
 
-def with_acl_header(s3: S3Request, fields: dict[str, str]) -> S3Request:
-    """`s3` as if the form's `acl` field were its `x-amz-acl` header: the new object's ACL
-    is then made as PutObject's (acl.py), ownership controls included."""
-    if "acl" not in fields:
+def as_headers(s3: S3Request, fields: dict[str, str]) -> S3Request:
+    """`s3` as if the form's fields were the headers a PutObject would send (`acl` as
+    `x-amz-acl`, `x-amz-*` as they are), for helpers that read a request's headers: the new
+    object's ACL (acl.py), ownership controls included, is then made as PutObject's."""
+    extra = {("x-amz-acl" if k == "acl" else k): v for k, v in fields.items()
+             if k == "acl" or (k.startswith("x-amz-") and k not in SIGNATURE_FIELDS)}
+    if not extra:
         return s3
     headers = CIMultiDict(s3.request.headers)
-    headers["x-amz-acl"] = fields["acl"]
+    headers.update(extra)
     return dataclasses.replace(s3, request=s3.request.clone(headers=headers))
 
 
@@ -376,7 +380,7 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
         if policy.length_range is not None:
             low, high = policy.length_range[0], min(high, policy.length_range[1])
     headers = object_headers(fields)
-    headers.update(await acl.object_create_headers(with_acl_header(s3, fields)))
+    headers.update(await acl.object_create_headers(as_headers(s3, fields)))
     checks, _ = payload.header_checks(
         CIMultiDict((k, v) for k, v in fields.items()
                     if k.startswith("x-amz-checksum-") and k != "x-amz-checksum-type"),
