@@ -246,3 +246,24 @@ def test_broken_forms_are_400(cluster, s3):
     assert raw_post(cluster, no_file, "multipart/form-data; boundary=xyz") == \
         (400, "InvalidArgument")
     assert missing(s3, "uploads/nf")
+
+
+def anonymous_get(cluster, key: str) -> int:
+    async def go():
+        async with aiohttp.ClientSession() as s, \
+                s.get(f"{cluster.proxy_url}/{BUCKET}/{key}") as resp:
+            return resp.status
+    return asyncio.run(go())
+
+
+def test_acl_field_sets_the_objects_acl(cluster, s3):
+    for acl, status in (("public-read", 200), ("private", 403)):
+        key = f"uploads/acl-{acl}.txt"
+        fields = {"key": key, "acl": acl, "Content-Type": "text/plain",
+                  **v2_fields(encode([*BASE, {"acl": acl}]))}
+        assert post(cluster, fields, b"x")[0] == 204
+        assert anonymous_get(cluster, key) == status
+    bad = {"key": "uploads/acl-bad.txt", "acl": "everyone", "Content-Type": "text/plain",
+           **v2_fields(encode([*BASE, {"acl": "everyone"}]))}
+    assert post(cluster, bad, b"x")[0] == 400
+    assert missing(s3, "uploads/acl-bad.txt")
