@@ -4,6 +4,7 @@ A new resource module (acl, policy, lock, ...) adds its line here."""
 
 from swiftlite.proxy.s3 import (  # noqa: F401
     bucket,
+    encryption,
     listing,
     multipart,
     obj,
