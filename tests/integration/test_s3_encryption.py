@@ -282,3 +282,19 @@ def test_swift_reads_of_encrypted_objects(cluster, s3):
         conn.get_object("enc", "sw-c")
     assert exc.value.http_status == 400
     assert b"sse-c via swift" not in (exc.value.http_response_content or b"")
+
+
+def test_swift_reads_of_encrypted_multipart_and_copies(cluster, s3):
+    import swiftclient
+
+    parts = [os.urandom(5 * 1024 * 1024), b"tail of the kms upload"]
+    multipart(s3, "sw-mp", parts, KMS, {}, {})
+    conn = cluster.connection()
+    _, body = conn.get_object("enc", "sw-mp", headers={"Range": "bytes=5242870-5242899"})
+    assert body == b"".join(parts)[5242870:5242900]
+    # Swift's own COPY would copy ciphertext: refused, nothing written.
+    s3.put_object(Bucket="enc", Key="sw-copy-src", Body=b"abc", **KMS)
+    with pytest.raises(swiftclient.ClientException) as exc:
+        conn.copy_object("enc", "sw-copy-src", "/enc/sw-copy-dst")
+    assert exc.value.http_status == 400
+    assert missing(s3, "sw-copy-dst")

@@ -52,6 +52,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from multidict import CIMultiDict
 
 from swiftlite.common.reserved import split_reserved
+from swiftlite.common.sysmeta import S3_SSE
 from swiftlite.proxy.response import BodyResponse, after_first_chunk, answer_body, close_answer
 from swiftlite.proxy.s3 import xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
@@ -59,7 +60,7 @@ from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
 from swiftlite.proxy.s3.routes import route
 
-SSE = "X-Object-Sysmeta-S3api-Sse"
+SSE = S3_SSE
 BUCKET_SSE = "X-Container-Sysmeta-S3api-Encryption"
 H_SSE = "x-amz-server-side-encryption"
 H_KMS_ID = "x-amz-server-side-encryption-aws-kms-key-id"
@@ -461,6 +462,19 @@ async def on_read(s3: S3Request, resp: web.StreamResponse, query: str) -> web.St
     out = await decrypted(resp, sse, manifest, s3.request.method)
     out.headers.update(sse.answer_headers())
     return out
+
+
+def check_key(s3: S3Request, object_headers: Mapping[str, str]) -> None:
+    """For operations about an object's facts (GetObjectAttributes): the request's SSE
+    headers judged against the object's, as a GET's are (400 for an SSE-C object without its
+    key or with another). `object_headers`: a HEAD sub-request's answer, sysmeta included."""
+    read_headers_check(s3.request.headers)
+    given = customer_key(s3.request.headers)
+    value = object_headers.get(SSE)
+    if value is None:
+        plain_given(given)
+    else:
+        open_sse(store_of(s3), value, given)
 
 
 def store_of(s3: S3Request) -> KeyStore:
