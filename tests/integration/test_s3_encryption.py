@@ -193,7 +193,18 @@ def test_multipart_sse_c_parts_need_the_uploads_key(s3):
         assert code_of(exc)[0] == 400
     assert s3.list_parts(Bucket="enc", Key="mpc", UploadId=up["UploadId"]).get("Parts") \
         in (None, [])
-    s3.abort_multipart_upload(Bucket="enc", Key="mpc", UploadId=up["UploadId"])
+    # A part sent again with the same bytes is the same ciphertext (a client's retry keeps
+    # its ETag); other bytes under that part number are another keystream and ETag.
+    data = os.urandom(100_000)
+    etags = [s3.upload_part(Bucket="enc", Key="mpc", UploadId=up["UploadId"], PartNumber=1,
+                            Body=body, **sse_c())["ETag"] for body in (data, data, data[::-1])]
+    assert etags[0] == etags[1] != etags[2]
+    s3.upload_part(Bucket="enc", Key="mpc", UploadId=up["UploadId"], PartNumber=1, Body=data,
+                   **sse_c())
+    s3.complete_multipart_upload(Bucket="enc", Key="mpc", UploadId=up["UploadId"],
+                                 MultipartUpload={"Parts": [{"ETag": etags[0],
+                                                             "PartNumber": 1}]}, **sse_c())
+    assert s3.get_object(Bucket="enc", Key="mpc", **sse_c())["Body"].read() == data
 
 
 MODES = {"plain": ({}, {}, {}), "sse-c": (sse_c(), sse_c(), sse_c(prefix="CopySource")),

@@ -8,10 +8,12 @@ them, so the object servers only ever hold ciphertext:
   IV. The body is AES-256 in CTR mode: sizes stay equal, and a range decrypts from its own
   offset (the counter of byte `o` is IV + o // 16), without reading from 0.
 - A multipart upload's parts share the upload's data key; part N's counter starts at
-  HMAC-SHA256(data key, IV || N)[:16], so parts are encrypted apart (in any order, copied or
-  uploaded) and a GET walks the manifest's parts, each from its own counter. (A part number
-  uploaded twice with different bytes reuses that part's keystream; the older part object is
-  overwritten, as a resent part is.)
+  HMAC-SHA256(data key, IV || N || nonce)[:16], the nonce derived from the SHA-256 the part's
+  request declares (verified before the part is stored: the same bytes resent give the same
+  ETag, other bytes another keystream), else random; it is kept as a parameter of the part
+  object's Content-Type, which the SLO manifest records per segment. So parts are encrypted
+  apart (in any order, copied or uploaded) and a GET walks the manifest's parts, each from its
+  own counter.
 - The data key is stored only wrapped (AES-256-GCM, random nonce) by a key-encryption key: the
   customer's key (SSE-C), or the key store's key of the named KMS key id (SSE-KMS), or the key
   store's internal SSE-S3 key. Nothing else derived from a customer key is kept: a wrong key
@@ -159,8 +161,8 @@ class Sse:
             return {H_SSE: "AES256"}
         return {H_SSE: "aws:kms", H_KMS_ID: self.kid}
 
-    def part_iv(self, number: int) -> bytes:
-        return hmac.new(self.data_key, self.iv + number.to_bytes(4, "big"),
+    def part_iv(self, number: int, nonce: bytes) -> bytes:
+        return hmac.new(self.data_key, self.iv + number.to_bytes(4, "big") + nonce,
                         "sha256").digest()[:16]
 
 
@@ -352,9 +354,41 @@ async def transform(source: AsyncIterator[bytes], key: bytes,
             ctx, end = _cipher(key, iv, 0), start + length
 
 
-def encrypt_body(body: Any, sse: Sse, part: int | None = None) -> Any:
-    """A PUT body (bytes or an async iterator) encrypted: a whole object, or part `part`."""
-    iv = sse.iv if part is None else sse.part_iv(part)
+PART_TYPE = "application/octet-stream;swiftlite_sse_nonce="
+_NONCE = re.compile(r";swiftlite_sse_nonce=([0-9a-f]{16})$")
+
+
+def _part_nonce(sse: Sse, part: int, given: Mapping[str, str] | None) -> bytes:
+    """A part's nonce: from the SHA-256 its request declares (checked against the body before
+    its end is stored, payload.py), so the same bytes sent again are the same ciphertext and
+    ETag (as clients retrying a part expect), and other bytes never share a keystream; random
+    when no SHA-256 is declared."""
+    if given is None:
+        return os.urandom(8)
+    sha = given.get("x-amz-content-sha256", "")
+    if re.fullmatch(r"[0-9a-fA-F]{64}", sha):
+        declared = sha.lower()
+    else:
+        declared = given.get("x-amz-checksum-sha256", "").strip()
+    if not declared:
+        return os.urandom(8)
+    length = given.get("x-amz-decoded-content-length") or given.get("Content-Length", "")
+    msg = f"part\x00{part}\x00{length}\x00{declared}".encode()
+    return hmac.new(sse.data_key, msg, "sha256").digest()[:8]
+
+
+def encrypt_body(body: Any, sse: Sse, part: int | None = None,
+                 headers: CIMultiDict[str] | None = None,
+                 given: Mapping[str, str] | None = None) -> Any:
+    """A PUT body (bytes or an async iterator) encrypted: a whole object, or part `part` of
+    an upload (`given`: its request's headers), whose nonce goes in the part's `headers` (its
+    Content-Type, which the SLO manifest keeps per segment)."""
+    iv = sse.iv
+    if part is not None:
+        nonce = _part_nonce(sse, part, given)
+        if headers is not None:
+            headers["Content-Type"] = PART_TYPE + nonce.hex()
+        iv = sse.part_iv(part, nonce)
     if isinstance(body, bytes | bytearray):
         return b"".join(_update(_cipher(sse.data_key, iv, 0), bytes(body)))
     return transform(body, sse.data_key, [(0, 1 << 62, iv)], 0)
@@ -398,7 +432,9 @@ async def _segments(fetch_manifest: Fetch, resp: web.StreamResponse,
     for item in json.loads(body):
         name = item["name"].lstrip("/").partition("/")[2]
         length = int(item["bytes"])
-        out.append((start, length, sse.part_iv(int(split_reserved(name)[-1]))))
+        m = _NONCE.search(item.get("content_type", ""))
+        nonce = bytes.fromhex(m.group(1)) if m else b""
+        out.append((start, length, sse.part_iv(int(split_reserved(name)[-1]), nonce)))
         start += length
     return out or [(0, 1 << 62, sse.iv)]
 
@@ -633,8 +669,9 @@ async def copy_part(s3: S3Request, src_bucket: str, src_key: str, head: web.Stre
     """UploadPartCopy through here: the source's bytes (decrypted) into part `number`
     (encrypted as its upload is); the part's PUT answer."""
     stream, length = await _source(s3, src_bucket, src_key, head, rng)
-    body = encrypt_body(stream, sse, number) if sse is not None else stream
-    headers = {"Content-Length": str(length), "Content-Type": "application/octet-stream"}
+    headers = CIMultiDict({"Content-Length": str(length),
+                           "Content-Type": "application/octet-stream"})
+    body = encrypt_body(stream, sse, number, headers) if sse is not None else stream
     return await s3.swift("PUT", hidden, name, headers, body, reserved=True)
 
 

@@ -175,7 +175,7 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     body = payload.body(s3.request, s3.auth, s3.signing_key, length)
     data = b"".join([c async for c in body]) if length <= SMALL else body
     if sse is not None:
-        data = encryption.encrypt_body(data, sse, part)
+        data = encryption.encrypt_body(data, sse, part, headers, s3.request.headers)
     headers["Content-Length"] = str(length)
     resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
     if resp.status == 412 and "If-None-Match" in headers:
