@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import glob
 import hashlib
+import json
 import os
 
 import pytest
@@ -303,6 +304,8 @@ def test_swift_reads_of_encrypted_multipart_and_copies(cluster, s3):
     conn = cluster.connection()
     _, body = conn.get_object("enc", "sw-mp", headers={"Range": "bytes=5242870-5242899"})
     assert body == b"".join(parts)[5242870:5242900]
+    _, manifest = conn.get_object("enc", "sw-mp", query_string="multipart-manifest=get")
+    assert [item["bytes"] for item in json.loads(manifest)] == [len(p) for p in parts]
     # Swift's own COPY would copy ciphertext: refused, nothing written.
     s3.put_object(Bucket="enc", Key="sw-copy-src", Body=b"abc", **KMS)
     with pytest.raises(swiftclient.ClientException) as exc:

@@ -58,7 +58,7 @@ from swiftlite.common.sysmeta import S3_SSE
 from swiftlite.proxy.response import BodyResponse, after_first_chunk, answer_body, close_answer
 from swiftlite.proxy.s3 import xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
-from swiftlite.proxy.s3.context import S3Request
+from swiftlite.proxy.s3.context import S3Request, error_of
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
 from swiftlite.proxy.s3.routes import route
 
@@ -650,10 +650,10 @@ async def copy_object(s3: S3Request, src_bucket: str, src_key: str, head: web.St
     body = encrypt_body(stream, sse) if sse is not None else stream
     resp = await s3.swift("PUT", s3.bucket, s3.key, headers, body)
     if resp.status // 100 != 2:
-        close_answer(resp)
         if resp.status == 404:
+            close_answer(resp)
             raise no_such_bucket(s3.bucket or "")
-        raise S3Error("InternalError", 500, f"The copy could not be stored ({resp.status}).")
+        raise await error_of(resp, s3.bucket, s3.key)
     root = xml.root("CopyObjectResult")
     xml.sub(root, "LastModified", _iso_from_http(resp.headers.get("Last-Modified", "")))
     xml.sub(root, "ETag", '"' + resp.headers.get("ETag", "").strip('"') + '"')
@@ -689,8 +689,8 @@ async def swift_read(store: KeyStore, request: web.Request, resp: web.StreamResp
     from swiftlite.proxy.request import answer_of, sub_request
 
     value = resp.headers.get(SSE)
-    if value is None:
-        return resp
+    if value is None or request.query.get("multipart-manifest") == "get":
+        return resp  # (a manifest itself is plaintext JSON)
     meta = stored_sse(value)
     if meta["kind"] == "c":
         close_answer(resp)
