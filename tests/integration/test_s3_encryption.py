@@ -103,6 +103,10 @@ def test_bad_sse_c_headers_store_nothing(s3):
             s3.put_object(Bucket="enc", Key=f"bad{i}", Body=b"x", **kwargs)
         assert code_of(exc) == (400, "InvalidArgument")
         assert missing(s3, f"bad{i}")
+        with pytest.raises(ClientError) as exc:
+            s3.create_multipart_upload(Bucket="enc", Key=f"bad{i}", **kwargs)
+        assert code_of(exc) == (400, "InvalidArgument")
+        assert not s3.list_multipart_uploads(Bucket="enc", Prefix=f"bad{i}").get("Uploads")
     for i, headers in enumerate((
             {"x-amz-server-side-encryption": "aes:kms"},
             {"x-amz-server-side-encryption": "AES256",
