@@ -532,11 +532,14 @@ async def bucket_default(s3: S3Request, bucket: str) -> Wanted | None:
 
 
 async def for_write(s3: S3Request, bucket: str, headers: CIMultiDict[str],
-                    multipart: bool = False) -> Sse | None:
+                    multipart: bool = False,
+                    given: Mapping[str, str] | None = None) -> Sse | None:
     """PutObject/CopyObject/CreateMultipartUpload: the new object's encryption (its request's
-    headers, else the bucket's default), its sysmeta added to `headers`; None: plaintext."""
+    headers, else the bucket's default), its sysmeta added to `headers`; None: plaintext.
+    `given`: where the SSE settings are instead of the request's headers (a POST form's
+    fields, in a case-insensitive mapping); then `encrypt_body(data, sse)` encrypts."""
     store = store_of(s3)
-    want = requested(s3.request.headers, store)
+    want = requested(s3.request.headers if given is None else given, store)
     if want is None:
         want = await bucket_default(s3, bucket)
         if want is None:
