@@ -573,9 +573,11 @@ def upload_sysmeta(marker_headers: Mapping[str, str]) -> dict[str, str]:
 
 async def source_reader(s3: S3Request, bucket: str, key: str,
                         head: web.StreamResponse, rng: str | None = None,
+                        account: str | None = None,
                         ) -> tuple[Sse | None, AsyncIterator[bytes] | None, int]:
-    """A copy's source: its Sse (None when plaintext) and, when encrypted, its plaintext
-    bytes (`rng`: `bytes=a-b`) as a stream, with their length."""
+    """A copy's source (in `account`, default the request's): its Sse (None when plaintext)
+    and, when encrypted, its plaintext bytes (`rng`: `bytes=a-b`) as a stream, with their
+    length."""
     given = customer_key(s3.request.headers, COPY_PREFIX)
     value = head.headers.get(SSE)
     if value is None:
@@ -583,13 +585,13 @@ async def source_reader(s3: S3Request, bucket: str, key: str,
         return None, None, 0
     sse = open_sse(store_of(s3), value, given, source=True)
     headers = {"Range": rng} if rng else {}
-    resp = await s3.swift("GET", bucket, key, headers)
+    resp = await s3.swift("GET", bucket, key, headers, account=account)
     if resp.status // 100 != 2:
         close_answer(resp)
         raise S3Error("InternalError", 500, "The copy's source could not be read.")
 
     async def manifest(q: str) -> web.StreamResponse:
-        return await s3.swift("GET", bucket, key, query=q)
+        return await s3.swift("GET", bucket, key, query=q, account=account)
     segments = await _segments(manifest, resp, sse)
     length = resp.content_length or 0
     return sse, transform(_chunks(resp), sse.data_key, segments, _first_byte(resp)), length
@@ -610,9 +612,9 @@ async def copy_needed(s3: S3Request, head: web.StreamResponse) -> bool:
     return await bucket_default(s3, s3.bucket or "") is not None
 
 
-async def _plain_source(s3: S3Request, bucket: str, key: str,
-                        rng: str | None) -> tuple[AsyncIterator[bytes], int]:
-    resp = await s3.swift("GET", bucket, key, {"Range": rng} if rng else {})
+async def _plain_source(s3: S3Request, bucket: str, key: str, rng: str | None,
+                        account: str | None) -> tuple[AsyncIterator[bytes], int]:
+    resp = await s3.swift("GET", bucket, key, {"Range": rng} if rng else {}, account=account)
     if resp.status // 100 != 2:
         close_answer(resp)
         raise S3Error("InternalError", 500, "The copy's source could not be read.")
@@ -620,18 +622,19 @@ async def _plain_source(s3: S3Request, bucket: str, key: str,
 
 
 async def _source(s3: S3Request, bucket: str, key: str, head: web.StreamResponse,
-                  rng: str | None) -> tuple[AsyncIterator[bytes], int]:
+                  rng: str | None, account: str | None) -> tuple[AsyncIterator[bytes], int]:
     """A copy's source bytes in plaintext, and how many."""
-    _, stream, length = await source_reader(s3, bucket, key, head, rng)
+    _, stream, length = await source_reader(s3, bucket, key, head, rng, account)
     if stream is None:
-        return await _plain_source(s3, bucket, key, rng)
+        return await _plain_source(s3, bucket, key, rng, account)
     return stream, length
 
 
 async def copy_object(s3: S3Request, src_bucket: str, src_key: str, head: web.StreamResponse,
-                      directive: str) -> web.StreamResponse:
+                      directive: str, account: str | None = None) -> web.StreamResponse:
     """CopyObject through here: the source read (and decrypted) as it streams into the new
     object (encrypted as its request or bucket says)."""
+    from swiftlite.proxy.s3 import acl
     from swiftlite.proxy.s3.context import PASSED
     from swiftlite.proxy.s3.obj import _iso_from_http, no_such_bucket, object_headers
 
@@ -641,6 +644,7 @@ async def copy_object(s3: S3Request, src_bucket: str, src_key: str, head: web.St
         headers = CIMultiDict((k, v) for k, v in head.headers.items()
                               if k.lower() in PASSED or k.lower().startswith("x-object-meta-"))
     sse = await for_write(s3, s3.bucket or "", headers)
+    headers.update(await acl.object_create_headers(s3))
     given = customer_key(s3.request.headers, COPY_PREFIX)
     if SSE not in head.headers:
         plain_given(given)
@@ -648,7 +652,7 @@ async def copy_object(s3: S3Request, src_bucket: str, src_key: str, head: web.St
         raise S3Error("InvalidRequest", 400, "The object was stored using a form of Server "
                       "Side Encryption. The correct parameters must be provided to retrieve "
                       "the object.", ArgumentName=_named(COPY_PREFIX, H_C_ALG))
-    stream, length = await _source(s3, src_bucket, src_key, head, None)
+    stream, length = await _source(s3, src_bucket, src_key, head, None, account)
     headers["Content-Length"] = str(length)
     body = encrypt_body(stream, sse) if sse is not None else stream
     resp = await s3.swift("PUT", s3.bucket, s3.key, headers, body)
@@ -668,10 +672,10 @@ async def copy_object(s3: S3Request, src_bucket: str, src_key: str, head: web.St
 
 async def copy_part(s3: S3Request, src_bucket: str, src_key: str, head: web.StreamResponse,
                     hidden: str, name: str, rng: str | None, sse: Sse | None,
-                    number: int) -> web.StreamResponse:
+                    number: int, account: str | None = None) -> web.StreamResponse:
     """UploadPartCopy through here: the source's bytes (decrypted) into part `number`
     (encrypted as its upload is); the part's PUT answer."""
-    stream, length = await _source(s3, src_bucket, src_key, head, rng)
+    stream, length = await _source(s3, src_bucket, src_key, head, rng, account)
     headers = CIMultiDict({"Content-Length": str(length),
                            "Content-Type": "application/octet-stream"})
     body = encrypt_body(stream, sse, number, headers) if sse is not None else stream
