@@ -316,3 +316,30 @@ def test_swift_reads_of_encrypted_multipart_and_copies(cluster, s3):
         conn.copy_object("enc", "sw-copy-src", "/enc/sw-copy-dst")
     assert exc.value.http_status == 400
     assert missing(s3, "sw-copy-dst")
+
+
+def test_post_form_with_sse_fields(cluster, s3):
+    from tests.integration.test_s3_postform import encode, post, v2_fields
+
+    key = sse_c()
+    conditions = [{"bucket": "enc"}, ["starts-with", "$key", "form"],
+                  ["starts-with", "$x-amz-server-side-encryption-customer-algorithm", ""],
+                  ["starts-with", "$x-amz-server-side-encryption-customer-key", ""],
+                  ["starts-with", "$x-amz-server-side-encryption-customer-key-md5", ""]]
+    fields = {"key": "form-c",
+              "x-amz-server-side-encryption-customer-algorithm": "AES256",
+              "x-amz-server-side-encryption-customer-key": key["SSECustomerKey"],
+              "x-amz-server-side-encryption-customer-key-md5": key["SSECustomerKeyMD5"],
+              **v2_fields(encode(conditions))}
+    status, _, _ = post(cluster, fields, b"form marker sse-c", bucket="enc")
+    assert status == 204
+    assert s3.get_object(Bucket="enc", Key="form-c", **sse_c())["Body"].read() == \
+        b"form marker sse-c"
+    assert not on_disk(cluster, b"form marker sse-c")
+    # A bad key MD5 in the form is refused, and nothing is stored.
+    fields["key"] = "form-bad"
+    fields["x-amz-server-side-encryption-customer-key-md5"] = \
+        base64.b64encode(b"\0" * 16).decode()
+    status, _, _ = post(cluster, fields, b"x", bucket="enc")
+    assert status == 400
+    assert missing(s3, "form-bad")
