@@ -6,6 +6,7 @@ from swiftlite.proxy.s3 import (  # noqa: F401
     acl,
     bucket,
     cors,
+    encryption,
     listing,
     multipart,
     obj,
