@@ -156,7 +156,9 @@ def test_other_user_cannot_upload(s3, cluster):
     other = client(cluster, user="test2:tester2", key="testing2")
     with pytest.raises(ClientError) as exc:
         other.create_multipart_upload(Bucket="mpu", Key="intruder")
-    assert exc.value.response["Error"]["Code"] == "NoSuchBucket"
+    # Bucket names are global: another account finds the bucket, and is refused there.
+    assert exc.value.response["Error"]["Code"] == "AccessDenied"
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket="mpu")
 
 
 def test_no_tracebacks(cluster):
