@@ -12,9 +12,10 @@ object; access.py reads it to decide. Sources of an ACL, at most one per request
 
 A grant by email is stored as the user's id: emails come from `email_<account>_<user>` lines
 in the proxy's config (as tempauth's `user_<account>_<user>`). A grantee that is no known user
-is refused (InvalidArgument; UnresolvableGrantByEmailAddress for an email). Where a bucket's
-ACL means what a Swift container ACL means (everyone reads), X-Container-Read is kept in step
-(`.r:*,.rlistings`), so Swift clients see the same bucket public.
+is refused (InvalidArgument; UnresolvableGrantByEmailAddress for an email). S3 ACLs are not
+mirrored into Swift's container ACLs: a public-read bucket lets anyone list it, not read its
+objects, and Swift's `.r:*` (the only anonymous read Swift has) would open every object in
+it. So Swift's URLs stay closed to anonymous callers; S3's serve what the ACLs grant.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from swiftlite.proxy.s3.routes import route
 
 LOG_DELIVERY = "http://acs.amazonaws.com/groups/s3/LogDelivery"
 GROUPS = (ALL_USERS, AUTH_USERS, LOG_DELIVERY)
-PUBLIC_READ = ".r:*,.rlistings"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 GRANT_HEADERS = {"x-amz-grant-read": "READ", "x-amz-grant-write": "WRITE",
                  "x-amz-grant-read-acp": "READ_ACP", "x-amz-grant-write-acp": "WRITE_ACP",
@@ -201,13 +201,6 @@ def document(s3: Any, acl: Acl) -> web.Response:
     return web.Response(status=200, body=xml.dump(root), content_type="application/xml")
 
 
-def swift_read_acl(acl: Acl) -> str:
-    """The X-Container-Read that means what `acl` means to Swift clients."""
-    public = any(kind == "group" and who == ALL_USERS and perm in ("READ", "FULL_CONTROL")
-                 for kind, who, perm in acl.grants)
-    return PUBLIC_READ if public else ""
-
-
 def new_bucket_acl(s3: Any) -> Acl:
     """The ACL a CreateBucket asks for (private unless its headers say otherwise)."""
     owner = access.canonical_id(s3.ident) or ""
@@ -215,11 +208,7 @@ def new_bucket_acl(s3: Any) -> Acl:
 
 
 def new_bucket_headers(acl: Acl) -> dict[str, str]:
-    headers = {BUCKET_ACL: acl.dump()}
-    read = swift_read_acl(acl)
-    if read:
-        headers["X-Container-Read"] = read
-    return headers
+    return {BUCKET_ACL: acl.dump()}
 
 
 def same_grants(a: Acl, b: Acl) -> bool:
@@ -294,8 +283,7 @@ async def put_bucket_acl(s3: Any) -> web.StreamResponse:
     current = await bucket_acl(s3)
     new = await requested_acl(s3, current.owner)
     ownership.check_new_acl(meta, new, explicit=True)
-    await s3.swift_ok("POST", s3.bucket, headers={
-        BUCKET_ACL: new.dump(), "X-Container-Read": swift_read_acl(new)})
+    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_ACL: new.dump()})
     return web.Response(status=200)
 
 
