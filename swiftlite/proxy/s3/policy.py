@@ -1,0 +1,290 @@
+"""Bucket policies: PutBucketPolicy, GetBucketPolicy, DeleteBucketPolicy,
+GetBucketPolicyStatus, and what a request is as the policy language sees it.
+
+The document (checked by policy_lang.parse, at most 20 KiB) is kept with its container as
+sysmeta, base64 in chunks of CHUNK characters (a backend header must stay under the servers'
+8 KiB field limit), exactly as the client sent it: GetBucketPolicy answers the same bytes.
+`verdict` is what the authorization point asks: the bucket policy's answer ("Allow",
+"Deny" or None) to one S3 request, with the request's condition keys (`s3:x-amz-acl`,
+`s3:prefix`, `aws:SourceIp`, `s3:ExistingObjectTag/<key>`, ...) filled in.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3.bucket import small_body, xml_response
+from swiftlite.proxy.s3.context import S3Request
+from swiftlite.proxy.s3.errors import S3Error, access_denied
+from swiftlite.proxy.s3.policy_lang import (
+    ANONYMOUS,
+    MAX_POLICY,
+    Policy,
+    Principal,
+    arn_of,
+    evaluate,
+    is_public,
+    malformed_policy,
+    norm_key,
+    parse,
+    parse_stored,
+)
+from swiftlite.proxy.s3.routes import route
+
+__all__ = ["evaluate", "parse", "verdict", "action_of", "stored_policy"]
+
+POLICY_HEADER = "X-Container-Sysmeta-S3api-Policy-"  # + chunk number, from 0
+CHUNK = 4096
+# Enough chunks for the largest policy in base64 (20 KiB * 4/3); every one is written on
+# each change, empty ones deleted, so no chunk of an older, longer policy is left behind.
+CHUNKS = -(-(MAX_POLICY * 4 // 3 + 4) // CHUNK)
+
+
+def encode(text: str) -> dict[str, str]:
+    data = base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
+    return {f"{POLICY_HEADER}{i}": data[i * CHUNK:(i + 1) * CHUNK] for i in range(CHUNKS)}
+
+
+def decode(headers: Mapping[str, str]) -> str | None:
+    """The stored policy text among a container's headers (any case), None if none."""
+    lower = {k.lower(): v for k, v in headers.items()
+             if k.lower().startswith(POLICY_HEADER.lower())}
+    data = "".join(lower.get(f"{POLICY_HEADER.lower()}{i}", "") for i in range(CHUNKS))
+    if not data:
+        return None
+    try:
+        return base64.b64decode(data, validate=True).decode("utf-8", "surrogateescape")
+    except (binascii.Error, ValueError):
+        return None
+
+
+def stored_policy(meta: Mapping[str, str], bucket: str) -> Policy | None:
+    """The bucket's policy from its container's metadata (ContainerInfo.meta or a HEAD's
+    headers), parsed once per worker and text."""
+    text = decode(meta)
+    return None if text is None else parse_stored(text, bucket)
+
+
+def no_such_policy(bucket: str | None) -> S3Error:
+    return S3Error("NoSuchBucketPolicy", 404, "The bucket policy does not exist",
+                   BucketName=bucket or "")
+
+
+def block_public_policy(meta: Mapping[str, str]) -> bool:
+    """Whether the bucket's public access block has BlockPublicPolicy set."""
+    return False  # no public access block yet
+
+
+def restrict_public_buckets(meta: Mapping[str, str]) -> bool:
+    """Whether the bucket's public access block has RestrictPublicBuckets set: a public
+    policy then grants nothing to anyone outside the bucket owner's account."""
+    return False  # no public access block yet
+
+
+# ---- the routes ----------------------------------------------------------------------------
+
+@route("bucket", "PUT", "policy")
+async def put_bucket_policy(s3: S3Request) -> web.StreamResponse:
+    try:
+        body = await small_body(s3, MAX_POLICY)
+    except S3Error as exc:
+        if exc.code == "MaxMessageLengthExceeded":
+            raise malformed_policy("Policies must be no larger than 20 KB") from None
+        raise
+    if not body.strip():
+        raise malformed_policy("Missing required field Statement")
+    doc = parse(body, s3.bucket or "")
+    head = await s3.swift_ok("HEAD", s3.bucket)
+    if is_public(doc) and block_public_policy(head.headers):
+        raise access_denied()
+    await s3.swift_ok("POST", s3.bucket, headers=encode(doc.text))
+    return web.Response(status=204)
+
+
+@route("bucket", "GET", "policy")
+async def get_bucket_policy(s3: S3Request) -> web.StreamResponse:
+    head = await s3.swift_ok("HEAD", s3.bucket)
+    text = decode(head.headers)
+    if text is None:
+        raise no_such_policy(s3.bucket)
+    return web.Response(status=200, body=text.encode("utf-8", "surrogateescape"),
+                        content_type="application/json")
+
+
+@route("bucket", "DELETE", "policy")
+async def delete_bucket_policy(s3: S3Request) -> web.StreamResponse:
+    await s3.swift_ok("HEAD", s3.bucket)
+    await s3.swift_ok("POST", s3.bucket, headers=dict.fromkeys(encode(""), ""))
+    return web.Response(status=204)
+
+
+def acl_is_public(headers: Mapping[str, str]) -> bool:
+    """Whether the bucket's ACL grants anything to everyone or to every signed-in user."""
+    return ".r:*" in headers.get("X-Container-Read", "")
+
+
+@route("bucket", "GET", "policyStatus")
+async def get_bucket_policy_status(s3: S3Request) -> web.StreamResponse:
+    head = await s3.swift_ok("HEAD", s3.bucket)
+    public = is_public(stored_policy(head.headers, s3.bucket or "")) or \
+        acl_is_public(head.headers)
+    root = xml.root("PolicyStatus")
+    xml.sub(root, "IsPublic", "true" if public else "false")
+    return xml_response(root)
+
+
+# ---- a request as the policy sees it -------------------------------------------------------
+
+_BUCKET_GET = {
+    "": "ListBucket", "versions": "ListBucketVersions",
+    "uploads": "ListBucketMultipartUploads", "acl": "GetBucketAcl",
+    "policy": "GetBucketPolicy", "policyStatus": "GetBucketPolicyStatus",
+    "tagging": "GetBucketTagging", "versioning": "GetBucketVersioning",
+    "location": "GetBucketLocation", "cors": "GetBucketCORS",
+    "lifecycle": "GetLifecycleConfiguration", "encryption": "GetEncryptionConfiguration",
+    "object-lock": "GetBucketObjectLockConfiguration",
+    "publicAccessBlock": "GetBucketPublicAccessBlock",
+    "ownershipControls": "GetBucketOwnershipControls", "website": "GetBucketWebsite",
+    "logging": "GetBucketLogging", "notification": "GetBucketNotification",
+    "replication": "GetReplicationConfiguration",
+    "accelerate": "GetAccelerateConfiguration", "requestPayment": "GetBucketRequestPayment"}
+_BUCKET_PUT = {
+    "": "CreateBucket", "acl": "PutBucketAcl", "policy": "PutBucketPolicy",
+    "tagging": "PutBucketTagging", "versioning": "PutBucketVersioning",
+    "cors": "PutBucketCORS", "lifecycle": "PutLifecycleConfiguration",
+    "encryption": "PutEncryptionConfiguration",
+    "object-lock": "PutBucketObjectLockConfiguration",
+    "publicAccessBlock": "PutBucketPublicAccessBlock",
+    "ownershipControls": "PutBucketOwnershipControls", "website": "PutBucketWebsite",
+    "logging": "PutBucketLogging", "notification": "PutBucketNotification",
+    "replication": "PutReplicationConfiguration",
+    "accelerate": "PutAccelerateConfiguration", "requestPayment": "PutBucketRequestPayment"}
+# S3 has no Delete action for most configurations: removing one is putting it.
+_BUCKET_DELETE = {**_BUCKET_PUT, "": "DeleteBucket", "policy": "DeleteBucketPolicy",
+                  "website": "DeleteBucketWebsite",
+                  "ownershipControls": "DeleteBucketOwnershipControls"}
+_OBJECT = {
+    ("GET", ""): "GetObject", ("HEAD", ""): "GetObject", ("PUT", ""): "PutObject",
+    ("DELETE", ""): "DeleteObject", ("GET", "acl"): "GetObjectAcl",
+    ("HEAD", "acl"): "GetObjectAcl", ("PUT", "acl"): "PutObjectAcl",
+    ("GET", "tagging"): "GetObjectTagging", ("PUT", "tagging"): "PutObjectTagging",
+    ("DELETE", "tagging"): "DeleteObjectTagging",
+    ("GET", "retention"): "GetObjectRetention", ("PUT", "retention"): "PutObjectRetention",
+    ("GET", "legal-hold"): "GetObjectLegalHold", ("PUT", "legal-hold"): "PutObjectLegalHold",
+    ("GET", "attributes"): "GetObjectAttributes", ("POST", "uploads"): "PutObject",
+    ("PUT", "uploadId"): "PutObject", ("PUT", "partNumber"): "PutObject",
+    ("POST", "uploadId"): "PutObject", ("DELETE", "uploadId"): "AbortMultipartUpload",
+    ("GET", "uploadId"): "ListMultipartUploadParts", ("POST", "restore"): "RestoreObject",
+    ("POST", "select"): "GetObject", ("GET", "torrent"): "GetObjectTorrent"}
+# Actions that have a Version form when the request names a version.
+_VERSIONED = {"GetObject": "GetObjectVersion", "DeleteObject": "DeleteObjectVersion",
+              "GetObjectAcl": "GetObjectVersionAcl", "PutObjectAcl": "PutObjectVersionAcl",
+              "GetObjectTagging": "GetObjectVersionTagging",
+              "PutObjectTagging": "PutObjectVersionTagging",
+              "DeleteObjectTagging": "DeleteObjectVersionTagging",
+              "GetObjectAttributes": "GetObjectVersionAttributes"}
+
+
+def action_of(level: str, method: str, query: Mapping[str, str]) -> str | None:
+    """The `s3:` action a request is (None: none a bucket policy can name, as ListBuckets
+    or the per-key DeleteObjects, which is judged key by key)."""
+    if level == "service":
+        return "s3:ListAllMyBuckets" if method in ("GET", "HEAD") else None
+    if level == "bucket":
+        table = {"GET": _BUCKET_GET, "HEAD": _BUCKET_GET, "PUT": _BUCKET_PUT,
+                 "DELETE": _BUCKET_DELETE}.get(method)
+        if table is None:
+            return None
+        sub = next((q for q in query if q in table and q), "")
+        name = table.get(sub)
+        return None if name is None else "s3:" + name
+    sub = next((q for q in query if (method, q) in _OBJECT), "")
+    name = _OBJECT.get((method, sub))
+    if name is None:
+        return None
+    if query.get("versionId") and query.get("versionId") != "null" and name in _VERSIONED:
+        name = _VERSIONED[name]
+    return "s3:" + name
+
+
+def principal_of(s3: S3Request) -> Principal:
+    if s3.ident is None:
+        return ANONYMOUS
+    return Principal(s3.ident.account, s3.ident.user)
+
+
+def copy_source(value: str) -> str:
+    """`x-amz-copy-source` as policies compare it: `bucket/key`, no leading slash, decoded,
+    without `?versionId=`."""
+    return unquote(value.split("?", 1)[0]).lstrip("/")
+
+
+def request_context(s3: S3Request, key: str | None = None) -> dict[str, Any]:
+    """The condition keys of a request (normalised names, see policy_lang.norm_key)."""
+    request = s3.request
+    now = time.time()
+    ctx: dict[str, Any] = {
+        "aws:currenttime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "aws:epochtime": str(int(now)),
+        "aws:securetransport": "true" if request.secure else "false",
+        "aws:principaltype": "Anonymous" if s3.ident is None else "User",
+    }
+    if request.remote:
+        ctx["aws:sourceip"] = request.remote
+    if s3.ident is not None:
+        ctx["aws:username"] = s3.ident.user.partition(":")[2] or s3.ident.user
+        ctx["aws:userid"] = s3.ident.user
+        ctx["aws:principalaccount"] = s3.ident.account
+    for name, ctx_key in (("Referer", "aws:referer"), ("User-Agent", "aws:useragent")):
+        if name in request.headers:
+            ctx[ctx_key] = request.headers[name]
+    for name, value in request.headers.items():
+        low = name.lower()
+        if low.startswith("x-amz-"):
+            ctx["s3:" + low] = copy_source(value) if low == "x-amz-copy-source" else value
+    tagging = request.headers.get("x-amz-tagging")
+    if tagging is not None:
+        pairs = [p.partition("=") for p in tagging.split("&") if p]
+        for k, _, v in pairs:
+            ctx[norm_key("s3:RequestObjectTag/" + unquote(k))] = unquote(v)
+        ctx["s3:requestobjecttagkeys"] = [unquote(k) for k, _, _ in pairs]
+    q = s3.query
+    for name in ("prefix", "delimiter", "max-keys"):
+        if name in q:
+            ctx["s3:" + name] = q[name]
+    if "versionId" in q:
+        ctx["s3:versionid"] = q["versionId"]
+    if s3.auth is not None:
+        ctx["s3:signatureversion"] = "AWS4-HMAC-SHA256" if \
+            type(s3.auth).__name__ == "V4" else "AWS"
+        presigned = "X-Amz-Signature" in q or "Signature" in q
+        ctx["s3:authtype"] = "REST-QUERY-STRING" if presigned else "REST-HEADER"
+    return ctx
+
+
+def needs_object_tags(doc: Policy) -> bool:
+    return any(c.key.startswith("s3:existingobjecttag/")
+               for st in doc.statements for c in st.conditions)
+
+
+def with_object_tags(ctx: dict[str, Any], tags: list[tuple[str, str]]) -> dict[str, Any]:
+    for k, v in tags:
+        ctx[norm_key("s3:ExistingObjectTag/" + k)] = v
+    return ctx
+
+
+def verdict(doc: Policy | None, s3: S3Request, action: str, bucket: str,
+            key: str | None = None, ctx: dict[str, Any] | None = None) -> str | None:
+    """The policy's answer to this request's caller doing `action` on bucket/key."""
+    if doc is None:
+        return None
+    return evaluate(doc, principal_of(s3), action, arn_of(bucket, key),
+                    ctx if ctx is not None else request_context(s3, key))
