@@ -16,10 +16,14 @@ import binascii
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, quote, unquote
 
 from aiohttp import web
+from multidict import CIMultiDict
 
+from swiftlite.proxy.auth import Identity
+from swiftlite.proxy.request import AUTHENTICATED, answer_of, sub_request
+from swiftlite.proxy.response import close_answer
 from swiftlite.proxy.s3 import xml
 from swiftlite.proxy.s3.bucket import small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
@@ -288,3 +292,72 @@ def verdict(doc: Policy | None, s3: S3Request, action: str, bucket: str,
         return None
     return evaluate(doc, principal_of(s3), action, arn_of(bucket, key),
                     ctx if ctx is not None else request_context(s3, key))
+
+
+# ---- the decider the authorization point consults ------------------------------------------
+
+# Policy management the bucket's owner keeps whatever its policy says, so that no policy
+# can lock its owner out of changing it (as AWS keeps it for the account's root user).
+OWNER_KEEPS = frozenset(("s3:GetBucketPolicy", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"))
+# Object tags as the tagging module keeps them (mutable object sysmeta, a query string).
+OBJECT_TAGS = "X-Object-Sysmeta-Mutable-S3-Tagging"
+
+
+async def object_head(s3: S3Request, account: str, bucket: str,
+                      key: str) -> web.StreamResponse | None:
+    """The object's HEAD answer with the owner's rights (None: no such object), once per
+    request and object (the version the request names, when it is about that object)."""
+    memo = s3.extra.setdefault("policy_heads", {})
+    found = memo.get((account, bucket, key), False)
+    if found is not False:
+        return found
+    path = "/v1/" + quote(account, safe="") + "/" + quote(bucket, safe="") + "/" + \
+        quote(key, safe="/")
+    vid = s3.query.get("versionId") if (bucket, key) == (s3.bucket, s3.key) else None
+    sub = sub_request(s3.request, "HEAD", path, CIMultiDict(),
+                      query="" if not vid else "version-id=" + quote(vid, safe=""))
+    sub[AUTHENTICATED] = (s3.ident or Identity("anonymous", "")).with_grant(account, "admin")
+    resp = await answer_of(s3.app, sub)
+    close_answer(resp)
+    out = resp if resp.status // 100 == 2 else None
+    memo[(account, bucket, key)] = out
+    return out
+
+
+async def decide(ask: Any) -> str | None:
+    """A bucket policy's say on one decision of access.authorize: "deny", "allow" or None.
+    Cheap for a bucket without a policy: the container's info is cached."""
+    s3: S3Request = ask.s3
+    bucket, key = ask.bucket, ask.key
+    if bucket is None:
+        return None
+    info = await s3.proxy.container_info(s3.request, ask.account, bucket)
+    if info.status // 100 != 2:
+        return None
+    doc = stored_policy(info.meta, bucket)
+    if doc is None:
+        return None
+    if ask.is_owner and ask.action in OWNER_KEEPS:
+        return None
+    ctx = request_context(s3, key)
+    if key is not None and needs_object_tags(doc):
+        head = await object_head(s3, ask.account, bucket, key)
+        if head is not None:
+            with_object_tags(ctx, parse_qsl(head.headers.get(OBJECT_TAGS, ""),
+                                            keep_blank_values=True))
+    who = principal_of(s3)
+    answer = evaluate(doc, who, ask.action, arn_of(bucket, key), ctx)
+    if answer == "Deny":
+        return "deny"
+    if answer == "Allow" and restrict_public_buckets(info.meta) and is_public(doc) and \
+            not ask.is_owner:
+        answer = None  # RestrictPublicBuckets: a public policy grants outsiders nothing
+    if answer is None and key is not None and ask.action in ("s3:GetObject",
+                                                             "s3:GetObjectVersion"):
+        # Reading a key that does not exist is answered 404 to whoever may list it there
+        # (with `s3:prefix` the key), else 403: the policy's ListBucket decides which.
+        listing = dict(ctx, **{"s3:prefix": key})
+        if evaluate(doc, who, "s3:ListBucket", arn_of(bucket), listing) == "Allow" and \
+                await object_head(s3, ask.account, bucket, key) is None:
+            answer = "Allow"
+    return None if answer is None else "allow"
