@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from botocore import UNSIGNED
 from botocore.exceptions import ClientError
 
 from tests.integration.s3_support import client
@@ -129,3 +130,157 @@ def test_policy_status(s3):
     s3.delete_bucket_policy(Bucket="pol-status")
     s3.put_bucket_acl(Bucket="pol-status", ACL="public-read")
     assert status_of(s3, "pol-status") is True
+
+
+# ---- what a policy allows and denies -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def alt(cluster):
+    return client(cluster, "test2:tester2", "testing2")
+
+
+@pytest.fixture(scope="module")
+def third(cluster):
+    """A user of a third account, named by no policy here."""
+    return client(cluster, "test5:tester5", "testing5")
+
+
+@pytest.fixture(scope="module")
+def anon(cluster):
+    return client(cluster, sig=UNSIGNED)
+
+
+def denied(call, **kwargs) -> None:
+    with pytest.raises(ClientError) as exc:
+        call(**kwargs)
+    assert code_of(exc) == (403, "AccessDenied")
+
+
+def test_allow_another_account(s3, alt, third, anon):
+    s3.create_bucket(Bucket="pol-grant")
+    s3.put_object(Bucket="pol-grant", Key="k", Body=b"data")
+    denied(alt.list_objects, Bucket="pol-grant")
+    s3.put_bucket_policy(Bucket="pol-grant", Policy=policy("pol-grant", allow(
+        "pol-grant", action=["s3:ListBucket", "s3:GetObject"],
+        principal={"AWS": "arn:aws:iam::test2:root"})))
+    assert [o["Key"] for o in alt.list_objects(Bucket="pol-grant")["Contents"]] == ["k"]
+    assert alt.get_object(Bucket="pol-grant", Key="k")["Body"].read() == b"data"
+    # Only what was granted: no write, and nobody else.
+    denied(alt.put_object, Bucket="pol-grant", Key="new", Body=b"x")
+    denied(alt.delete_object, Bucket="pol-grant", Key="k")
+    denied(alt.get_bucket_policy, Bucket="pol-grant")
+    denied(third.list_objects, Bucket="pol-grant")
+    denied(third.get_object, Bucket="pol-grant", Key="k")
+    denied(anon.get_object, Bucket="pol-grant", Key="k")
+    assert [o["Key"] for o in s3.list_objects(Bucket="pol-grant")["Contents"]] == ["k"]
+    s3.delete_bucket_policy(Bucket="pol-grant")
+    denied(alt.get_object, Bucket="pol-grant", Key="k")
+
+
+def test_policy_of_one_bucket_grants_nothing_on_another(s3, alt):
+    s3.create_bucket(Bucket="pol-iso-a")
+    s3.create_bucket(Bucket="pol-iso-b")
+    s3.put_object(Bucket="pol-iso-b", Key="k", Body=b"b")
+    everything = policy("pol-iso-a", allow("pol-iso-a", action="s3:*",
+                                           resources=["arn:aws:s3:::*", "arn:aws:s3:::*/*"]))
+    s3.put_bucket_policy(Bucket="pol-iso-a", Policy=everything)
+    assert alt.list_objects(Bucket="pol-iso-a").get("Contents") is None
+    denied(alt.list_objects, Bucket="pol-iso-b")
+    denied(alt.get_object, Bucket="pol-iso-b", Key="k")
+    denied(alt.put_object, Bucket="pol-iso-b", Key="x", Body=b"x")
+    # A policy naming the other bucket is refused outright.
+    with pytest.raises(ClientError) as exc:
+        s3.put_bucket_policy(Bucket="pol-iso-a", Policy=policy("pol-iso-a", allow(
+            "pol-iso-a", resources="arn:aws:s3:::pol-iso-b/*")))
+    assert code_of(exc) == (400, "MalformedPolicy")
+    # Nor can another account put a policy on a bucket it does not own.
+    denied(alt.put_bucket_policy, Bucket="pol-iso-b",
+           Policy=policy("pol-iso-b", allow("pol-iso-b")))
+    with pytest.raises(ClientError) as exc:
+        s3.get_bucket_policy(Bucket="pol-iso-b")
+    assert code_of(exc) == (404, "NoSuchBucketPolicy")
+
+
+def test_deny_beats_allow_owner_included(s3, alt):
+    s3.create_bucket(Bucket="pol-deny")
+    for key in ("open/a", "secret/a"):
+        s3.put_object(Bucket="pol-deny", Key=key, Body=key.encode())
+    s3.put_bucket_policy(Bucket="pol-deny", Policy=policy(
+        "pol-deny", allow("pol-deny", action="s3:GetObject"),
+        allow("pol-deny", action="s3:GetObject", effect="Deny",
+              resources="arn:aws:s3:::pol-deny/secret/*")))
+    assert alt.get_object(Bucket="pol-deny", Key="open/a")["Body"].read() == b"open/a"
+    denied(alt.get_object, Bucket="pol-deny", Key="secret/a")
+    denied(s3.get_object, Bucket="pol-deny", Key="secret/a")  # the owner too
+    assert s3.get_object(Bucket="pol-deny", Key="open/a")["Body"].read() == b"open/a"
+
+
+def test_owner_keeps_its_policy(s3):
+    s3.create_bucket(Bucket="pol-lockout")
+    s3.put_object(Bucket="pol-lockout", Key="k", Body=b"x")
+    s3.put_bucket_policy(Bucket="pol-lockout", Policy=policy("pol-lockout", allow(
+        "pol-lockout", action="*", effect="Deny")))
+    denied(s3.get_object, Bucket="pol-lockout", Key="k")
+    denied(s3.list_objects, Bucket="pol-lockout")
+    assert "Deny" in s3.get_bucket_policy(Bucket="pol-lockout")["Policy"]
+    s3.delete_bucket_policy(Bucket="pol-lockout")
+    assert s3.get_object(Bucket="pol-lockout", Key="k")["Body"].read() == b"x"
+
+
+def test_conditions(s3, alt):
+    s3.create_bucket(Bucket="pol-cond")
+    s3.put_object(Bucket="pol-cond", Key="public/a", Body=b"a")
+    s3.put_bucket_policy(Bucket="pol-cond", Policy=policy(
+        "pol-cond",
+        allow("pol-cond", action="s3:PutObject", resources="arn:aws:s3:::pol-cond/*"),
+        allow("pol-cond", action="s3:PutObject", effect="Deny",
+              resources="arn:aws:s3:::pol-cond/*",
+              Condition={"StringLike": {"s3:x-amz-acl": "public*"}}),
+        allow("pol-cond", resources="arn:aws:s3:::pol-cond",
+              Condition={"StringEquals": {"s3:prefix": "public/"}})))
+    alt.put_object(Bucket="pol-cond", Key="private-key", Body=b"p")
+    assert s3.get_object(Bucket="pol-cond", Key="private-key")["Body"].read() == b"p"
+    denied(alt.put_object, Bucket="pol-cond", Key="public-key", Body=b"p", ACL="public-read")
+    with pytest.raises(ClientError) as exc:
+        s3.head_object(Bucket="pol-cond", Key="public-key")
+    assert code_of(exc)[0] == 404  # refused: nothing stored
+    listed = alt.list_objects(Bucket="pol-cond", Prefix="public/")
+    assert [o["Key"] for o in listed["Contents"]] == ["public/a"]
+    denied(alt.list_objects, Bucket="pol-cond")
+    denied(alt.list_objects, Bucket="pol-cond", Prefix="private")
+
+
+def test_copy_source_condition(s3, alt):
+    s3.create_bucket(Bucket="pol-src")
+    s3.create_bucket(Bucket="pol-dst")
+    for key in ("public/a", "private/a"):
+        s3.put_object(Bucket="pol-src", Key=key, Body=key.encode())
+    s3.put_bucket_policy(Bucket="pol-src", Policy=policy("pol-src", allow(
+        "pol-src", action="s3:GetObject", resources="arn:aws:s3:::pol-src/*")))
+    s3.put_bucket_policy(Bucket="pol-dst", Policy=policy("pol-dst", allow(
+        "pol-dst", action="s3:PutObject", resources="arn:aws:s3:::pol-dst/*",
+        Condition={"StringLike": {"s3:x-amz-copy-source": "pol-src/public/*"}})))
+    alt.copy_object(Bucket="pol-dst", Key="copy", CopySource={"Bucket": "pol-src",
+                                                              "Key": "public/a"})
+    assert s3.get_object(Bucket="pol-dst", Key="copy")["Body"].read() == b"public/a"
+    denied(alt.copy_object, Bucket="pol-dst", Key="copy2",
+           CopySource={"Bucket": "pol-src", "Key": "private/a"})
+    denied(alt.put_object, Bucket="pol-dst", Key="plain", Body=b"x")
+
+
+def test_missing_key_404_only_for_listers(s3, alt):
+    s3.create_bucket(Bucket="pol-head")
+    s3.put_bucket_policy(Bucket="pol-head", Policy=policy("pol-head", allow(
+        "pol-head", resources="arn:aws:s3:::pol-head",
+        Condition={"StringLike": {"s3:prefix": "public/*"}})))
+    with pytest.raises(ClientError) as exc:
+        alt.head_object(Bucket="pol-head", Key="public/none")
+    assert code_of(exc)[0] == 404
+    with pytest.raises(ClientError) as exc:
+        alt.head_object(Bucket="pol-head", Key="private/none")
+    assert code_of(exc)[0] == 403
+    # An object that exists is not readable through a listing grant.
+    s3.put_object(Bucket="pol-head", Key="public/there", Body=b"x")
+    with pytest.raises(ClientError) as exc:
+        alt.get_object(Bucket="pol-head", Key="public/there")
+    assert code_of(exc)[0] == 403
