@@ -3,9 +3,10 @@
 A request is S3's when its Authorization header starts with `AWS4-HMAC-SHA256 ` or `AWS `,
 when its query carries a presigned signature (`X-Amz-Signature`/`X-Amz-Algorithm`, or
 `AWSAccessKeyId` with `Signature`), when its Host is `<bucket>.<storage_domain>` (with
-`storage_domain` set), or, with `anonymous_account` set, when it is anonymous and its path
-is not one of the proxy's own (`/v1`, `/auth`, `/info`, ...). Anything else goes on to Swift
-after a header lookup or two.
+`storage_domain` set), or (unless `anonymous_s3 = false`) when it is anonymous and its path
+is not one of the proxy's own (`/v1`, `/auth`, `/info`, ...): S3's public objects. Anything
+else goes on to Swift after a header lookup or two. Which account a bucket is in, and
+whether the caller may do what it asks there, is access.py's (before every handler).
 
 Sits after the gatekeeper (a client's sysmeta is gone before the S3 layer sets its own) and
 before tempauth: after checking the signature with the user's password, each operation sends
@@ -24,10 +25,10 @@ from aiohttp import web
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
-from swiftlite.proxy.s3 import operations, routes
+from swiftlite.proxy.s3 import access, operations, routes
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
-from swiftlite.proxy.s3.errors import S3Error, access_denied, from_swift
+from swiftlite.proxy.s3.errors import S3Error, from_swift
 from swiftlite.proxy.s3.sigv2 import V2
 from swiftlite.proxy.s3.sigv4 import V4, parse_query
 
@@ -48,7 +49,10 @@ class S3Api(Middleware):
         super().__init__(app, proxy, conf)
         self.storage_domain = conf.get_str("storage_domain", "").strip().lower().lstrip(".")
         self.host_suffix = "." + self.storage_domain if self.storage_domain else ""
+        # Anonymous requests for buckets the registry does not know: this account's.
         self.anonymous_account = conf.get_str("anonymous_account", "").strip()
+        self.anonymous_s3 = conf.get_bool("anonymous_s3", True)
+        self.registry = None  # access.registry_of makes it once tempauth is known
         self.location = conf.get_str("location", "us-east-1")
         self.min_part_size = conf.get_size("s3_min_part_size", 5 * 1024 * 1024)
         self.max_parts = conf.get_int("s3_max_parts", 10000)
@@ -81,7 +85,7 @@ class S3Api(Middleware):
                 return True
         if self.host_suffix and self._vhost_bucket(request) is not None:
             return True
-        if self.anonymous_account and auth is None and \
+        if self.anonymous_s3 and auth is None and \
                 "X-Auth-Token" not in request.headers:
             first = request.path.split("/", 2)[1] if request.path.startswith("/") else ""
             return first not in SWIFT_ROOTS
@@ -135,8 +139,8 @@ class S3Api(Middleware):
         if self.creds.auth is None:
             self.creds.auth = self.proxy.auth
         if auth is None:
-            if not self.anonymous_account:
-                raise access_denied()
+            # Which account the bucket is in, and what anonymous callers may do there, is
+            # access.check_request's to say.
             ident, account, name, key_bytes = None, self.anonymous_account, "anonymous", None
         else:
             found = self.creds.lookup(auth.access_key)
@@ -167,4 +171,6 @@ class S3Api(Middleware):
 
     async def dispatch(self, s3: S3Request) -> web.StreamResponse:
         level = "service" if s3.bucket is None else "bucket" if s3.key is None else "object"
-        return await routes.handler_for(level, s3.request.method, s3.query)(s3)
+        handler = routes.handler_for(level, s3.request.method, s3.query)
+        await access.check_request(s3, level)
+        return await handler(s3)

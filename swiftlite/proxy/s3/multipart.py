@@ -70,10 +70,11 @@ async def judge(s3: S3Request, write: bool) -> None:
     """Raise unless the caller may write (or read) the bucket, as the core would judge a
     Swift request to it (404: NoSuchBucket)."""
     auth = next((mw for mw in s3.proxy.middleware if mw.name == "tempauth"), None)
-    if s3.ident is None or auth is None:
+    who = s3.acting or s3.ident  # the owner's rights where access.authorize granted them
+    if who is None or auth is None:
         raise access_denied()
     sub = sub_request(s3.request, "HEAD", s3.path(s3.bucket))
-    sub[IDENTITY] = await auth.grant_for(sub, s3.ident, s3.account)
+    sub[IDENTITY] = await auth.grant_for(sub, who, s3.account)
     sub[AUTHORIZER] = auth
     target = s3.proxy.target(sub, s3.account, s3.bucket, None)
     try:

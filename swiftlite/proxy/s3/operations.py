@@ -3,10 +3,12 @@
 A new resource module (acl, policy, lock, ...) adds its line here."""
 
 from swiftlite.proxy.s3 import (  # noqa: F401
+    acl,
     bucket,
     listing,
     multipart,
     obj,
+    ownership,
     policy,
     tagging,
     versions,
