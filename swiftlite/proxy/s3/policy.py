@@ -21,10 +21,9 @@ from urllib.parse import parse_qsl, quote, unquote
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.proxy.auth import Identity
 from swiftlite.proxy.request import AUTHENTICATED, answer_of, sub_request
 from swiftlite.proxy.response import close_answer
-from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3 import access, ownership, xml
 from swiftlite.proxy.s3.bucket import small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.errors import S3Error, access_denied
@@ -43,7 +42,7 @@ from swiftlite.proxy.s3.policy_lang import (
 )
 from swiftlite.proxy.s3.routes import route
 
-__all__ = ["evaluate", "parse", "verdict", "action_of", "stored_policy"]
+__all__ = ["evaluate", "parse", "verdict", "stored_policy", "decide"]
 
 POLICY_HEADER = "X-Container-Sysmeta-S3api-Policy-"  # + chunk number, from 0
 CHUNK = 4096
@@ -82,15 +81,19 @@ def no_such_policy(bucket: str | None) -> S3Error:
                    BucketName=bucket or "")
 
 
+def _flags(meta: Mapping[str, str]) -> dict[str, bool]:
+    return ownership.public_block({k.lower(): v for k, v in meta.items()})
+
+
 def block_public_policy(meta: Mapping[str, str]) -> bool:
     """Whether the bucket's public access block has BlockPublicPolicy set."""
-    return False  # no public access block yet
+    return bool(_flags(meta).get("BlockPublicPolicy", False))
 
 
 def restrict_public_buckets(meta: Mapping[str, str]) -> bool:
     """Whether the bucket's public access block has RestrictPublicBuckets set: a public
-    policy then grants nothing to anyone outside the bucket owner's account."""
-    return False  # no public access block yet
+    policy then grants nothing to anyone but the bucket's owner."""
+    return bool(_flags(meta).get("RestrictPublicBuckets", False))
 
 
 # ---- the routes ----------------------------------------------------------------------------
@@ -131,8 +134,12 @@ async def delete_bucket_policy(s3: S3Request) -> web.StreamResponse:
 
 
 def acl_is_public(headers: Mapping[str, str]) -> bool:
-    """Whether the bucket's ACL grants anything to everyone or to every signed-in user."""
-    return ".r:*" in headers.get("X-Container-Read", "")
+    """Whether the bucket's ACL grants anything to everyone or to every signed-in user (a
+    bucket made through Swift: whether its container ACL lets anyone read)."""
+    acl = access.Acl.load(headers.get(access.BUCKET_ACL))
+    if acl is None:
+        return ".r:*" in headers.get("X-Container-Read", "")
+    return ownership.is_public(acl)
 
 
 @route("bucket", "GET", "policyStatus")
@@ -146,78 +153,6 @@ async def get_bucket_policy_status(s3: S3Request) -> web.StreamResponse:
 
 
 # ---- a request as the policy sees it -------------------------------------------------------
-
-_BUCKET_GET = {
-    "": "ListBucket", "versions": "ListBucketVersions",
-    "uploads": "ListBucketMultipartUploads", "acl": "GetBucketAcl",
-    "policy": "GetBucketPolicy", "policyStatus": "GetBucketPolicyStatus",
-    "tagging": "GetBucketTagging", "versioning": "GetBucketVersioning",
-    "location": "GetBucketLocation", "cors": "GetBucketCORS",
-    "lifecycle": "GetLifecycleConfiguration", "encryption": "GetEncryptionConfiguration",
-    "object-lock": "GetBucketObjectLockConfiguration",
-    "publicAccessBlock": "GetBucketPublicAccessBlock",
-    "ownershipControls": "GetBucketOwnershipControls", "website": "GetBucketWebsite",
-    "logging": "GetBucketLogging", "notification": "GetBucketNotification",
-    "replication": "GetReplicationConfiguration",
-    "accelerate": "GetAccelerateConfiguration", "requestPayment": "GetBucketRequestPayment"}
-_BUCKET_PUT = {
-    "": "CreateBucket", "acl": "PutBucketAcl", "policy": "PutBucketPolicy",
-    "tagging": "PutBucketTagging", "versioning": "PutBucketVersioning",
-    "cors": "PutBucketCORS", "lifecycle": "PutLifecycleConfiguration",
-    "encryption": "PutEncryptionConfiguration",
-    "object-lock": "PutBucketObjectLockConfiguration",
-    "publicAccessBlock": "PutBucketPublicAccessBlock",
-    "ownershipControls": "PutBucketOwnershipControls", "website": "PutBucketWebsite",
-    "logging": "PutBucketLogging", "notification": "PutBucketNotification",
-    "replication": "PutReplicationConfiguration",
-    "accelerate": "PutAccelerateConfiguration", "requestPayment": "PutBucketRequestPayment"}
-# S3 has no Delete action for most configurations: removing one is putting it.
-_BUCKET_DELETE = {**_BUCKET_PUT, "": "DeleteBucket", "policy": "DeleteBucketPolicy",
-                  "website": "DeleteBucketWebsite",
-                  "ownershipControls": "DeleteBucketOwnershipControls"}
-_OBJECT = {
-    ("GET", ""): "GetObject", ("HEAD", ""): "GetObject", ("PUT", ""): "PutObject",
-    ("DELETE", ""): "DeleteObject", ("GET", "acl"): "GetObjectAcl",
-    ("HEAD", "acl"): "GetObjectAcl", ("PUT", "acl"): "PutObjectAcl",
-    ("GET", "tagging"): "GetObjectTagging", ("PUT", "tagging"): "PutObjectTagging",
-    ("DELETE", "tagging"): "DeleteObjectTagging",
-    ("GET", "retention"): "GetObjectRetention", ("PUT", "retention"): "PutObjectRetention",
-    ("GET", "legal-hold"): "GetObjectLegalHold", ("PUT", "legal-hold"): "PutObjectLegalHold",
-    ("GET", "attributes"): "GetObjectAttributes", ("POST", "uploads"): "PutObject",
-    ("PUT", "uploadId"): "PutObject", ("PUT", "partNumber"): "PutObject",
-    ("POST", "uploadId"): "PutObject", ("DELETE", "uploadId"): "AbortMultipartUpload",
-    ("GET", "uploadId"): "ListMultipartUploadParts", ("POST", "restore"): "RestoreObject",
-    ("POST", "select"): "GetObject", ("GET", "torrent"): "GetObjectTorrent"}
-# Actions that have a Version form when the request names a version.
-_VERSIONED = {"GetObject": "GetObjectVersion", "DeleteObject": "DeleteObjectVersion",
-              "GetObjectAcl": "GetObjectVersionAcl", "PutObjectAcl": "PutObjectVersionAcl",
-              "GetObjectTagging": "GetObjectVersionTagging",
-              "PutObjectTagging": "PutObjectVersionTagging",
-              "DeleteObjectTagging": "DeleteObjectVersionTagging",
-              "GetObjectAttributes": "GetObjectVersionAttributes"}
-
-
-def action_of(level: str, method: str, query: Mapping[str, str]) -> str | None:
-    """The `s3:` action a request is (None: none a bucket policy can name, as ListBuckets
-    or the per-key DeleteObjects, which is judged key by key)."""
-    if level == "service":
-        return "s3:ListAllMyBuckets" if method in ("GET", "HEAD") else None
-    if level == "bucket":
-        table = {"GET": _BUCKET_GET, "HEAD": _BUCKET_GET, "PUT": _BUCKET_PUT,
-                 "DELETE": _BUCKET_DELETE}.get(method)
-        if table is None:
-            return None
-        sub = next((q for q in query if q in table and q), "")
-        name = table.get(sub)
-        return None if name is None else "s3:" + name
-    sub = next((q for q in query if (method, q) in _OBJECT), "")
-    name = _OBJECT.get((method, sub))
-    if name is None:
-        return None
-    if query.get("versionId") and query.get("versionId") != "null" and name in _VERSIONED:
-        name = _VERSIONED[name]
-    return "s3:" + name
-
 
 def principal_of(s3: S3Request) -> Principal:
     if s3.ident is None:
@@ -316,7 +251,7 @@ async def object_head(s3: S3Request, account: str, bucket: str,
     vid = s3.query.get("versionId") if (bucket, key) == (s3.bucket, s3.key) else None
     sub = sub_request(s3.request, "HEAD", path, CIMultiDict(),
                       query="" if not vid else "version-id=" + quote(vid, safe=""))
-    sub[AUTHENTICATED] = (s3.ident or Identity("anonymous", "")).with_grant(account, "admin")
+    sub[AUTHENTICATED] = access.owner_rights(s3, account)
     resp = await answer_of(s3.app, sub)
     close_answer(resp)
     out = resp if resp.status // 100 == 2 else None
@@ -324,7 +259,7 @@ async def object_head(s3: S3Request, account: str, bucket: str,
     return out
 
 
-async def decide(ask: Any) -> str | None:
+async def decide(ask: access.Ask) -> str | None:
     """A bucket policy's say on one decision of access.authorize: "deny", "allow" or None.
     Cheap for a bucket without a policy: the container's info is cached."""
     s3: S3Request = ask.s3
@@ -348,7 +283,7 @@ async def decide(ask: Any) -> str | None:
     who = principal_of(s3)
     answer = evaluate(doc, who, ask.action, arn_of(bucket, key), ctx)
     if answer == "Deny":
-        return "deny"
+        return access.DENY
     if answer == "Allow" and restrict_public_buckets(info.meta) and is_public(doc) and \
             not ask.is_owner:
         answer = None  # RestrictPublicBuckets: a public policy grants outsiders nothing
@@ -360,4 +295,7 @@ async def decide(ask: Any) -> str | None:
         if evaluate(doc, who, "s3:ListBucket", arn_of(bucket), listing) == "Allow" and \
                 await object_head(s3, ask.account, bucket, key) is None:
             answer = "Allow"
-    return None if answer is None else "allow"
+    return None if answer is None else access.ALLOW
+
+
+access.DECIDERS.append(decide)
