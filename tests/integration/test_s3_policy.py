@@ -284,3 +284,22 @@ def test_missing_key_404_only_for_listers(s3, alt):
     with pytest.raises(ClientError) as exc:
         alt.get_object(Bucket="pol-head", Key="public/there")
     assert code_of(exc)[0] == 403
+
+
+def test_upload_part_copy_from_another_account(s3, alt):
+    s3.create_bucket(Bucket="pol-partsrc")
+    for key in ("public/a", "private/a"):
+        s3.put_object(Bucket="pol-partsrc", Key=key, Body=key.encode() * 10)
+    s3.put_bucket_policy(Bucket="pol-partsrc", Policy=policy("pol-partsrc", allow(
+        "pol-partsrc", action="s3:GetObject", resources="arn:aws:s3:::pol-partsrc/public/*")))
+    alt.create_bucket(Bucket="pol-partdst")
+    upload = alt.create_multipart_upload(Bucket="pol-partdst", Key="k")["UploadId"]
+    part = alt.upload_part_copy(Bucket="pol-partdst", Key="k", UploadId=upload, PartNumber=1,
+                                CopySource={"Bucket": "pol-partsrc", "Key": "public/a"})
+    denied(alt.upload_part_copy, Bucket="pol-partdst", Key="k", UploadId=upload,
+           PartNumber=2, CopySource={"Bucket": "pol-partsrc", "Key": "private/a"})
+    alt.complete_multipart_upload(Bucket="pol-partdst", Key="k", UploadId=upload,
+                                  MultipartUpload={"Parts": [{
+                                      "PartNumber": 1,
+                                      "ETag": part["CopyPartResult"]["ETag"]}]})
+    assert alt.get_object(Bucket="pol-partdst", Key="k")["Body"].read() == b"public/a" * 10

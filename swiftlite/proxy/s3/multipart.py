@@ -27,7 +27,7 @@ from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3 import access, xml
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import (
@@ -174,9 +174,12 @@ async def upload_part(s3: S3Request) -> web.StreamResponse:
 
 async def _copy_part(s3: S3Request, hidden: str, name: str) -> web.StreamResponse:
     src_bucket, src_key = copy_source(s3)
-    head = await check_source(s3, src_bucket, src_key)
+    src_account = await access.authorize_source(s3, src_bucket, src_key)
+    head = await check_source(s3, src_bucket, src_key, src_account)
     headers = {"X-Copy-From": quote(f"/{src_bucket}/{src_key}"), "Content-Length": "0",
                "X-Fresh-Metadata": "true"}
+    if src_account != s3.account:
+        headers["X-Copy-From-Account"] = src_account
     rng = s3.request.headers.get("X-Amz-Copy-Source-Range")
     if rng is not None:
         size = int(head.headers.get("Content-Length", "0"))
