@@ -303,3 +303,34 @@ def test_upload_part_copy_from_another_account(s3, alt):
                                       "PartNumber": 1,
                                       "ETag": part["CopyPartResult"]["ETag"]}]})
     assert alt.get_object(Bucket="pol-partdst", Key="k")["Body"].read() == b"public/a" * 10
+
+
+def test_block_public_policy(s3):
+    s3.create_bucket(Bucket="pol-block")
+    s3.put_public_access_block(Bucket="pol-block", PublicAccessBlockConfiguration={
+        "BlockPublicAcls": False, "IgnorePublicAcls": False, "BlockPublicPolicy": True,
+        "RestrictPublicBuckets": False})
+    denied(s3.put_bucket_policy, Bucket="pol-block", Policy=policy("pol-block", allow(
+        "pol-block", action="s3:GetObject")))
+    with pytest.raises(ClientError) as exc:
+        s3.get_bucket_policy(Bucket="pol-block")
+    assert code_of(exc) == (404, "NoSuchBucketPolicy")  # nothing stored
+    private = policy("pol-block", allow("pol-block", action="s3:GetObject",
+                                        principal={"AWS": "arn:aws:iam::test2:root"}))
+    s3.put_bucket_policy(Bucket="pol-block", Policy=private)
+    assert s3.get_bucket_policy(Bucket="pol-block")["Policy"] == private
+
+
+def test_restrict_public_buckets(s3, alt, anon):
+    s3.create_bucket(Bucket="pol-restrict")
+    s3.put_object(Bucket="pol-restrict", Key="k", Body=b"r")
+    s3.put_bucket_policy(Bucket="pol-restrict", Policy=policy("pol-restrict", allow(
+        "pol-restrict", action="s3:GetObject")))
+    assert anon.get_object(Bucket="pol-restrict", Key="k")["Body"].read() == b"r"
+    assert alt.get_object(Bucket="pol-restrict", Key="k")["Body"].read() == b"r"
+    s3.put_public_access_block(Bucket="pol-restrict", PublicAccessBlockConfiguration={
+        "BlockPublicAcls": False, "IgnorePublicAcls": False, "BlockPublicPolicy": False,
+        "RestrictPublicBuckets": True})
+    denied(anon.get_object, Bucket="pol-restrict", Key="k")
+    denied(alt.get_object, Bucket="pol-restrict", Key="k")
+    assert s3.get_object(Bucket="pol-restrict", Key="k")["Body"].read() == b"r"
