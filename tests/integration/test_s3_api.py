@@ -318,7 +318,7 @@ def test_presigned_v4(s3):
                                          ExpiresIn=604801)
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(too_long)
-    assert exc.value.code == 400
+    assert exc.value.code == 403
     assert b"AuthorizationQueryParametersError" in exc.value.read()
 
 

@@ -258,7 +258,24 @@ async def check_request(s3: Any, level: str) -> None:
             raise access_denied()
         return  # the caller's account; bucket.create_bucket claims the name
     s3.account = await resolve(s3, s3.bucket)
+    expected = s3.request.headers.get("x-amz-expected-bucket-owner")
+    if expected is not None:
+        await check_expected_owner(s3, s3.bucket, s3.account, expected)
     await authorize(s3, action, s3.key)
+
+
+async def check_expected_owner(s3: Any, bucket: str, account: str, expected: str) -> None:
+    """`x-amz-expected-bucket-owner`: AccessDenied unless the bucket's owner is the one
+    named (its canonical id `account:user`, or its Swift account)."""
+    found, entry = registry_of(s3).cached(bucket)
+    owner = entry.owner_id if found and entry is not None else None
+    if owner is None:
+        info = await s3.proxy.container_info(s3.request, account, bucket)
+        meta = {k.lower(): v for k, v in info.meta.items()}
+        acl = Acl.load(meta.get(BUCKET_ACL.lower()))
+        owner = acl.owner if acl is not None else None
+    if expected.strip() not in (owner, account):
+        raise access_denied()
 
 
 async def owns(s3: Any, account: str) -> bool:
@@ -458,6 +475,9 @@ async def authorize_source(s3: Any, bucket: str, key: str) -> str:
     """Authorize reading a copy's source (CopyObject, UploadPartCopy): the account holding
     its bucket, which the copy's sub-requests read from."""
     account = s3.account if bucket == s3.bucket else await resolve(s3, bucket)
+    expected = s3.request.headers.get("x-amz-source-expected-bucket-owner")
+    if expected is not None:
+        await check_expected_owner(s3, bucket, account, expected)
     action = "s3:GetObjectVersion" if "versionId=" in \
         s3.request.headers.get("X-Amz-Copy-Source", "") else "s3:GetObject"
     await authorize(s3, action, key, bucket, account)

@@ -19,6 +19,7 @@ ACL means what a Swift container ACL means (everyone reads), X-Container-Read is
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -184,7 +185,8 @@ def document(s3: Any, acl: Acl) -> web.Response:
     xml.sub(el, "ID", acl.owner)
     xml.sub(el, "DisplayName", display_name(s3, acl.owner))
     grants = xml.sub(root, "AccessControlList")
-    for kind, who, perm in acl.grants:
+    # Groups first, then users (each as stored): the order S3's canned ACLs list them in.
+    for kind, who, perm in sorted(acl.grants, key=lambda g: g[0] != "group"):
         g = xml.sub(grants, "Grant")
         who_el = xml.sub(g, "Grantee")
         who_el.set("xmlns:xsi", XSI)
@@ -351,3 +353,30 @@ async def stored_object_acl(s3: Any) -> tuple[Acl, Any]:
     if acl is None:
         acl = Acl.private((await bucket_acl(s3)).owner)
     return acl, head
+
+
+# ---- multipart uploads: the object's ACL and who initiated ---------------------------------
+
+INITIATOR = "X-Object-Sysmeta-S3-Initiator"
+
+
+async def upload_headers(s3: Any) -> dict[str, str]:
+    """Sysmeta for an upload's marker: the future object's ACL (CompleteMultipartUpload
+    writes it with the object) and the initiator's id (ListMultipartUploads shows it)."""
+    out = await object_create_headers(s3)
+    out[INITIATOR] = access.canonical_id(s3.ident) or "anonymous"
+    return out
+
+
+async def initiators(s3: Any, hidden: str, markers: list[str]) -> list[str | None]:
+    """Who initiated each upload (None: unknown), read from the markers' sysmeta."""
+    if not markers:
+        return []
+    limit = asyncio.Semaphore(8)
+
+    async def one(name: str) -> str | None:
+        async with limit:
+            head = await s3.swift("HEAD", hidden, name, reserved=True)
+            close_answer(head)
+            return head.headers.get(INITIATOR) if head.status // 100 == 2 else None
+    return list(await asyncio.gather(*(one(m) for m in markers)))

@@ -59,9 +59,10 @@ def parse_xml(body: bytes):
         raise malformed_xml() from None
 
 
-def owner(parent, s3: S3Request) -> None:
+def owner(parent, s3: S3Request, who: str | None = None) -> None:
     el = xml.sub(parent, "Owner")
-    who = s3.ident.user if s3.ident is not None else s3.account  # canonical id account:user
+    # A canonical id is `account:user`; the caller's unless told whose.
+    who = who or (s3.ident.user if s3.ident is not None else s3.account)
     xml.sub(el, "ID", who)
     xml.sub(el, "DisplayName", who)
 

@@ -33,8 +33,9 @@ from swiftlite.proxy.s3.sigv2 import V2
 from swiftlite.proxy.s3.sigv4 import V4, parse_query
 
 AUTH_PREFIXES = ("AWS4-HMAC-SHA256 ", "AWS ")
-# First path segments the proxy answers itself: never an anonymous S3 bucket.
-SWIFT_ROOTS = frozenset(("v1", "v1.0", "auth", "info", "healthcheck", "metrics", ""))
+# First path segments the proxy answers itself: never an anonymous S3 bucket. ("/" is S3's
+# ListBuckets: anonymous, an empty list.)
+SWIFT_ROOTS = frozenset(("v1", "v1.0", "auth", "info", "healthcheck", "metrics"))
 
 
 assert operations  # imported for its routes
@@ -134,6 +135,10 @@ class S3Api(Middleware):
         if bucket is not None and ("\x00" in bucket or bucket.startswith(".")):
             raise S3Error("InvalidBucketName", 400, "The specified bucket is not valid.",
                           BucketName=bucket)
+        if request.method == "OPTIONS" and "Origin" not in request.headers:
+            # A CORS preflight names its origin; without one it is no request at all.
+            raise S3Error("BadRequest", 400, "Insufficient information. Origin request "
+                          "header needed.")
         pairs = parse_query(request.rel_url.raw_query_string)
         auth = self.authenticator(request, pairs, bucket)
         if self.creds.auth is None:
