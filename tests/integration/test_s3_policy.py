@@ -8,6 +8,7 @@ import json
 import pytest
 from botocore import UNSIGNED
 from botocore.exceptions import ClientError
+from botocore.handlers import validate_bucket_name
 
 from tests.integration.s3_support import client
 
@@ -334,3 +335,17 @@ def test_restrict_public_buckets(s3, alt, anon):
     denied(anon.get_object, Bucket="pol-restrict", Key="k")
     denied(alt.get_object, Bucket="pol-restrict", Key="k")
     assert s3.get_object(Bucket="pol-restrict", Key="k")["Body"].read() == b"r"
+
+
+def test_tenant_names(s3, cluster):
+    """RGW's `<tenant>:<bucket>` and `:<bucket>` name a bucket of that account (or any)."""
+    alt = client(cluster, "test2:tester2", "testing2")
+    alt.meta.events.unregister("before-parameter-build.s3", validate_bucket_name)
+    s3.create_bucket(Bucket="pol-tenant")
+    s3.put_object(Bucket="pol-tenant", Key="k", Body=b"t")
+    s3.put_bucket_policy(Bucket="pol-tenant", Policy=policy("pol-tenant", allow("pol-tenant")))
+    for name in ("test:pol-tenant", ":pol-tenant"):
+        assert [o["Key"] for o in alt.list_objects(Bucket=name)["Contents"]] == ["k"]
+    with pytest.raises(ClientError) as exc:
+        alt.list_objects(Bucket="test2:pol-tenant")  # not that account's bucket
+    assert code_of(exc) == (404, "NoSuchBucket")
