@@ -349,3 +349,18 @@ def test_tenant_names(s3, cluster):
     with pytest.raises(ClientError) as exc:
         alt.list_objects(Bucket="test2:pol-tenant")  # not that account's bucket
     assert code_of(exc) == (404, "NoSuchBucket")
+
+
+def test_delete_objects_judged_key_by_key(s3):
+    s3.create_bucket(Bucket="pol-multidel")
+    for key in ("open/a", "secret/a"):
+        s3.put_object(Bucket="pol-multidel", Key=key, Body=b"x")
+    s3.put_bucket_policy(Bucket="pol-multidel", Policy=policy("pol-multidel", allow(
+        "pol-multidel", action="s3:DeleteObject", effect="Deny",
+        resources="arn:aws:s3:::pol-multidel/secret/*")))
+    out = s3.delete_objects(Bucket="pol-multidel", Delete={"Objects": [
+        {"Key": "open/a"}, {"Key": "secret/a"}]})
+    assert [d["Key"] for d in out["Deleted"]] == ["open/a"]
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("secret/a", "AccessDenied")]
+    assert s3.get_object(Bucket="pol-multidel", Key="secret/a")["Body"].read() == b"x"
+    denied(s3.delete_object, Bucket="pol-multidel", Key="secret/a")
