@@ -4,9 +4,11 @@ GetBucketPolicyStatus, and what a request is as the policy language sees it.
 The document (checked by policy_lang.parse, at most 20 KiB) is kept with its container as
 sysmeta, base64 in chunks of CHUNK characters (a backend header must stay under the servers'
 8 KiB field limit), exactly as the client sent it: GetBucketPolicy answers the same bytes.
-`verdict` is what the authorization point asks: the bucket policy's answer ("Allow",
-"Deny" or None) to one S3 request, with the request's condition keys (`s3:x-amz-acl`,
-`s3:prefix`, `aws:SourceIp`, `s3:ExistingObjectTag/<key>`, ...) filled in.
+`decide` is what the authorization point (access.authorize) asks of every decision: the
+bucket policy's answer (DENY, ALLOW or None) for the caller doing one action on the bucket or
+one of its keys, with the request's condition keys (`s3:x-amz-acl`, `s3:prefix`,
+`aws:SourceIp`, `s3:ExistingObjectTag/<key>`, ...) filled in. A Deny refuses whoever asks,
+the bucket's owner included, except Get/Put/DeleteBucketPolicy, which the owner keeps.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ from swiftlite.proxy.s3.policy_lang import (
     parse_stored,
 )
 from swiftlite.proxy.s3.routes import route
+from swiftlite.proxy.s3.sigv4 import V4
 
-__all__ = ["evaluate", "parse", "verdict", "stored_policy", "decide"]
+__all__ = ["evaluate", "parse", "stored_policy", "decide"]
 
 POLICY_HEADER = "X-Container-Sysmeta-S3api-Policy-"  # + chunk number, from 0
 CHUNK = 4096
@@ -56,13 +59,20 @@ def encode(text: str) -> dict[str, str]:
     return {f"{POLICY_HEADER}{i}": data[i * CHUNK:(i + 1) * CHUNK] for i in range(CHUNKS)}
 
 
+_PREFIX = POLICY_HEADER.lower()
+
+
 def decode(headers: Mapping[str, str]) -> str | None:
-    """The stored policy text among a container's headers (any case), None if none."""
-    lower = {k.lower(): v for k, v in headers.items()
-             if k.lower().startswith(POLICY_HEADER.lower())}
-    data = "".join(lower.get(f"{POLICY_HEADER.lower()}{i}", "") for i in range(CHUNKS))
-    if not data:
+    """The stored policy text among a container's headers (any case), None if none. Runs
+    for every request on a bucket: one pass over its few metadata items."""
+    chunks = {}
+    for k, v in headers.items():
+        lk = k.lower()
+        if v and lk.startswith(_PREFIX):
+            chunks[lk[len(_PREFIX):]] = v
+    if not chunks:
         return None
+    data = "".join(chunks.get(str(i), "") for i in range(CHUNKS))
     try:
         return base64.b64decode(data, validate=True).decode("utf-8", "surrogateescape")
     except (binascii.Error, ValueError):
@@ -166,7 +176,7 @@ def copy_source(value: str) -> str:
     return unquote(value.split("?", 1)[0]).lstrip("/")
 
 
-def request_context(s3: S3Request, key: str | None = None) -> dict[str, Any]:
+def request_context(s3: S3Request) -> dict[str, Any]:
     """The condition keys of a request (normalised names, see policy_lang.norm_key)."""
     request = s3.request
     now = time.time()
@@ -202,8 +212,7 @@ def request_context(s3: S3Request, key: str | None = None) -> dict[str, Any]:
     if "versionId" in q:
         ctx["s3:versionid"] = q["versionId"]
     if s3.auth is not None:
-        ctx["s3:signatureversion"] = "AWS4-HMAC-SHA256" if \
-            type(s3.auth).__name__ == "V4" else "AWS"
+        ctx["s3:signatureversion"] = "AWS4-HMAC-SHA256" if isinstance(s3.auth, V4) else "AWS"
         presigned = "X-Amz-Signature" in q or "Signature" in q
         ctx["s3:authtype"] = "REST-QUERY-STRING" if presigned else "REST-HEADER"
     return ctx
@@ -218,15 +227,6 @@ def with_object_tags(ctx: dict[str, Any], tags: list[tuple[str, str]]) -> dict[s
     for k, v in tags:
         ctx[norm_key("s3:ExistingObjectTag/" + k)] = v
     return ctx
-
-
-def verdict(doc: Policy | None, s3: S3Request, action: str, bucket: str,
-            key: str | None = None, ctx: dict[str, Any] | None = None) -> str | None:
-    """The policy's answer to this request's caller doing `action` on bucket/key."""
-    if doc is None:
-        return None
-    return evaluate(doc, principal_of(s3), action, arn_of(bucket, key),
-                    ctx if ctx is not None else request_context(s3, key))
 
 
 # ---- the decider the authorization point consults ------------------------------------------
@@ -274,7 +274,7 @@ async def decide(ask: access.Ask) -> str | None:
         return None
     if ask.is_owner and ask.action in OWNER_KEEPS:
         return None
-    ctx = request_context(s3, key)
+    ctx = request_context(s3)
     if key is not None and needs_object_tags(doc):
         head = await object_head(s3, ask.account, bucket, key)
         if head is not None:
