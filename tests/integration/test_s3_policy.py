@@ -364,3 +364,18 @@ def test_delete_objects_judged_key_by_key(s3):
     assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("secret/a", "AccessDenied")]
     assert s3.get_object(Bucket="pol-multidel", Key="secret/a")["Body"].read() == b"x"
     denied(s3.delete_object, Bucket="pol-multidel", Key="secret/a")
+
+
+def test_delete_objects_granted_by_policy(s3, alt):
+    s3.create_bucket(Bucket="pol-multidel2")
+    for key in ("tmp/a", "keep/a"):
+        s3.put_object(Bucket="pol-multidel2", Key=key, Body=b"x")
+    s3.put_bucket_policy(Bucket="pol-multidel2", Policy=policy("pol-multidel2", allow(
+        "pol-multidel2", action="s3:DeleteObject", principal={"AWS": "test2"},
+        resources="arn:aws:s3:::pol-multidel2/tmp/*")))
+    out = alt.delete_objects(Bucket="pol-multidel2", Delete={"Objects": [
+        {"Key": "tmp/a"}, {"Key": "keep/a"}]})
+    assert [d["Key"] for d in out["Deleted"]] == ["tmp/a"]
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [("keep/a", "AccessDenied")]
+    assert [o["Key"] for o in s3.list_objects(Bucket="pol-multidel2")["Contents"]] == \
+        ["keep/a"]

@@ -18,6 +18,7 @@ from swiftlite.proxy.s3.policy_lang import (
     arn_of,
     evaluate,
     is_public,
+    may_allow,
     parse,
 )
 
@@ -261,6 +262,15 @@ def test_other_conditions():
     assert decide(any_value, ctx={"s3:requestobjecttagkeys": ["c", "b"]}) == "Allow"
     assert decide(any_value, ctx={"s3:requestobjecttagkeys": ["c"]}) is None
     assert decide(any_value) is None
+
+
+def test_may_allow():
+    text = parse(doc(stmt(action="s3:DeleteObject", principal={"AWS": "test2"},
+                          resource="arn:aws:s3:::bkt/tmp/*")), BUCKET)
+    assert may_allow(text, ALT, "s3:DeleteObject")
+    assert not may_allow(text, OWNER, "s3:DeleteObject")
+    assert not may_allow(text, ALT, "s3:PutObject")
+    assert not may_allow(parse(doc(stmt(effect="Deny")), BUCKET), ALT, "s3:GetObject")
 
 
 def test_no_policy_says_nothing():

@@ -38,6 +38,7 @@ from swiftlite.proxy.s3.policy_lang import (
     evaluate,
     is_public,
     malformed_policy,
+    may_allow,
     norm_key,
     parse,
     parse_stored,
@@ -284,6 +285,11 @@ async def decide(ask: access.Ask) -> str | None:
     answer = evaluate(doc, who, ask.action, arn_of(bucket, key), ctx)
     if answer == "Deny":
         return access.DENY
+    if answer is None and key is None and ask.action == "s3:DeleteObject" and \
+            may_allow(doc, who, ask.action):
+        # DeleteObjects: let it in if some key may be deleted; obj.delete_objects then
+        # authorizes each key (a refused one is that key's AccessDenied).
+        answer = "Allow"
     if answer == "Allow" and restrict_public_buckets(info.meta) and is_public(doc) and \
             not ask.is_owner:
         answer = None  # RestrictPublicBuckets: a public policy grants outsiders nothing

@@ -516,6 +516,15 @@ def evaluate(doc: Policy | None, principal: Principal, action: str, resource_arn
     return "Allow" if allowed else None
 
 
+def may_allow(doc: Policy, principal: Principal, action: str) -> bool:
+    """Whether some Allow statement names `principal` and `action`, whatever its resources
+    and conditions (a request about many keys asks this first, then each key)."""
+    return any(st.effect == "Allow" and
+               principal_matches(st.principals, principal) != st.not_principal and
+               action_matches(st.actions, action) != st.not_action
+               for st in doc.statements)
+
+
 def arn_of(bucket: str, key: str | None = None) -> str:
     return ARN_PREFIX + bucket + ("" if key is None else "/" + key)
 
