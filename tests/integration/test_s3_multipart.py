@@ -153,10 +153,13 @@ def test_other_user_cannot_upload(s3, cluster):
     with pytest.raises(ClientError) as exc:
         reader.create_multipart_upload(Bucket="mpu", Key="intruder")
     assert exc.value.response["Error"]["Code"] == "AccessDenied"
+    # Bucket names are global: another account finds the bucket, and may not write to it.
     other = client(cluster, user="test2:tester2", key="testing2")
     with pytest.raises(ClientError) as exc:
         other.create_multipart_upload(Bucket="mpu", Key="intruder")
-    assert exc.value.response["Error"]["Code"] == "NoSuchBucket"
+    assert exc.value.response["Error"]["Code"] == "AccessDenied"
+    assert not [u for u in s3.list_multipart_uploads(Bucket="mpu").get("Uploads", [])
+                if u["Key"] == "intruder"]
 
 
 def test_no_tracebacks(cluster):

@@ -28,6 +28,7 @@ BucketOwnerEnforced no ACL grants anything; with IgnorePublicAcls no group grant
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,8 @@ from swiftlite.proxy.response import close_answer
 from swiftlite.proxy.s3 import overrides, routes
 from swiftlite.proxy.s3.errors import S3Error, access_denied, no_such_bucket
 from swiftlite.proxy.s3.registry import Entry, Registry, RegistryError
+
+log = logging.getLogger("swiftlite.proxy")
 
 ALLOW = "allow"
 DENY = "deny"
@@ -236,9 +239,8 @@ async def resolve(s3: Any, bucket: str) -> str:
     account, or the anonymous account where one is configured; NoSuchBucket when neither."""
     try:
         entry = await registry_of(s3).lookup(s3.app, s3.request, bucket)
-    except RegistryError:
-        raise S3Error("ServiceUnavailable", 503, "Please reduce your request rate.") \
-            from None
+    except RegistryError as exc:
+        raise _registry_failed(exc) from None
     if entry is not None:
         return entry.account
     if s3.ident is None:
@@ -341,7 +343,7 @@ async def authorize(s3: Any, action: str, key: str | None = None,
         raise access_denied()
     if meta.get(OWNERSHIP.lower()) == "BucketOwnerEnforced":
         raise access_denied()  # ACLs are off: only the owner and policies grant
-    ignore_public = _public_block(meta).get("IgnorePublicAcls", False)
+    ignore_public = public_block(meta).get("IgnorePublicAcls", False)
     who = canonical_id(s3.ident)
     perm = OBJECT_PERMISSION.get(action) if key is not None else None
     if perm is not None:
@@ -373,7 +375,7 @@ def swift_grants(ident: Identity | None, info: Any, action: str) -> bool:
                              .groups)
 
 
-def _public_block(meta: dict[str, str]) -> dict[str, bool]:
+def public_block(meta: dict[str, str]) -> dict[str, bool]:
     try:
         found = json.loads(meta.get(PUBLIC_BLOCK.lower()) or "{}")
     except ValueError:
@@ -425,7 +427,10 @@ def owned_by_you(name: str) -> S3Error:
                    "named bucket succeeded and you already own it.", BucketName=name)
 
 
-def _registry_failed() -> S3Error:
+def _registry_failed(exc: RegistryError | None = None) -> S3Error:
+    # The store's failure, not the client's: said once in the log, without a traceback
+    # (the sub-request's own failure was logged where it happened).
+    log.warning("s3 bucket registry unavailable: %s", exc)
     return S3Error("ServiceUnavailable", 503, "Please reduce your request rate.")
 
 
@@ -452,8 +457,8 @@ async def claim_bucket(s3: Any, name: str, new_acl: Acl) -> bool:
             if won.account != mine:
                 raise already_exists(name)
             claimed = not exists
-    except RegistryError:
-        raise _registry_failed() from None
+    except RegistryError as exc:
+        raise _registry_failed(exc) from None
     if exists:
         stored = Acl.load(head.headers.get(BUCKET_ACL))
         if stored is not None and _shape(stored) != _shape(new_acl):
@@ -475,8 +480,8 @@ async def release_bucket(s3: Any, name: str) -> None:
         if entry is not None and entry.account == s3.account:
             await reg.release(s3.app, s3.request, name)
         await overrides.drop_all(s3, owner_rights(s3, s3.account), s3.account, name)
-    except RegistryError:
-        raise _registry_failed() from None
+    except RegistryError as exc:
+        raise _registry_failed(exc) from None
 
 
 async def authorize_source(s3: Any, bucket: str, key: str) -> str:

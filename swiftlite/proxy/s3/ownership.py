@@ -28,6 +28,7 @@ from swiftlite.proxy.s3.access import (
     OWNERSHIP,
     PUBLIC_BLOCK,
     Acl,
+    public_block,
 )
 from swiftlite.proxy.s3.errors import S3Error, access_denied, invalid_argument, malformed_xml
 from swiftlite.proxy.s3.routes import route
@@ -64,15 +65,6 @@ def mode_of(meta: dict[str, str]) -> str:
     return meta.get(OWNERSHIP.lower()) or "ObjectWriter"
 
 
-def public_block(meta: dict[str, str]) -> dict[str, bool]:
-    """The bucket's public access block flags ({} when it has none)."""
-    try:
-        found = json.loads(meta.get(PUBLIC_BLOCK.lower()) or "{}")
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
 def is_public(acl: Acl) -> bool:
     return any(kind == "group" and who in (ALL_USERS, AUTH_USERS)
                for kind, who, _ in acl.grants)
@@ -83,9 +75,9 @@ def check_new_acl(meta: dict[str, str], acl: Acl | None, explicit: bool) -> None
     if acl is None:
         return
     if explicit and mode_of(meta) == "BucketOwnerEnforced":
-        owner_full = [g for g in acl.grants if g[0] == "id" and g[2] == "FULL_CONTROL"]
-        if len(acl.grants) != len(owner_full) or any(g[1] != acl.owner for g in owner_full) \
-                and len(acl.grants) > 1:
+        # ACLs are off: only the owners' full control (private, bucket-owner-full-control).
+        if any(kind != "id" or perm != "FULL_CONTROL" for kind, _, perm in acl.grants) or \
+                len(acl.grants) > 2:
             raise S3Error("AccessControlListNotSupported", 400,
                           "The bucket does not allow ACLs")
     if is_public(acl) and public_block(meta).get("BlockPublicAcls"):
