@@ -93,7 +93,7 @@ def no_such_policy(bucket: str | None) -> S3Error:
 
 
 def _flags(meta: Mapping[str, str]) -> dict[str, bool]:
-    return ownership.public_block({k.lower(): v for k, v in meta.items()})
+    return access.public_block({k.lower(): v for k, v in meta.items()})
 
 
 def block_public_policy(meta: Mapping[str, str]) -> bool:
