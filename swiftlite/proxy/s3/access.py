@@ -259,7 +259,15 @@ async def check_request(s3: Any, level: str) -> None:
         if s3.ident is None:
             raise access_denied()
         return  # the caller's account; bucket.create_bucket claims the name
+    tenant = None
+    if ":" in s3.bucket:
+        # RGW's `<tenant>:<bucket>` (`:<bucket>`: no tenant). Names are global here, so a
+        # tenant only has to be the bucket's owning account.
+        tenant, _, s3.bucket = s3.bucket.partition(":")
     s3.account = await resolve(s3, s3.bucket)
+    auth = s3.conf.creds.auth
+    if tenant and s3.account != (auth.reseller_prefix if auth else "AUTH_") + tenant:
+        raise no_such_bucket(s3.bucket)
     expected = s3.request.headers.get("x-amz-expected-bucket-owner")
     if expected is not None:
         await check_expected_owner(s3, s3.bucket, s3.account, expected)

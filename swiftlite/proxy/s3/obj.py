@@ -367,6 +367,11 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
         async with limit:
             if "\x00" in key or len(key.encode()) > MAX_KEY_BYTES:
                 return S3Error("InvalidArgument", 400, "Invalid key")
+            try:  # each key as its own DeleteObject: a policy may deny some of them
+                await access.authorize(s3, "s3:DeleteObjectVersion" if vid else
+                                       "s3:DeleteObject", key)
+            except S3Error as exc:
+                return exc
             resp = await delete_one(s3, key, vid)
             if resp.status // 100 == 2 or resp.status == 404:
                 return None

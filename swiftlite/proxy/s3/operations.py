@@ -11,6 +11,7 @@ from swiftlite.proxy.s3 import (  # noqa: F401
     multipart,
     obj,
     ownership,
+    policy,
     postform,
     tagging,
     versions,
