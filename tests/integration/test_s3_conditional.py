@@ -83,3 +83,23 @@ def test_bucket_tagging(s3, cluster):
     with pytest.raises(ClientError) as exc:
         s3.get_object_tagging(Bucket="cond", Key="once")
     assert code_of(exc) == (501, "NotImplemented")
+
+
+def _versioned(s3, name: str) -> None:
+    s3.create_bucket(Bucket=name)
+    s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+
+
+def _complete(s3, bucket: str, key: str, body: bytes = b"abc", **cond):
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    part = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=body)
+    return s3.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload, **cond,
+        MultipartUpload={"Parts": [{"ETag": part["ETag"], "PartNumber": 1}]})
+
+
+def test_multipart_conditions_versioned(s3):
+    _versioned(s3, "cond-mpv")
+    resp = _complete(s3, "cond-mpv", "k", b"one", IfNoneMatch="deadbeef")
+    print(resp)
+    assert resp["VersionId"]

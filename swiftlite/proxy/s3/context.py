@@ -18,6 +18,7 @@ from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     AUTHENTICATED,
     BACKEND_GET_HEADERS,
+    BACKEND_PUT_HEADERS,
     answer_of,
     sub_request,
 )
@@ -78,7 +79,7 @@ class S3Request:
                           CIMultiDict(headers or {}), body, query=query)
         sub[AUTHENTICATED] = self.ident
         if backend:
-            sub[BACKEND_GET_HEADERS] = backend
+            sub[BACKEND_PUT_HEADERS if method == "PUT" else BACKEND_GET_HEADERS] = backend
         if reserved:
             sub[ALLOW_RESERVED] = True
         return await answer_of(self.app, sub)

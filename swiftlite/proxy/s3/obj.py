@@ -15,7 +15,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import answer_body, close_answer
-from swiftlite.proxy.s3 import payload, xml
+from swiftlite.proxy.s3 import conditional, payload, xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -25,7 +25,6 @@ from swiftlite.proxy.s3.errors import (
     malformed_xml,
     no_such_bucket,
     not_implemented,
-    precondition_failed,
 )
 from swiftlite.proxy.s3.routes import route
 
@@ -121,8 +120,9 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     headers = object_headers(s3)
     if "X-Amz-Acl" in s3.request.headers and s3.request.headers["X-Amz-Acl"] != "private":
         pass  # objects follow their bucket's ACL here; a canned ACL per object is ignored
-    await write_conditions(s3, key, headers)
-    resp = await store(s3, s3.bucket or "", key, headers)
+    cond = await conditional.check_write(s3, key)
+    headers.update(cond.headers)
+    resp = await store(s3, s3.bucket or "", key, headers, cond=cond)
     out = web.Response(status=200, headers={"ETag": '"' + resp.headers.get("ETag", "")
                                             .strip('"') + '"'})
     if "X-Object-Version-Id" in resp.headers:
@@ -133,28 +133,9 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     return out
 
 
-async def write_conditions(s3: S3Request, key: str, headers: CIMultiDict[str]) -> None:
-    """Conditional writes: `If-None-Match: *` (no object by that key) goes down with the PUT,
-    whose object servers refuse to overwrite; `If-Match: "<etag>"` is checked first (an
-    object written between that check and the PUT is overwritten: a narrow race)."""
-    req = s3.request.headers
-    inm, im = req.get("If-None-Match"), req.get("If-Match")
-    if inm is not None:
-        if inm.strip() != "*":
-            raise not_implemented("If-None-Match only supports *")
-        headers["If-None-Match"] = "*"
-    if im is not None:
-        head = await s3.swift("HEAD", s3.bucket, key, {"If-Match": im}, backend=ETAG_IS_AT)
-        if head.status in (404, 412):
-            if head.status == 404 and await _bucket_missing(s3):
-                raise no_such_bucket(s3.bucket or "")
-            raise precondition_failed("If-Match")
-        if head.status // 100 != 2:
-            raise await error_of(head, s3.bucket, key)
-
-
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
-                reserved: bool = False) -> web.StreamResponse:
+                reserved: bool = False,
+                cond: conditional.WriteConditions | None = None) -> web.StreamResponse:
     """PUT the request's body as `bucket/key`; the Swift answer (2xx), else raise."""
     mode = payload.payload_mode(s3.auth)
     length = payload.decoded_length(s3.request.headers, mode)
@@ -171,9 +152,11 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     body = payload.body(s3.request, s3.auth, s3.signing_key, length)
     data = b"".join([c async for c in body]) if length <= SMALL else body
     headers["Content-Length"] = str(length)
-    resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
-    if resp.status == 412 and "If-None-Match" in headers:
-        raise precondition_failed("If-None-Match")
+    resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved,
+                          backend=cond.backend if cond else None)
+    refused = cond.refused(resp) if cond else None
+    if refused is not None:
+        raise refused
     if resp.status // 100 != 2:
         if resp.status == 404 and not reserved:
             raise no_such_bucket(bucket)
@@ -244,12 +227,18 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
 @route("object", "DELETE")
 async def delete_object(s3: S3Request) -> web.StreamResponse:
     vid = s3.query.get("versionId")
+    refused = await conditional.check_delete(
+        s3, s3.key or "", vid, conditional.DeleteConditions.from_headers(s3))
+    if isinstance(refused, S3Error):
+        raise refused
+    if refused == conditional.NOTHING:
+        return web.Response(status=204)
     resp = await delete_one(s3, s3.key or "", vid)
     if resp.status == 404 and await _bucket_missing(s3):
         raise no_such_bucket(s3.bucket or "")
     if resp.status // 100 != 2 and resp.status != 404:
         raise await error_of(resp, s3.bucket, s3.key)
-    return web.Response(status=204, headers={"x-amz-version-id": vid} if vid else None)
+    return web.Response(status=204, headers=conditional.marker_headers(resp, vid))
 
 
 def copy_source(s3: S3Request) -> tuple[str, str]:
@@ -335,36 +324,48 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
     if doc.tag != "Delete":
         raise malformed_xml()
     quiet = (xml.text(doc, "Quiet") or "").strip().lower() == "true"
-    keys, vids = [], []
+    keys, vids, conds = [], [], []
     for el in doc.findall("Object"):
         key = xml.text(el, "Key")
         if not key:
             raise malformed_xml()
         keys.append(key)
         vids.append(xml.text(el, "VersionId"))
+        conds.append(conditional.DeleteConditions.from_xml(
+            xml.text(el, "ETag"), xml.text(el, "LastModifiedTime"), xml.text(el, "Size")))
     if not keys or len(keys) > 1000:
         raise malformed_xml()
     if await _bucket_missing(s3):
         raise no_such_bucket(s3.bucket or "")
     limit = asyncio.Semaphore(8)
 
-    async def one(key: str, vid: str | None) -> S3Error | None:
+    async def one(key: str, vid: str | None,
+                  cond: conditional.DeleteConditions) -> S3Error | dict[str, str]:
         async with limit:
             if "\x00" in key or len(key.encode()) > MAX_KEY_BYTES:
                 return S3Error("InvalidArgument", 400, "Invalid key")
+            refused = await conditional.check_delete(s3, key, vid, cond)
+            if isinstance(refused, S3Error):
+                return refused
+            if refused == conditional.NOTHING:
+                return {}
             resp = await delete_one(s3, key, vid)
             if resp.status // 100 == 2 or resp.status == 404:
-                return None
+                return conditional.marker_headers(resp, vid)
             return await error_of(resp, s3.bucket, key)
-    results = await asyncio.gather(*(one(k, v) for k, v in zip(keys, vids, strict=True)))
+    results = await asyncio.gather(*(one(k, v, c) for k, v, c in
+                                     zip(keys, vids, conds, strict=True)))
     root = xml.root("DeleteResult")
     for key, vid, err in zip(keys, vids, results, strict=True):
-        if err is None:
+        if not isinstance(err, S3Error):
             if not quiet:
                 d = xml.sub(root, "Deleted")
                 xml.sub(d, "Key", key)
                 if vid:
                     xml.sub(d, "VersionId", vid)
+                if "x-amz-delete-marker" in err:
+                    xml.sub(d, "DeleteMarker", "true")
+                    xml.sub(d, "DeleteMarkerVersionId", err["x-amz-version-id"])
         else:
             e = xml.sub(root, "Error")
             xml.sub(e, "Key", key)
