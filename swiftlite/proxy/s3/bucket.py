@@ -11,7 +11,7 @@ from aiohttp import web
 
 from swiftlite.common.reserved import reserved_name
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import payload, xml
+from swiftlite.proxy.s3 import payload, usage, xml
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import S3Error, access_denied, malformed_xml, not_implemented
 from swiftlite.proxy.s3.routes import route
@@ -75,9 +75,11 @@ async def list_buckets(s3: S3Request) -> web.StreamResponse:
     root = xml.root("ListAllMyBucketsResult")
     owner(root, s3)
     buckets = xml.sub(root, "Buckets")
-    marker = ""
+    page = usage.BucketPage(s3.query)
+    marker = page.marker
     while True:
-        resp = await s3.swift("GET", query=f"format=json&marker={quote(marker)}")
+        resp = await s3.swift("GET", query=f"format=json&marker={quote(marker)}" +
+                              page.swift_query())
         if resp.status == 404:
             break
         if resp.status // 100 != 2:
@@ -89,10 +91,15 @@ async def list_buckets(s3: S3Request) -> web.StreamResponse:
             name = row["name"]
             if name.startswith("\x00"):
                 continue
+            if not page.take(name):
+                break
             b = xml.sub(buckets, "Bucket")
             xml.sub(b, "Name", name)
             xml.sub(b, "CreationDate", iso_ms(row.get("last_modified", "1970-01-01T00:00:00")))
+        if page.done:
+            break
         marker = rows[-1]["name"]
+    page.finish(root)
     return xml_response(root)
 
 
@@ -128,20 +135,27 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
                           LocationConstraint=where)
     headers = acl_headers(s3)
     head = await s3.swift("HEAD", name)
+    if head.status // 100 == 2 and s3.conf.location == "us-east-1":
+        # S3's us-east-1 answers its owner's re-creation with a success, changing nothing.
+        return web.Response(status=200, headers={"Location": "/" + name})
     if head.status // 100 == 2:
         raise S3Error("BucketAlreadyOwnedByYou", 409, "Your previous request to create the "
                       "named bucket succeeded and you already own it.", BucketName=name)
     if head.status in (401, 403):
         raise S3Error("BucketAlreadyExists", 409, "The requested bucket name is not "
                       "available.", BucketName=name)
+    await usage.check_room(s3)
     await s3.swift_ok("PUT", name, headers=headers)
     return web.Response(status=200, headers={"Location": "/" + name})
 
 
 @route("bucket", "HEAD")
 async def head_bucket(s3: S3Request) -> web.StreamResponse:
-    await s3.swift_ok("HEAD", s3.bucket)
-    return web.Response(status=200, headers={"x-amz-bucket-region": s3.conf.location})
+    head = await s3.swift_ok("HEAD", s3.bucket)
+    out = web.Response(status=200, headers={"x-amz-bucket-region": s3.conf.location})
+    if "read-stats" in s3.query:
+        out.headers.update(usage.stats_headers(head, usage.max_buckets(s3)))
+    return out
 
 
 @route("bucket", "DELETE")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -112,6 +113,14 @@ def http_date(ts: float) -> str:
 
 
 def iso_ms(swift_time: str) -> str:
-    """A Swift listing's `2024-01-02T03:04:05.123456` as S3's `2024-01-02T03:04:05.123Z`."""
+    """A Swift listing's `2024-01-02T03:04:05.123456` as S3's `2024-01-02T03:04:06.000Z`:
+    rounded up to the second, as the object's Last-Modified is, so a listing and a HEAD
+    agree."""
     base, _, frac = swift_time.partition(".")
-    return f"{base}.{(frac + '000')[:3]}Z"
+    if frac.strip("0"):
+        try:
+            up = datetime.fromisoformat(base) + timedelta(seconds=1)
+        except ValueError:
+            return f"{base}.{(frac + '000')[:3]}Z"
+        base = up.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{base}.000Z"

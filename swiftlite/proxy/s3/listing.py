@@ -96,6 +96,10 @@ async def list_objects(s3: S3Request) -> web.StreamResponse:
     if "list-type" in q and not v2:
         raise invalid_argument("Invalid List Type specified", "list-type", q["list-type"])
     prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+    if delimiter and q.get("allow-unordered", "").lower() == "true":
+        # Listings are always in order here; asking for unordered ones says no delimiter.
+        raise invalid_argument("allow-unordered cannot be used with a delimiter",
+                               "allow-unordered", q["allow-unordered"])
     max_keys = max_keys_of(q.get("max-keys"))
     encode = encoding_type(s3)
     if v2:
@@ -115,7 +119,7 @@ async def list_objects(s3: S3Request) -> web.StreamResponse:
 
     root = xml.root("ListBucketResult")
     xml.sub(root, "Name", s3.bucket)
-    xml.sub(root, "Prefix", enc(prefix))
+    xml.sub(root, "Prefix", enc(prefix) if v2 else prefix)  # S3 leaves v1's as it is
     if v2:
         if "continuation-token" in q:
             xml.sub(root, "ContinuationToken", q["continuation-token"])

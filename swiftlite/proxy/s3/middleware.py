@@ -3,9 +3,9 @@
 A request is S3's when its Authorization header starts with `AWS4-HMAC-SHA256 ` or `AWS `,
 when its query carries a presigned signature (`X-Amz-Signature`/`X-Amz-Algorithm`, or
 `AWSAccessKeyId` with `Signature`), when its Host is `<bucket>.<storage_domain>` (with
-`storage_domain` set), or, with `anonymous_account` set, when it is anonymous and its path
-is not one of the proxy's own (`/v1`, `/auth`, `/info`, ...). Anything else goes on to Swift
-after a header lookup or two.
+`storage_domain` set), or when it is anonymous and its path is not one of the proxy's own
+(`/v1`, `/auth`, `/info`, ...): served as `anonymous_account`'s, or AccessDenied when that
+is not set. Anything else goes on to Swift after a header lookup or two.
 
 Sits after the gatekeeper (a client's sysmeta is gone before the S3 layer sets its own) and
 before tempauth: after checking the signature with the user's password, each operation sends
@@ -52,6 +52,7 @@ class S3Api(Middleware):
         self.location = conf.get_str("location", "us-east-1")
         self.min_part_size = conf.get_size("s3_min_part_size", 5 * 1024 * 1024)
         self.max_parts = conf.get_int("s3_max_parts", 10000)
+        self.max_buckets = conf.get_int("max_buckets", 1000)  # per account; 0: no limit
         self.creds = Credentials(None)
 
     def info(self) -> dict[str, Any]:
@@ -81,8 +82,9 @@ class S3Api(Middleware):
                 return True
         if self.host_suffix and self._vhost_bucket(request) is not None:
             return True
-        if self.anonymous_account and auth is None and \
-                "X-Auth-Token" not in request.headers:
+        if auth is None and "X-Auth-Token" not in request.headers:
+            # Anonymous, and not one of the proxy's own paths: S3's (its AccessDenied,
+            # without anonymous_account), not Swift's bare 412 for a path with no version.
             first = request.path.split("/", 2)[1] if request.path.startswith("/") else ""
             return first not in SWIFT_ROOTS
         return False

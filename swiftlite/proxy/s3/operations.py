@@ -8,5 +8,6 @@ from swiftlite.proxy.s3 import (  # noqa: F401
     multipart,
     obj,
     tagging,
+    usage,
     versions,
 )
