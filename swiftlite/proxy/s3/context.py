@@ -24,7 +24,7 @@ from swiftlite.proxy.request import (
     sub_request,
 )
 from swiftlite.proxy.response import BodyResponse, close_answer
-from swiftlite.proxy.s3.errors import S3Error, from_swift
+from swiftlite.proxy.s3.errors import S3Error, from_swift, no_such_bucket
 
 # Request headers an S3 client sends that a Swift sub-request takes as they are.
 PASSED = ("content-type", "content-encoding", "content-disposition", "content-language",
@@ -93,6 +93,13 @@ class S3Request:
         NoSuchKey, else NoSuchBucket)."""
         resp = await self.swift(method, bucket, key, headers, body, query, reserved)
         if resp.status // 100 != 2 and resp.status not in ok:
+            if resp.status == 404 and err_key is not None and bucket is not None:
+                # No key, or no bucket at all? S3 names the bucket when it is missing.
+                close_answer(resp)
+                head = await self.swift("HEAD", bucket, reserved=reserved)
+                close_answer(head)
+                if head.status == 404:
+                    raise no_such_bucket(bucket)
             raise await error_of(resp, self.bucket, err_key)
         return resp
 

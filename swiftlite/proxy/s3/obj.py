@@ -274,6 +274,12 @@ async def check_source(s3: S3Request, bucket: str, key: str) -> web.StreamRespon
                           backend=ETAG_IS_AT if conditions else None)
     if head.status in (304, 412):
         raise from_swift(412)
+    if head.status == 404:
+        close_answer(head)
+        where = await s3.swift("HEAD", bucket)
+        close_answer(where)
+        if where.status == 404:
+            raise no_such_bucket(bucket)
     if head.status // 100 != 2:
         raise await error_of(head, bucket, key)
     return head
@@ -324,48 +330,51 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
     if doc.tag != "Delete":
         raise malformed_xml()
     quiet = (xml.text(doc, "Quiet") or "").strip().lower() == "true"
-    keys, vids, conds = [], [], []
+    keys, vids = [], []
+    conds: dict[tuple[str, str | None], conditional.DeleteConditions] = {}
     for el in doc.findall("Object"):
         key = xml.text(el, "Key")
         if not key:
             raise malformed_xml()
         keys.append(key)
         vids.append(xml.text(el, "VersionId"))
-        conds.append(conditional.DeleteConditions.from_xml(
-            xml.text(el, "ETag"), xml.text(el, "LastModifiedTime"), xml.text(el, "Size")))
+        conds[key, vids[-1]] = conditional.DeleteConditions.from_xml(
+            xml.text(el, "ETag"), xml.text(el, "LastModifiedTime"), xml.text(el, "Size"))
     if not keys or len(keys) > 1000:
         raise malformed_xml()
     if await _bucket_missing(s3):
         raise no_such_bucket(s3.bucket or "")
     limit = asyncio.Semaphore(8)
+    marks: dict[tuple[str, str | None], dict[str, str]] = {}
 
-    async def one(key: str, vid: str | None,
-                  cond: conditional.DeleteConditions) -> S3Error | dict[str, str]:
+    async def one(key: str, vid: str | None) -> S3Error | None:
         async with limit:
             if "\x00" in key or len(key.encode()) > MAX_KEY_BYTES:
                 return S3Error("InvalidArgument", 400, "Invalid key")
-            refused = await conditional.check_delete(s3, key, vid, cond)
+            refused = await conditional.check_delete(s3, key, vid, conds[key, vid])
             if isinstance(refused, S3Error):
                 return refused
             if refused == conditional.NOTHING:
-                return {}
+                return None
             resp = await delete_one(s3, key, vid)
             if resp.status // 100 == 2 or resp.status == 404:
-                return conditional.marker_headers(resp, vid)
+                marks[key, vid] = conditional.marker_headers(resp, vid)
+                return None
             return await error_of(resp, s3.bucket, key)
-    results = await asyncio.gather(*(one(k, v, c) for k, v, c in
-                                     zip(keys, vids, conds, strict=True)))
+    results = await asyncio.gather(*(one(k, v) for k, v in zip(keys, vids, strict=True)))
     root = xml.root("DeleteResult")
     for key, vid, err in zip(keys, vids, results, strict=True):
-        if not isinstance(err, S3Error):
+        if err is None:
             if not quiet:
                 d = xml.sub(root, "Deleted")
                 xml.sub(d, "Key", key)
                 if vid:
                     xml.sub(d, "VersionId", vid)
-                if "x-amz-delete-marker" in err:
+                mark = marks.get((key, vid), {})
+                if mark.get("x-amz-delete-marker"):
                     xml.sub(d, "DeleteMarker", "true")
-                    xml.sub(d, "DeleteMarkerVersionId", err["x-amz-version-id"])
+                    if not vid:
+                        xml.sub(d, "DeleteMarkerVersionId", mark["x-amz-version-id"])
         else:
             e = xml.sub(root, "Error")
             xml.sub(e, "Key", key)
