@@ -9,7 +9,9 @@ Atomicity: `If-None-Match: *` goes down with the PUT and the object servers refu
 their per-object lock, to overwrite an object (`diskfile.Exists`). In an unversioned bucket
 `If-Match: "<etag>"` goes down the same way (`X-Backend-If-Match`, checked against the
 current object's ETag under that lock, see obj/diskfile.py `DataWriter`), so two writers
-racing on one key cannot both pass. The HEAD made here first is what gives S3's answers
+racing on one key cannot both pass on a replica (each replica judges on its own: a writer
+refused by a quorum may have landed on one, and wins after replication if its timestamp is
+the newer, as for If-None-Match: *). The HEAD made here first is what gives S3's answers
 (404 NoSuchKey when there is nothing to match, 412 otherwise). In a versioned bucket the
 visible name is a link written after the version, so there the conditions are judged by
 that HEAD alone: a write landing between it and the PUT is not seen (a narrow race).
