@@ -1,15 +1,17 @@
 """S3 odds and ends through boto3 and raw requests: re-creating one's bucket, usage and
 limits (HeadBucket read-stats, GET /?usage, max_buckets), ListBuckets paging, listing
 details, stored Cache-Control/Expires, and the errors for missing buckets and anonymous
-callers."""
+callers, also before an Expect: 100-continue body."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
 import os
+import socket
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -18,7 +20,10 @@ from contextlib import contextmanager
 import boto3
 import pytest
 from aiohttp import web
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from swiftlite.common.config import load_sections
@@ -225,3 +230,59 @@ def test_max_buckets(cluster):
         s3.create_bucket(Bucket="limit-2")  # one's own: still a success
         s3.delete_bucket(Bucket="limit-2")
         s3.create_bucket(Bucket="limit-3")
+
+
+def _expecting(cluster, path: str, headers: dict[str, str], body: bytes) -> tuple[bytes, bytes]:
+    """A PUT announcing `body` with Expect: 100-continue: (the first answer, and what follows
+    once the body is sent if that first answer was 100 Continue, else the rest)."""
+    u = urllib.parse.urlsplit(cluster.proxy_url)
+    with socket.create_connection((u.hostname, u.port), timeout=10) as sock:
+        lines = [f"PUT {path} HTTP/1.1", f"Host: {u.netloc}",
+                 f"Content-Length: {len(body)}", "Expect: 100-continue",
+                 *(f"{k}: {v}" for k, v in headers.items())]
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        first = b""
+        while b"\r\n\r\n" not in first:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            first += chunk
+        if not first.startswith(b"HTTP/1.1 100"):
+            head, _, rest = first.partition(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            while len(rest) < length:
+                rest += sock.recv(65536)
+            return head, rest
+        sock.sendall(body)
+        then = b""
+        while b"\r\n\r\n" not in then:
+            then += sock.recv(65536)
+        return first, then
+
+
+def _signed(cluster, path: str) -> dict[str, str]:
+    req = AWSRequest(method="PUT", url=cluster.proxy_url + path,
+                     headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    SigV4Auth(Credentials("test:tester", "testing"), "s3", "us-east-1").add_auth(req)
+    return dict(req.headers)
+
+
+def test_expect_100_continue(s3, cluster):
+    s3.create_bucket(Bucket="expect")
+    # anonymous: refused before the body (no anonymous_account here)
+    first, rest = _expecting(cluster, "/expect/k", {}, b"hello")
+    assert first.startswith(b"HTTP/1.1 403") and b"AccessDenied" in first + rest
+    # a bucket that does not exist: NoSuchBucket, before the body
+    first, rest = _expecting(cluster, "/no-bucket-here/k", _signed(cluster, "/no-bucket-here/k"),
+                             b"hello")
+    assert first.startswith(b"HTTP/1.1 404") and b"NoSuchBucket" in first + rest
+    bad = {**_signed(cluster, "/expect/k"), "X-Amz-Date": "20200101T000000Z"}
+    first, _ = _expecting(cluster, "/expect/k", bad, b"hello")
+    assert first.startswith(b"HTTP/1.1 403")
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket="expect", Key="k")
+    # a good one: 100 Continue, then the body, then its 200
+    first, then = _expecting(cluster, "/expect/k", _signed(cluster, "/expect/k"), b"hello")
+    assert first.startswith(b"HTTP/1.1 100") and then.startswith(b"HTTP/1.1 200")
+    assert s3.get_object(Bucket="expect", Key="k")["Body"].read() == b"hello"

@@ -24,7 +24,7 @@ from aiohttp import web
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
-from swiftlite.proxy.s3 import operations, routes
+from swiftlite.proxy.s3 import expect, operations, routes
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
 from swiftlite.proxy.s3.errors import S3Error, access_denied, from_swift
@@ -93,6 +93,10 @@ class S3Api(Middleware):
         if not self.is_s3(request):
             return await self.app(request)
         return await self.serve(request)
+
+    async def expect(self, request: web.Request) -> web.StreamResponse | None:
+        """Before an `Expect: 100-continue` request's 100: S3's refusal, if any (expect.py)."""
+        return await expect.refusal(self, request) if self.is_s3(request) else None
 
     async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
         auth = request.headers.get("Authorization")
