@@ -373,7 +373,7 @@ def _etag_matches(hdir: str, names: list[str], etag: str, key: str) -> bool:
     md = _current_metadata(hdir, names)
     if md is None:
         return False
-    have = (md.get(key.title()) if key else None) or md.get("ETag", "")
+    have = (md.get(key.title()) or md.get(key) if key else None) or md.get("ETag", "")
     return have.strip('"').lower() == etag.strip('"').lower()
 
 
