@@ -286,3 +286,24 @@ def test_expect_100_continue(s3, cluster):
     first, then = _expecting(cluster, "/expect/k", _signed(cluster, "/expect/k"), b"hello")
     assert first.startswith(b"HTTP/1.1 100") and then.startswith(b"HTTP/1.1 200")
     assert s3.get_object(Bucket="expect", Key="k")["Body"].read() == b"hello"
+
+
+def test_writer_finishing_last_wins(s3, cluster):
+    """Two writers of one key: the one whose body ends last is the object, whole (its
+    timestamp is taken once its body is in), though it started first."""
+    s3.create_bucket(Bucket="dual")
+    size = 1024 * 1024
+    u = urllib.parse.urlsplit(cluster.proxy_url)
+    headers = {**_signed(cluster, "/dual/k"), "Content-Length": str(size)}
+    with socket.create_connection((u.hostname, u.port), timeout=30) as sock:
+        lines = ["PUT /dual/k HTTP/1.1", f"Host: {u.netloc}",
+                 *(f"{k}: {v}" for k, v in headers.items())]
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + b"B" * (size // 2))
+        s3.put_object(Bucket="dual", Key="k", Body=b"A" * size)  # starts and ends meanwhile
+        assert s3.get_object(Bucket="dual", Key="k")["Body"].read() == b"A" * size
+        sock.sendall(b"B" * (size - size // 2))
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200")
+    assert s3.get_object(Bucket="dual", Key="k")["Body"].read() == b"B" * size

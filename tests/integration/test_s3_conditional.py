@@ -38,7 +38,7 @@ def test_if_none_match_creates_only(s3):
     assert s3.get_object(Bucket="cond", Key="once")["Body"].read() == b"first"
     # a big body (streamed, not buffered) is refused as well, and stores nothing
     with pytest.raises(ClientError) as exc:
-        s3.put_object(Bucket="cond", Key="once", Body=b"y" * (600 * 1024), IfNoneMatch="*")
+        s3.put_object(Bucket="cond", Key="once", Body=b"y" * (1536 * 1024), IfNoneMatch="*")
     assert code_of(exc) == (412, "PreconditionFailed")
     assert s3.get_object(Bucket="cond", Key="once")["Body"].read() == b"first"
 

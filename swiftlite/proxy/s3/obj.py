@@ -32,7 +32,10 @@ S3_ETAG = "X-Object-Sysmeta-S3api-Etag"
 S3_PARTS = "X-Object-Sysmeta-S3api-Parts"
 META = "x-object-meta-"
 AMZ_META = "x-amz-meta-"
-SMALL = 256 * 1024  # bodies up to this size are checked whole, then sent in one piece
+# Bodies up to this size (the proxy's put_buffer_size default, which a Swift PUT buffers as
+# well) are checked whole, then sent in one piece: their write's timestamp is then taken
+# once the body is in, so of two writers of a key the one that finishes last wins, as in S3.
+SMALL = 1024 * 1024
 OVERRIDES = {"response-content-type": "Content-Type",
              "response-content-language": "Content-Language",
              "response-expires": "Expires", "response-cache-control": "Cache-Control",
