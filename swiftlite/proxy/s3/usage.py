@@ -1,5 +1,6 @@
-"""Usage and limits: HeadBucket's `read-stats` headers, the account's `GET /?usage` summary,
-and the number of buckets an account may have (`max_buckets`, CreateBucket's TooManyBuckets).
+"""An account's buckets, counted: HeadBucket's `read-stats` headers, the account's
+`GET /?usage` summary, the number of buckets an account may have (`max_buckets`,
+CreateBucket's TooManyBuckets), and ListBuckets' pages (`BucketPage`).
 
 Stats come from the container and account the core already keeps (object count and bytes
 rolled up by the container servers, so they lag writes a little, as Swift's do). Quotas come
