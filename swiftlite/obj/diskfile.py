@@ -110,7 +110,8 @@ class ETagMismatch(Exception):
 
 
 class Exists(Exception):
-    """PUT with If-None-Match: * and the object exists: 412."""
+    """PUT with If-None-Match: * and the object exists, or with an If-Match ETag the current
+    object does not have: 412."""
 
 
 class DeleteAtMismatch(Exception):
@@ -366,13 +367,26 @@ def _current_metadata(hdir: str, names: list[str]) -> dict[str, str] | None:
     return md
 
 
+def _etag_matches(hdir: str, names: list[str], etag: str, key: str) -> bool:
+    """Whether the current .data's ETag (or its metadata `key`'s, when it has one) is
+    `etag`."""
+    md = _current_metadata(hdir, names)
+    if md is None:
+        return False
+    have = (md.get(key.title()) or md.get(key) if key else None) or md.get("ETag", "")
+    return have.strip('"').lower() == etag.strip('"').lower()
+
+
 class DataWriter:
     """Streams one object file to tmp in batches (one thread hop per batch), then commits."""
 
     def __init__(self, device_path: str, part: int | str, hexhash: str,
                  fsync: bool = True, refuse_existing: bool = False,
-                 direct: bool = False) -> None:
+                 direct: bool = False, if_match: tuple[str, str] | None = None) -> None:
         self.refuse_existing = refuse_existing  # If-None-Match: *
+        # (ETag, metadata key holding it or ""): the current object must have that ETag,
+        # judged under the object's lock at commit, so two racing writers cannot both pass.
+        self.if_match = if_match
         # A streamed body (write) goes to disk with O_DIRECT (swiftlite/obj/direct_io.py).
         self.direct = direct
         self._stager: direct_io.Stager | None = None
@@ -474,6 +488,8 @@ class DataWriter:
 
         def check(hdir: str, names: list[str]) -> None:
             if self.refuse_existing and (current_files(names)[0] or "").endswith(".data"):
+                raise Exists()
+            if self.if_match is not None and not _etag_matches(hdir, names, *self.if_match):
                 raise Exists()
             return newer(hdir, names)
         return check

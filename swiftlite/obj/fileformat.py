@@ -24,7 +24,7 @@ MAGIC = b"SLO1"
 EXTS = ("data", "ts", "meta")
 # Replaced as a set by a .meta (POST); everything else comes from the .data.
 POSTABLE = ("content-type", "content-encoding", "content-disposition", "x-delete-at",
-            "x-object-manifest")
+            "x-object-manifest", "cache-control", "content-language", "expires")
 USER_META = "x-object-meta-"
 OBJECTS = "objects"
 

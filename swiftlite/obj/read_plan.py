@@ -15,7 +15,9 @@ from swiftlite.common.sysmeta import OBJECT_SYSMETA
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj import bodysum, diskfile, ranges
 
-PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest")
+# Stored with an object and answered with it (as Swift's default allowed_headers).
+PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest",
+                  "Cache-Control", "Content-Language", "Expires")
 DEFAULT_CT = "application/octet-stream"
 
 # A piece of the body: literal bytes, or the [start, end) bytes of the object's body.

@@ -57,6 +57,15 @@ def _open_expired(request: web.Request) -> bool:
     return config_true(request.headers.get("X-Open-Expired", ""))
 
 
+def _if_match(request: web.Request) -> tuple[str, str] | None:
+    """A conditional PUT's `X-Backend-If-Match` ETag (judged on `X-Backend-Etag-Is-At`'s
+    metadata when the object has it), as DataWriter takes it."""
+    etag = request.headers.get("X-Backend-If-Match")
+    if etag is None:
+        return None
+    return etag, request.headers.get("X-Backend-Etag-Is-At", "")
+
+
 def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str,
                    content_type: str | None = None) -> dict[str, str]:
     """The container update for an object written (or POSTed) with `metadata`."""
@@ -230,7 +239,7 @@ class ObjectServer:
                                            metadata, hexhash, also)
         writer = diskfile.DataWriter(dev_path, part, hexhash, fsync=self.fsync,
                                      refuse_existing=request.headers.get("If-None-Match") == "*",
-                                     direct=self.direct_body > 0)
+                                     direct=self.direct_body > 0, if_match=_if_match(request))
         try:
             res = await self._receive(request, writer, cl, metadata, ts)
         except diskfile.Conflict as exc:
@@ -278,7 +287,7 @@ class ObjectServer:
             except HTTPError as exc:
                 devices.append((None, exc.status, hdrs))
         writers = {i: diskfile.DataWriter(dp, part, hexhash, fsync=self.fsync,
-                                          refuse_existing=refuse)
+                                          refuse_existing=refuse, if_match=_if_match(request))
                    for i, (dp, _, _) in enumerate(devices) if dp is not None}
         outcomes: dict[int, Any] = {}
         try:

@@ -26,7 +26,8 @@ STORED_HEADERS = {
                   "x-container-sync-key"),
     "account": ("x-account-meta-", "x-account-sysmeta-"),
     "object": ("x-object-meta-", "x-object-sysmeta-", "content-type", "content-encoding",
-               "content-disposition", "x-delete-at", "x-object-manifest"),
+               "content-disposition", "x-delete-at", "x-object-manifest", "cache-control",
+               "content-language", "expires"),
 }
 
 

@@ -46,7 +46,7 @@ from swiftlite.proxy.nodes import (
     verdicts,
     write_handoffs,
 )
-from swiftlite.proxy.request import BACKEND_GET_HEADERS, BODY, TIMESTAMP
+from swiftlite.proxy.request import BACKEND_GET_HEADERS, BACKEND_PUT_HEADERS, BODY, TIMESTAMP
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, bytes_response
 
 log = logging.getLogger("swiftlite.proxy")
@@ -278,6 +278,7 @@ def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str
         headers["If-None-Match"] = "*"  # the object servers refuse to overwrite: 412
     if "ETag" in request.headers:
         headers["ETag"] = request.headers["ETag"].strip('"').lower()
+    headers.update(request.get(BACKEND_PUT_HEADERS) or {})
     return headers
 
 

@@ -29,6 +29,8 @@ _PATH = "swiftlite.path"
 # Headers a feature wants sent with the object servers' GET/HEAD of this request (say, an
 # SLO's X-Backend-Etag-Is-At): a request key, so no client header can ever set them.
 BACKEND_GET_HEADERS = "swiftlite.backend_get_headers"
+# The same for an object PUT (say, S3's If-Match, judged by the object servers).
+BACKEND_PUT_HEADERS = "swiftlite.backend_put_headers"
 # Set on sub-requests a middleware makes for itself (no client body, no feature re-entry).
 INTERNAL = "swiftlite.internal"
 # Set by a feature on its own sub-requests that address the reserved namespace (names

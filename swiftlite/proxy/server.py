@@ -385,10 +385,21 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
     return await request.app[PROXY].pipeline(request)
 
 
+async def _expect(request: web.Request) -> web.StreamResponse | None:
+    """Before 100 Continue: a pipeline feature's refusal (its `expect`), if it has one."""
+    for mw in request.app[PROXY].middleware:
+        hook = getattr(mw, "expect", None)
+        if hook is not None:
+            resp = await hook(request)
+            if resp is not None:
+                return resp
+    return None
+
+
 def create_app(conf: Section) -> web.Application:
     empty_length.install()  # 204s say Content-Length: 0, as Swift's do
     proxy = Proxy(conf)
-    app = make_app(route=_dispatch)
+    app = make_app(route=_dispatch, expect=_expect)
     app[PROXY] = proxy
     app.on_startup.append(proxy.startup)
     app.on_cleanup.append(proxy.cleanup)

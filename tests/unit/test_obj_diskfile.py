@@ -213,6 +213,31 @@ def test_refuse_existing(dev):
     diskfile.DataWriter(dev, 0, H, refuse_existing=True).put([b"c"], {}, "0000000004.00000")
 
 
+def test_if_match(dev):
+    """A PUT with if_match commits only over a current .data of that ETag (or of that value
+    in the named metadata key), judged under the object's lock."""
+    md5 = hashlib.md5
+    etag_a = md5(b"a").hexdigest()
+    with pytest.raises(diskfile.Exists):  # nothing to match
+        diskfile.DataWriter(dev, 0, H, if_match=(etag_a, "")).put([b"x"], {}, "0000000001.00000")
+    diskfile.DataWriter(dev, 0, H).put([b"a"], {"X-Object-Sysmeta-S3api-Etag": "abc-2"},
+                                       "0000000002.00000")
+    with pytest.raises(diskfile.Exists):  # another ETag
+        diskfile.DataWriter(dev, 0, H, if_match=(md5(b"z").hexdigest(), "")).put(
+            [b"x"], {}, "0000000003.00000")
+    with pytest.raises(diskfile.Exists):  # the key's value is what counts when it is there
+        diskfile.DataWriter(dev, 0, H, if_match=(etag_a, "X-Object-Sysmeta-S3api-Etag")).put(
+            [b"x"], {}, "0000000003.00000")
+    diskfile.DataWriter(dev, 0, H, if_match=('"abc-2"', "X-Object-Sysmeta-S3api-Etag")).put(
+        [b"b"], {}, "0000000004.00000")
+    diskfile.DataWriter(dev, 0, H, if_match=(md5(b"b").hexdigest(), "")).put(
+        [b"c"], {}, "0000000005.00000")
+    diskfile.write_marker(dev, 0, H, "0000000006.00000", "ts", {})
+    with pytest.raises(diskfile.Exists):  # deleted: nothing to match
+        diskfile.DataWriter(dev, 0, H, if_match=(md5(b"c").hexdigest(), "")).put(
+            [b"d"], {}, "0000000007.00000")
+
+
 def test_abort_waits_for_a_write_in_flight_and_stops_later_ones(tmp_path):
     """A request cancelled while its write is in a pool thread aborts from another thread:
     the abort must not miss the temp file that write is creating, and no write may start

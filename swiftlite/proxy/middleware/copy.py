@@ -28,7 +28,8 @@ from swiftlite.proxy.response import BodyResponse, close_answer
 
 # Source headers a copy keeps besides X-Object-Meta-* (a large object's manifest header
 # only when the manifest itself is copied: ?multipart-manifest=get; else its joined data).
-COPIED = ("content-type", "content-encoding", "content-disposition")
+COPIED = ("content-type", "content-encoding", "content-disposition", "cache-control",
+          "content-language", "expires")
 MANIFEST_HEADERS = ("x-object-manifest", "x-static-large-object")
 # A symlink's own headers, kept by `?symlink=get` (the copy is a link; the caller's
 # X-Symlink-Target-Account wins).

@@ -485,7 +485,8 @@ class ObjectVersioning(Middleware):
                 lk = k.lower()
                 if lk.startswith(("x-object-meta-", "x-object-sysmeta-")) or lk in (
                         "content-type", "content-encoding", "content-disposition", "etag",
-                        "x-delete-at", "x-object-manifest"):
+                        "x-delete-at", "x-object-manifest", "cache-control",
+                        "content-language", "expires"):
                     headers[k] = v
             length = src.content_length or 0
             headers["Content-Length"] = str(length)

@@ -434,11 +434,13 @@ def _registry_failed(exc: RegistryError | None = None) -> S3Error:
     return S3Error("ServiceUnavailable", 503, "Please reduce your request rate.")
 
 
-async def claim_bucket(s3: Any, name: str, new_acl: Acl) -> bool:
+async def claim_bucket(s3: Any, name: str, new_acl: Acl) -> bool | None:
     """Make `name` the caller's account's (s3.account) in the registry before its container
     is made: BucketAlreadyExists when another account holds it, or when the caller's bucket
     exists with another ACL than asked; BucketAlreadyOwnedByYou when it exists as asked.
-    True when this call claimed the name (CreateBucket releases it if the PUT fails)."""
+    True when this call claimed the name (CreateBucket releases it if the PUT fails); None
+    when the caller's bucket exists as asked and the region (us-east-1) says that is a
+    success, which changes nothing."""
     reg = registry_of(s3)
     mine = s3.account
     try:
@@ -463,6 +465,8 @@ async def claim_bucket(s3: Any, name: str, new_acl: Acl) -> bool:
         stored = Acl.load(head.headers.get(BUCKET_ACL))
         if stored is not None and _shape(stored) != _shape(new_acl):
             raise already_exists(name)  # as RGW: a re-create may not change the ACL
+        if s3.conf.location == "us-east-1":
+            return None  # S3's us-east-1 answers its owner's re-creation with a success
         raise owned_by_you(name)
     return claimed
 

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from swiftlite.common.reserved import reserved_name
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import access, acl, ownership, payload, xml
+from swiftlite.proxy.s3 import access, acl, ownership, payload, usage, xml
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import S3Error, access_denied, malformed_xml
 from swiftlite.proxy.s3.routes import route
@@ -76,9 +76,11 @@ async def list_buckets(s3: S3Request) -> web.StreamResponse:
         return xml_response(root)
     owner(root, s3)
     buckets = xml.sub(root, "Buckets")
-    marker = ""
+    page = usage.BucketPage(s3.query)
+    marker = page.marker
     while True:
-        resp = await s3.swift("GET", query=f"format=json&marker={quote(marker)}")
+        resp = await s3.swift("GET", query=f"format=json&marker={quote(marker)}" +
+                              page.swift_query())
         if resp.status == 404:
             break
         if resp.status // 100 != 2:
@@ -90,10 +92,15 @@ async def list_buckets(s3: S3Request) -> web.StreamResponse:
             name = row["name"]
             if name.startswith("\x00"):
                 continue
+            if not page.take(name):
+                break
             b = xml.sub(buckets, "Bucket")
             xml.sub(b, "Name", name)
             xml.sub(b, "CreationDate", iso_ms(row.get("last_modified", "1970-01-01T00:00:00")))
+        if page.done:
+            break
         marker = rows[-1]["name"]
+    page.finish(root)
     return xml_response(root)
 
 
@@ -117,7 +124,10 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
                           LocationConstraint=where)
     new_acl = acl.new_bucket_acl(s3)
     headers = {**acl.new_bucket_headers(new_acl), **ownership.create_headers(s3)}
+    await usage.check_room(s3)
     claimed = await access.claim_bucket(s3, name, new_acl)
+    if claimed is None:
+        return web.Response(status=200, headers={"Location": "/" + name})
     resp = await s3.swift("PUT", name, headers=headers)
     if resp.status // 100 != 2:
         if claimed:
@@ -128,8 +138,11 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
 
 @route("bucket", "HEAD")
 async def head_bucket(s3: S3Request) -> web.StreamResponse:
-    await s3.swift_ok("HEAD", s3.bucket)
-    return web.Response(status=200, headers={"x-amz-bucket-region": s3.conf.location})
+    head = await s3.swift_ok("HEAD", s3.bucket)
+    out = web.Response(status=200, headers={"x-amz-bucket-region": s3.conf.location})
+    if "read-stats" in s3.query:
+        out.headers.update(usage.stats_headers(head, usage.max_buckets(s3)))
+    return out
 
 
 @route("bucket", "DELETE")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -18,11 +19,12 @@ from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     AUTHENTICATED,
     BACKEND_GET_HEADERS,
+    BACKEND_PUT_HEADERS,
     answer_of,
     sub_request,
 )
 from swiftlite.proxy.response import BodyResponse, close_answer
-from swiftlite.proxy.s3.errors import S3Error, from_swift
+from swiftlite.proxy.s3.errors import S3Error, from_swift, no_such_bucket
 
 # Request headers an S3 client sends that a Swift sub-request takes as they are.
 PASSED = ("content-type", "content-encoding", "content-disposition", "content-language",
@@ -83,7 +85,7 @@ class S3Request:
                           CIMultiDict(headers or {}), body, query=query)
         sub[AUTHENTICATED] = self.acting or self.ident
         if backend:
-            sub[BACKEND_GET_HEADERS] = backend
+            sub[BACKEND_PUT_HEADERS if method == "PUT" else BACKEND_GET_HEADERS] = backend
         if reserved:
             sub[ALLOW_RESERVED] = True
         return await answer_of(self.app, sub)
@@ -96,6 +98,13 @@ class S3Request:
         NoSuchKey, else NoSuchBucket)."""
         resp = await self.swift(method, bucket, key, headers, body, query, reserved)
         if resp.status // 100 != 2 and resp.status not in ok:
+            if resp.status == 404 and err_key is not None and bucket is not None:
+                # No key, or no bucket at all? S3 names the bucket when it is missing.
+                close_answer(resp)
+                head = await self.swift("HEAD", bucket, reserved=reserved)
+                close_answer(head)
+                if head.status == 404:
+                    raise no_such_bucket(bucket)
             raise await error_of(resp, self.bucket, err_key)
         return resp
 
@@ -116,6 +125,14 @@ def http_date(ts: float) -> str:
 
 
 def iso_ms(swift_time: str) -> str:
-    """A Swift listing's `2024-01-02T03:04:05.123456` as S3's `2024-01-02T03:04:05.123Z`."""
+    """A Swift listing's `2024-01-02T03:04:05.123456` as S3's `2024-01-02T03:04:06.000Z`:
+    rounded up to the second, as the object's Last-Modified is, so a listing and a HEAD
+    agree."""
     base, _, frac = swift_time.partition(".")
-    return f"{base}.{(frac + '000')[:3]}Z"
+    if frac.strip("0"):
+        try:
+            up = datetime.fromisoformat(base) + timedelta(seconds=1)
+        except ValueError:
+            return f"{base}.{(frac + '000')[:3]}Z"
+        base = up.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{base}.000Z"

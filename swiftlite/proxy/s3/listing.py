@@ -85,6 +85,10 @@ async def swift_rows(s3: S3Request, prefix: str, delimiter: str, marker: str,
     return rows[:max_keys], len(rows) > max_keys
 
 
+def _xml_safe(text: str) -> bool:
+    return all(c >= " " or c in "\t\n\r" for c in text)
+
+
 def etag_of(row: dict) -> str:
     return '"' + (row.get("s3_etag") or row.get("hash", "")).strip('"') + '"'
 
@@ -96,6 +100,10 @@ async def list_objects(s3: S3Request) -> web.StreamResponse:
     if "list-type" in q and not v2:
         raise invalid_argument("Invalid List Type specified", "list-type", q["list-type"])
     prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+    if delimiter and q.get("allow-unordered", "").lower() == "true":
+        # Listings are always in order here; asking for unordered ones says no delimiter.
+        raise invalid_argument("allow-unordered cannot be used with a delimiter",
+                               "allow-unordered", q["allow-unordered"])
     max_keys = max_keys_of(q.get("max-keys"))
     encode = encoding_type(s3)
     if v2:
@@ -115,7 +123,8 @@ async def list_objects(s3: S3Request) -> web.StreamResponse:
 
     root = xml.root("ListBucketResult")
     xml.sub(root, "Name", s3.bucket)
-    xml.sub(root, "Prefix", enc(prefix))
+    # S3 leaves v1's Prefix as it is (but what XML cannot carry is still encoded).
+    xml.sub(root, "Prefix", prefix if not v2 and _xml_safe(prefix) else enc(prefix))
     if v2:
         if "continuation-token" in q:
             xml.sub(root, "ContinuationToken", q["continuation-token"])

@@ -25,7 +25,7 @@ from aiohttp import web
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
-from swiftlite.proxy.s3 import access, cors, encryption, operations, postform, routes
+from swiftlite.proxy.s3 import access, cors, encryption, expect, operations, postform, routes
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
 from swiftlite.proxy.s3.errors import S3Error, from_swift
@@ -63,6 +63,7 @@ class S3Api(Middleware):
         self.location = conf.get_str("location", "us-east-1")
         self.min_part_size = conf.get_size("s3_min_part_size", 5 * 1024 * 1024)
         self.max_parts = conf.get_int("s3_max_parts", 10000)
+        self.max_buckets = conf.get_int("max_buckets", 1000)  # per account; 0: no limit
         self.creds = Credentials(None, proxy)
         self.kms = encryption.KeyStore.from_conf(conf)  # SSE-KMS keys (none by default)
 
@@ -111,6 +112,10 @@ class S3Api(Middleware):
 
     def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
         return encryption.SSE not in resp.headers  # S3 encrypted it: __call__ decrypts
+
+    async def expect(self, request: web.Request) -> web.StreamResponse | None:
+        """Before an `Expect: 100-continue` request's 100: S3's refusal, if any (expect.py)."""
+        return await expect.refusal(self, request) if self.is_s3(request) else None
 
     async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
         auth = request.headers.get("Authorization")

@@ -27,7 +27,7 @@ from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import access, acl, encryption, xml
+from swiftlite.proxy.s3 import access, acl, conditional, encryption, xml
 from swiftlite.proxy.s3.access import OBJECT_ACL
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
@@ -269,10 +269,12 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     headers[OVERRIDE_ETAG] = f"s3_etag={s3_etag}"
     body = json.dumps(manifest).encode()
     headers["Content-Length"] = str(len(body))
+    cond = await conditional.check_write(s3, key)
+    headers.update(cond.headers)
     resp = await s3.swift("PUT", s3.bucket, key, headers, body,
-                          query="multipart-manifest=put", reserved=True)
+                          query="multipart-manifest=put", reserved=True, backend=cond.backend)
     if resp.status // 100 != 2:
-        raise await error_of(resp, s3.bucket, key)
+        raise cond.refused(resp) or await error_of(resp, s3.bucket, key)
     await answer_body(resp)
     # Parts uploaded but not chosen go; the marker last (the upload is then over).
     chosen = {f"{n:05d}" for n, _ in wanted}
@@ -285,7 +287,8 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Bucket", s3.bucket)
     xml.sub(root, "Key", key)
     xml.sub(root, "ETag", f'"{s3_etag}"')
-    out = xml_response(root)
+    vid = resp.headers.get("X-Object-Version-Id")
+    out = xml_response(root, headers={"x-amz-version-id": vid} if vid else None)
     if sse is not None:
         out.headers.update(sse.answer_headers())
     return out

@@ -15,7 +15,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import answer_body, close_answer
-from swiftlite.proxy.s3 import access, acl, encryption, payload, xml
+from swiftlite.proxy.s3 import access, acl, conditional, encryption, payload, xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -25,7 +25,6 @@ from swiftlite.proxy.s3.errors import (
     malformed_xml,
     no_such_bucket,
     not_implemented,
-    precondition_failed,
 )
 from swiftlite.proxy.s3.routes import route
 
@@ -33,7 +32,10 @@ S3_ETAG = "X-Object-Sysmeta-S3api-Etag"
 S3_PARTS = "X-Object-Sysmeta-S3api-Parts"
 META = "x-object-meta-"
 AMZ_META = "x-amz-meta-"
-SMALL = 256 * 1024  # bodies up to this size are checked whole, then sent in one piece
+# Bodies up to this size (the proxy's put_buffer_size default, which a Swift PUT buffers as
+# well) are checked whole, then sent in one piece: their write's timestamp is then taken
+# once the body is in, so of two writers of a key the one that finishes last wins, as in S3.
+SMALL = 1024 * 1024
 OVERRIDES = {"response-content-type": "Content-Type",
              "response-content-language": "Content-Language",
              "response-expires": "Expires", "response-cache-control": "Cache-Control",
@@ -120,8 +122,9 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     headers = object_headers(s3)
     sse = await encryption.for_write(s3, s3.bucket or "", headers)
     headers.update(await acl.object_create_headers(s3))
-    await write_conditions(s3, key, headers)
-    resp = await store(s3, s3.bucket or "", key, headers, sse=sse)
+    cond = await conditional.check_write(s3, key)
+    headers.update(cond.headers)
+    resp = await store(s3, s3.bucket or "", key, headers, sse=sse, cond=cond)
     out = web.Response(status=200, headers={"ETag": '"' + resp.headers.get("ETag", "")
                                             .strip('"') + '"'})
     if sse is not None:
@@ -134,31 +137,13 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     return out
 
 
-async def write_conditions(s3: S3Request, key: str, headers: CIMultiDict[str]) -> None:
-    """Conditional writes: `If-None-Match: *` (no object by that key) goes down with the PUT,
-    whose object servers refuse to overwrite; `If-Match: "<etag>"` is checked first (an
-    object written between that check and the PUT is overwritten: a narrow race)."""
-    req = s3.request.headers
-    inm, im = req.get("If-None-Match"), req.get("If-Match")
-    if inm is not None:
-        if inm.strip() != "*":
-            raise not_implemented("If-None-Match only supports *")
-        headers["If-None-Match"] = "*"
-    if im is not None:
-        head = await s3.swift("HEAD", s3.bucket, key, {"If-Match": im}, backend=ETAG_IS_AT)
-        if head.status in (404, 412):
-            if head.status == 404 and await _bucket_missing(s3):
-                raise no_such_bucket(s3.bucket or "")
-            raise precondition_failed("If-Match")
-        if head.status // 100 != 2:
-            raise await error_of(head, s3.bucket, key)
-
-
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
                 reserved: bool = False, sse: encryption.Sse | None = None,
-                part: int | None = None) -> web.StreamResponse:
+                part: int | None = None,
+                cond: conditional.WriteConditions | None = None) -> web.StreamResponse:
     """PUT the request's body as `bucket/key` (encrypted with `sse`, as part `part` of its
-    upload if given); the Swift answer (2xx), else raise."""
+    upload if given, under the write conditions `cond`); the Swift answer (2xx), else
+    raise."""
     mode = payload.payload_mode(s3.auth)
     length = payload.decoded_length(s3.request.headers, mode)
     if length is None:
@@ -176,9 +161,11 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     if sse is not None:
         data = encryption.encrypt_body(data, sse, part, headers, s3.request.headers)
     headers["Content-Length"] = str(length)
-    resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
-    if resp.status == 412 and "If-None-Match" in headers:
-        raise precondition_failed("If-None-Match")
+    resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved,
+                          backend=cond.backend if cond else None)
+    refused = cond.refused(resp) if cond else None
+    if refused is not None:
+        raise refused
     if resp.status // 100 != 2:
         if resp.status == 404 and not reserved:
             raise no_such_bucket(bucket)
@@ -250,12 +237,18 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
 @route("object", "DELETE")
 async def delete_object(s3: S3Request) -> web.StreamResponse:
     vid = s3.query.get("versionId")
+    refused = await conditional.check_delete(
+        s3, s3.key or "", vid, conditional.DeleteConditions.from_headers(s3))
+    if isinstance(refused, S3Error):
+        raise refused
+    if refused == conditional.NOTHING:
+        return web.Response(status=204)
     resp = await delete_one(s3, s3.key or "", vid)
     if resp.status == 404 and await _bucket_missing(s3):
         raise no_such_bucket(s3.bucket or "")
     if resp.status // 100 != 2 and resp.status != 404:
         raise await error_of(resp, s3.bucket, s3.key)
-    return web.Response(status=204, headers={"x-amz-version-id": vid} if vid else None)
+    return web.Response(status=204, headers=conditional.marker_headers(resp, vid))
 
 
 def copy_source(s3: S3Request) -> tuple[str, str]:
@@ -292,6 +285,12 @@ async def check_source(s3: S3Request, bucket: str, key: str,
                           backend=ETAG_IS_AT if conditions else None, account=account)
     if head.status in (304, 412):
         raise from_swift(412)
+    if head.status == 404:
+        close_answer(head)
+        where = await s3.swift("HEAD", bucket)
+        close_answer(where)
+        if where.status == 404:
+            raise no_such_bucket(bucket)
     if head.status // 100 != 2:
         raise await error_of(head, bucket, key)
     return head
@@ -351,17 +350,21 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
         raise malformed_xml()
     quiet = (xml.text(doc, "Quiet") or "").strip().lower() == "true"
     keys, vids = [], []
+    conds: dict[tuple[str, str | None], conditional.DeleteConditions] = {}
     for el in doc.findall("Object"):
         key = xml.text(el, "Key")
         if not key:
             raise malformed_xml()
         keys.append(key)
         vids.append(xml.text(el, "VersionId"))
+        conds[key, vids[-1]] = conditional.DeleteConditions.from_xml(
+            xml.text(el, "ETag"), xml.text(el, "LastModifiedTime"), xml.text(el, "Size"))
     if not keys or len(keys) > 1000:
         raise malformed_xml()
     if await _bucket_missing(s3):
         raise no_such_bucket(s3.bucket or "")
     limit = asyncio.Semaphore(8)
+    marks: dict[tuple[str, str | None], dict[str, str]] = {}
 
     async def one(key: str, vid: str | None) -> S3Error | None:
         async with limit:
@@ -372,8 +375,14 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
                                        "s3:DeleteObject", key)
             except S3Error as exc:
                 return exc
+            refused = await conditional.check_delete(s3, key, vid, conds[key, vid])
+            if isinstance(refused, S3Error):
+                return refused
+            if refused == conditional.NOTHING:
+                return None
             resp = await delete_one(s3, key, vid)
             if resp.status // 100 == 2 or resp.status == 404:
+                marks[key, vid] = conditional.marker_headers(resp, vid)
                 return None
             return await error_of(resp, s3.bucket, key)
     results = await asyncio.gather(*(one(k, v) for k, v in zip(keys, vids, strict=True)))
@@ -385,6 +394,11 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
                 xml.sub(d, "Key", key)
                 if vid:
                     xml.sub(d, "VersionId", vid)
+                mark = marks.get((key, vid), {})
+                if mark.get("x-amz-delete-marker"):
+                    xml.sub(d, "DeleteMarker", "true")
+                    if not vid:
+                        xml.sub(d, "DeleteMarkerVersionId", mark["x-amz-version-id"])
         else:
             e = xml.sub(root, "Error")
             xml.sub(e, "Key", key)

@@ -14,5 +14,6 @@ from swiftlite.proxy.s3 import (  # noqa: F401
     policy,
     postform,
     tagging,
+    usage,
     versions,
 )
