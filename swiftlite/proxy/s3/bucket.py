@@ -124,10 +124,15 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
                           LocationConstraint=where)
     new_acl = acl.new_bucket_acl(s3)
     headers = {**acl.new_bucket_headers(new_acl), **ownership.create_headers(s3)}
-    await usage.check_room(s3)
     claimed = await access.claim_bucket(s3, name, new_acl)
     if claimed is None:
         return web.Response(status=200, headers={"Location": "/" + name})
+    try:
+        await usage.check_room(s3)
+    except S3Error:
+        if claimed:
+            await access.release_bucket(s3, name)
+        raise
     resp = await s3.swift("PUT", name, headers=headers)
     if resp.status // 100 != 2:
         if claimed:
