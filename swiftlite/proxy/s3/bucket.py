@@ -127,6 +127,8 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
                           "The specified location-constraint is not valid",
                           LocationConstraint=where)
     headers = acl_headers(s3)
+    from swiftlite.proxy.s3 import lock  # lock.py builds on this module
+    headers.update(lock.create_headers(s3))
     head = await s3.swift("HEAD", name)
     if head.status // 100 == 2:
         raise S3Error("BucketAlreadyOwnedByYou", 409, "Your previous request to create the "
@@ -184,6 +186,8 @@ async def put_versioning(s3: S3Request) -> web.StreamResponse:
     if status not in ("Enabled", "Suspended") or \
             (xml.text(doc, "MfaDelete") or "Disabled") != "Disabled":
         raise malformed_xml()
+    from swiftlite.proxy.s3 import lock  # lock.py builds on this module
+    await lock.check_versioning(s3, status)
     await s3.swift_ok("POST", s3.bucket,
                       headers={"X-Versions-Enabled": str(status == "Enabled").lower()})
     return web.Response(status=200)

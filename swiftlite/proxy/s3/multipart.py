@@ -27,7 +27,7 @@ from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3 import object_state, xml
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import (
@@ -132,6 +132,7 @@ async def create(s3: S3Request) -> web.StreamResponse:
     check_key(key)
     await judge(s3, write=True)
     headers = object_headers(s3)
+    await object_state.on_write(s3, headers, final=False)
     upload_id = secrets.token_hex(16)
     hidden = uploads_container(s3.bucket or "")
     resp = await s3.swift("PUT", hidden, reserved=True)
@@ -239,6 +240,7 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     s3_etag = f"{hashlib.md5(md5s, usedforsecurity=False).hexdigest()}-{len(wanted)}"
     headers = {k: v for k, v in marker.headers.items()
                if k.lower() in KEPT or k.lower().startswith("x-object-meta-")}
+    await object_state.on_complete(s3, marker, headers)
     headers[S3_ETAG] = s3_etag
     headers[S3_PARTS] = str(len(wanted))
     headers[OVERRIDE_ETAG] = f"s3_etag={s3_etag}"

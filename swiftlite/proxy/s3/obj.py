@@ -15,7 +15,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import answer_body, close_answer
-from swiftlite.proxy.s3 import payload, xml
+from swiftlite.proxy.s3 import lock, object_state, payload, xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -84,6 +84,7 @@ def object_headers(s3: S3Request) -> CIMultiDict[str]:
 def s3_headers(resp: web.StreamResponse) -> None:
     """A Swift object answer's headers in S3's form, in place."""
     h = resp.headers
+    object_state.answer_headers(h)
     etag = h.get(S3_ETAG) or h.get("ETag", "")
     parts = h.get(S3_PARTS)
     meta, dropped = [], []
@@ -119,6 +120,7 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     key = s3.key or ""
     check_key(key)
     headers = object_headers(s3)
+    await object_state.on_write(s3, headers)
     if "X-Amz-Acl" in s3.request.headers and s3.request.headers["X-Amz-Acl"] != "private":
         pass  # objects follow their bucket's ACL here; a canned ACL per object is ignored
     await write_conditions(s3, key, headers)
@@ -233,12 +235,13 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
     with it."""
     vq = version_query(vid)
     head = await s3.swift("HEAD", s3.bucket, key, query=vq)
-    if head.status // 100 == 2 and S3_ETAG in head.headers and not vid:
+    if head.status // 100 == 2 and S3_ETAG in head.headers and not vid and \
+            "X-Object-Version-Id" not in head.headers:  # versioned: a delete marker
         resp = await s3.swift("DELETE", s3.bucket, key, query="multipart-manifest=delete",
                               reserved=True)
         await answer_body(resp)
         return resp
-    return await s3.swift("DELETE", s3.bucket, key, query=vq)
+    return await s3.swift("DELETE", s3.bucket, key, query=vq, headers=lock.delete_headers(s3))
 
 
 @route("object", "DELETE")
@@ -302,8 +305,9 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
                       "trying to copy an object to itself without changing the object's "
                       "metadata, storage class, website redirect location or encryption "
                       "attributes.")
-    await check_source(s3, src_bucket, src_key)
+    source = await check_source(s3, src_bucket, src_key)
     headers = object_headers(s3) if directive == "REPLACE" else CIMultiDict()
+    await object_state.on_copy(s3, source, headers)
     if directive == "REPLACE":
         headers["X-Fresh-Metadata"] = "true"
     headers["X-Copy-From"] = quote(f"/{src_bucket}/{src_key}")

@@ -4,7 +4,9 @@ A new resource module (acl, policy, lock, ...) adds its line here."""
 
 from swiftlite.proxy.s3 import (  # noqa: F401
     bucket,
+    lifecycle,
     listing,
+    lock,
     multipart,
     obj,
     tagging,
