@@ -159,8 +159,10 @@ class ObjectVersioning(Middleware):
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
-        if path is None or request.get(ALLOW_RESERVED):
+        if path is None or (request.get(ALLOW_RESERVED) and (
+                path.container is None or path.container.startswith(RESERVED))):
             return await self.app(request)  # not the API, or this feature's own request
+        # (A feature's write of a visible name, S3's completed upload, is versioned too.)
         if path.obj is not None:
             return await self.object_request(request, path)
         if path.container is not None:

@@ -262,7 +262,8 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Bucket", s3.bucket)
     xml.sub(root, "Key", key)
     xml.sub(root, "ETag", f'"{s3_etag}"')
-    return xml_response(root)
+    vid = resp.headers.get("X-Object-Version-Id")
+    return xml_response(root, headers={"x-amz-version-id": vid} if vid else None)
 
 
 @route("object", "DELETE", "uploadId")
