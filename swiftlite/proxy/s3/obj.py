@@ -252,6 +252,10 @@ async def delete_object(s3: S3Request) -> web.StreamResponse:
         raise no_such_bucket(s3.bucket or "")
     if resp.status // 100 != 2 and resp.status != 404:
         raise await error_of(resp, s3.bucket, s3.key)
+    if not vid and resp.headers.get("X-Object-Version-Id"):  # a versioned bucket's marker
+        return web.Response(status=204, headers={
+            "x-amz-version-id": resp.headers["X-Object-Version-Id"],
+            "x-amz-delete-marker": "true"})
     return web.Response(status=204, headers={"x-amz-version-id": vid} if vid else None)
 
 

@@ -126,7 +126,7 @@ def header_tags(s3: S3Request) -> list[tuple[str, str]] | None:
     if raw is None:
         return None
     try:
-        tags = parse_qsl(raw, keep_blank_values=True, strict_parsing=bool(raw))
+        tags = parse_qsl(raw, keep_blank_values=True)  # `k` alone: an empty value
     except ValueError:
         raise invalid_argument("The header 'x-amz-tagging' shall be encoded as UTF-8 then "
                                "URLEncoded URL query parameters without tag name "
