@@ -76,7 +76,7 @@ def test_compliance_version_outlives_owner_s3_and_swift(s3, cluster):
     assert code_of(exc)[0] == 409
 
 
-def test_governance_yields_to_bypass_only(s3):
+def test_governance_yields_to_bypass_only(s3, cluster):
     s3.create_bucket(Bucket="gov", ObjectLockEnabledForBucket=True)
     vid = s3.put_object(Bucket="gov", Key="k", Body=b"x", Metadata={"color": "blue"})[
         "VersionId"]
@@ -95,6 +95,19 @@ def test_governance_yields_to_bypass_only(s3):
     with pytest.raises(ClientError) as exc:
         s3.delete_object(Bucket="gov", Key="k", VersionId=vid)
     assert code_of(exc) == (403, "AccessDenied")
+    # A user who may write the bucket but does not own the account cannot bypass.
+    cluster.connection().post_container("gov", {"X-Container-Write": "test:tester3",
+                                                "X-Container-Read": "test:tester3"})
+    other = client(cluster, "test:tester3", "testing3")
+    with pytest.raises(ClientError) as exc:
+        other.put_object_retention(Bucket="gov", Key="k", BypassGovernanceRetention=True,
+                                   Retention={"Mode": "GOVERNANCE", "RetainUntilDate": NEAR})
+    assert code_of(exc) == (403, "AccessDenied")
+    with pytest.raises(ClientError) as exc:
+        other.delete_object(Bucket="gov", Key="k", VersionId=vid,
+                            BypassGovernanceRetention=True)
+    assert code_of(exc) == (403, "AccessDenied")
+    assert s3.get_object_retention(Bucket="gov", Key="k")["Retention"]["RetainUntilDate"] == FAR
     assert versions(s3, "gov") == [vid]
     s3.delete_object(Bucket="gov", Key="k", VersionId=vid, BypassGovernanceRetention=True)
     assert versions(s3, "gov") == []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import secrets
 import time
@@ -187,18 +188,35 @@ def parse_configuration(body: bytes) -> tuple[bytes, list[dict[str, Any]]]:
     return xml.dump(doc), summaries
 
 
-def _stored(meta) -> bytes | None:
-    raw = None
+def _raw(meta) -> str | None:
     if isinstance(meta, CIMultiDict):
-        raw = meta.get(LIFECYCLE)
-    else:
-        raw = next((v for k, v in meta.items() if k.lower() == LIFECYCLE.lower()), None)
+        return meta.get(LIFECYCLE)
+    return next((v for k, v in meta.items() if k.lower() == LIFECYCLE.lower()), None)
+
+
+def _decoded(raw: str | None) -> bytes | None:
     if not raw:
         return None
     try:
         return zlib.decompress(base64.b64decode(raw))
     except (binascii.Error, zlib.error):
         return None
+
+
+def _stored(meta) -> bytes | None:
+    return _decoded(_raw(meta))
+
+
+@functools.lru_cache(maxsize=256)
+def _rules(raw: str) -> tuple[dict[str, Any], ...]:
+    """A stored configuration's rules (kept: every PUT in the bucket reads them)."""
+    document = _decoded(raw)
+    if document is None:
+        return ()
+    try:
+        return tuple(parse_configuration(document)[1])
+    except S3Error:
+        return ()
 
 
 @route("bucket", "PUT", "lifecycle")
@@ -238,13 +256,10 @@ def stamp(key: str, tags: list[tuple[str, str]], headers: CIMultiDict[str], meta
           now: float | None = None) -> None:
     """X-Delete-At (and the x-amz-expiration to answer) for a new object `key` with `tags`,
     from the bucket's enabled Expiration rules that match it."""
-    document = _stored(meta) if meta is not None else None
-    if document is None:
+    raw = _raw(meta) if meta is not None else None
+    if not raw:
         return
-    try:
-        _, rules = parse_configuration(document)
-    except S3Error:
-        return
+    rules = _rules(raw)
     now = time.time() if now is None else now
     best: tuple[float, str] | None = None
     have = set(tags)

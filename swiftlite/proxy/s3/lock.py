@@ -234,11 +234,17 @@ def answer_headers(h) -> None:
         h["x-amz-object-lock-legal-hold"] = hold
 
 
+def bypasses(s3: S3Request) -> bool:
+    """Whether the request bypasses GOVERNANCE retention: it asks to, and its caller owns
+    the account (S3's s3:BypassGovernanceRetention, which only the owner holds here)."""
+    ident = s3.ident
+    return s3.request.headers.get(BYPASS, "").lower() == "true" and ident is not None and \
+        (s3.account in ident.groups or ident.is_reseller_admin)
+
+
 def delete_headers(s3: S3Request) -> dict[str, str]:
     """A version DELETE's headers: S3's governance bypass, passed to the core."""
-    if s3.request.headers.get(BYPASS, "").lower() == "true":
-        return {BYPASS_GOVERNANCE: "true"}
-    return {}
+    return {BYPASS_GOVERNANCE: "true"} if bypasses(s3) else {}
 
 
 # ---- retention and legal hold of one version --------------------------------------------------
@@ -282,7 +288,7 @@ def _retention_change_allowed(s3: S3Request, head, mode: str | None,
     weaker = mode != cur_mode or until_ms is None or until_ms < cur_ms
     if not weaker:
         return
-    if cur_mode == "GOVERNANCE" and s3.request.headers.get(BYPASS, "").lower() == "true":
+    if cur_mode == "GOVERNANCE" and bypasses(s3):
         return
     raise access_denied("Access Denied because object protected by object lock.")
 

@@ -98,7 +98,8 @@ MAX_OBJECT_TAGS = 10
 
 
 def encode_tags(tags: list[tuple[str, str]]) -> str:
-    return urlencode(tags, quote_via=quote)
+    """Stored sorted by key, the order S3 answers them in."""
+    return urlencode(sorted(tags), quote_via=quote)
 
 
 def decode_tags(value: str | None) -> list[tuple[str, str]]:
