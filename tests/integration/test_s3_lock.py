@@ -66,6 +66,16 @@ def test_compliance_version_outlives_owner_s3_and_swift(s3, cluster):
     with pytest.raises(ClientException) as swift_exc:
         conn.post_container("vault", {"X-Versions-Enabled": "false"})
     assert swift_exc.value.http_status == 409
+    # Nor reach the hidden versions container (the reserved namespace) to delete it.
+    hidden = "\x00versions\x00vault"
+    names = [row["name"] for row in conn.get_account(prefix="\x00")[1]]
+    assert hidden not in names
+    for call in (lambda: conn.delete_container(hidden),
+                 lambda: conn.get_container(hidden),
+                 lambda: conn.delete_object(hidden, "\x00deed\x00x")):
+        with pytest.raises(ClientException) as swift_exc:
+            call()
+        assert swift_exc.value.http_status in (400, 403, 404, 412)
     with pytest.raises(ClientError) as exc:
         s3.put_bucket_versioning(Bucket="vault", VersioningConfiguration={"Status":
                                                                           "Suspended"})

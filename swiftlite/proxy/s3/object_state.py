@@ -65,9 +65,8 @@ async def on_copy(s3: S3Request, source: web.StreamResponse,
         tags = tagging.decode_tags(source.headers.get(tagging.OBJECT_TAGS))
     else:
         tags = tagging.header_tags(s3) or []
-    headers[tagging.OBJECT_TAGS] = tagging.encode_tags(tags)
-    for name in (RETENTION_MODE, RETAIN_UNTIL, LEGAL_HOLD):
-        headers[name] = ""  # not the source's: an empty value is none
+    if tags:  # (the core's copy takes no sysmeta of the source's: not its lock either)
+        headers[tagging.OBJECT_TAGS] = tagging.encode_tags(tags)
     meta = await _bucket_meta(s3)
     lock.stamp(s3, headers, meta)
     lifecycle.stamp(s3.key or "", tags, headers, meta)
