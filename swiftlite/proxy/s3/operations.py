@@ -3,12 +3,16 @@
 A new resource module (acl, policy, lock, ...) adds its line here."""
 
 from swiftlite.proxy.s3 import (  # noqa: F401
+    acl,
     bucket,
+    cors,
     lifecycle,
     listing,
     lock,
     multipart,
     obj,
+    ownership,
+    postform,
     tagging,
     versions,
 )
