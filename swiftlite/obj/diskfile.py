@@ -60,6 +60,7 @@ from swiftlite.obj.fileformat import (  # noqa: F401 (re-exported: one import fo
     FOOTER,
     HINT_XATTR,
     MAGIC,
+    MUTABLE,
     OBJECTS,
     POSTABLE,
     USER_META,
@@ -609,6 +610,20 @@ class DataWriter:
             self.tmp = None
 
 
+def _carry_forward(metadata: dict[str, str], current: dict[str, str]) -> None:
+    """A new .meta replaces the last one: it keeps the current mutable sysmeta it does not
+    change, and a patch (a POST of mutable sysmeta) keeps the user metadata and postable
+    headers too (common/sysmeta.py MUTABLE_SYSMETA)."""
+    patch = any(k.lower().startswith(MUTABLE) for k in metadata)
+    have = {k.lower() for k in metadata}
+    for k, v in current.items():
+        lk = k.lower()
+        if lk in have:
+            continue
+        if lk.startswith(MUTABLE) or (patch and (lk.startswith(USER_META) or lk in POSTABLE)):
+            metadata[k] = v
+
+
 def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str, ext: str,
                  metadata: dict[str, str], fsync: bool = True,
                  open_expired: bool = False, if_delete_at: int | None = None) -> CommitResult:
@@ -655,6 +670,8 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
         # A POST without Content-Type keeps the one an earlier POST set (as Swift does):
         # only the newest .meta is kept, so it carries the type forward.
         metadata["Content-Type"] = current["Content-Type"]
+    if ext == "meta" and current is not None:
+        _carry_forward(metadata, current)
     since = durability.epoch(device_path)
     fd, tmp = _open_tmp(device_path)
     try:

@@ -19,6 +19,8 @@ import time
 
 import msgpack
 
+from swiftlite.common.sysmeta import MUTABLE_SYSMETA
+
 FOOTER = struct.Struct("<I4s")
 MAGIC = b"SLO1"
 EXTS = ("data", "ts", "meta")
@@ -26,6 +28,7 @@ EXTS = ("data", "ts", "meta")
 POSTABLE = ("content-type", "content-encoding", "content-disposition", "x-delete-at",
             "x-object-manifest", "cache-control", "content-language", "expires")
 USER_META = "x-object-meta-"
+MUTABLE = MUTABLE_SYSMETA  # per key from the newest .meta (a patch POST), over the .data's
 OBJECTS = "objects"
 
 
@@ -186,6 +189,11 @@ def merge_metadata(data_meta: dict[str, str], meta_meta: dict[str, str] | None) 
         lk = k.lower()
         if lk.startswith(USER_META) or lk in POSTABLE:
             out[k] = v
+        elif lk.startswith(MUTABLE):
+            if v:
+                out[k] = v
+            else:
+                out.pop(k, None)
     return out
 
 

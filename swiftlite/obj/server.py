@@ -27,7 +27,12 @@ from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
 from swiftlite.common.server import ANY_PATH, make_app
-from swiftlite.common.sysmeta import LISTING_BYTES, OBJECT_SYSMETA, OVERRIDE_ETAG
+from swiftlite.common.sysmeta import (
+    LISTING_BYTES,
+    MUTABLE_SYSMETA,
+    OBJECT_SYSMETA,
+    OVERRIDE_ETAG,
+)
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj import bodysum, digests, diskfile, durability, page_cache, read_plan, sync
@@ -417,6 +422,9 @@ class ObjectServer:
         metadata = self._user_metadata(request, ts)
         if request.headers.get("Content-Type"):
             metadata["Content-Type"] = _utf8("Content-Type", request.headers["Content-Type"])
+        for k, v in request.headers.items():
+            if k.lower().startswith(MUTABLE_SYSMETA):  # a patch (common/sysmeta.py)
+                metadata[k.title()] = _utf8(k, v)
         hexhash = hash_path(acc, cont, obj)
         try:
             res = await run_blocking(diskfile.write_marker, dev_path, part, hexhash,

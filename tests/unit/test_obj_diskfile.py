@@ -404,3 +404,27 @@ def test_a_whole_read_around_its_first_reads_size_gets_every_byte(dev, delta):
         assert info.body is None and info.fd >= 0 and info.body_len == len(body)
     finally:
         info.close()
+
+
+def test_mutable_sysmeta_patch_and_carry_forward(dev):
+    """A POST of mutable sysmeta changes those keys only (an empty value removes one) and
+    keeps the user metadata; a plain POST replaces the user metadata and keeps them."""
+    tags, hold = "X-Object-Sysmeta-Mutable-S3-Tagging", "X-Object-Sysmeta-Mutable-Legal-Hold"
+    fixed = "X-Object-Sysmeta-Fixed"
+    put(dev, "0000000001.00000", b"x", **{"X-Object-Meta-A": "1", tags: "a=1", fixed: "f",
+                                          "X-Delete-At": "9999999999"})
+
+    def current() -> dict[str, str]:
+        return diskfile.open_object(dev, 0, H, read_whole=100).metadata
+
+    diskfile.write_marker(dev, 0, H, "0000000002.00000", "meta", {hold: "ON", fixed: "no"})
+    md = current()
+    assert md[hold] == "ON" and md[tags] == "a=1" and md["X-Object-Meta-A"] == "1"
+    assert md["X-Delete-At"] == "9999999999" and md[fixed] == "f"
+    diskfile.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-B": "2"})
+    md = current()
+    assert md[hold] == "ON" and md[tags] == "a=1" and md["X-Object-Meta-B"] == "2"
+    assert "X-Object-Meta-A" not in md and "X-Delete-At" not in md
+    diskfile.write_marker(dev, 0, H, "0000000004.00000", "meta", {tags: ""})
+    md = current()
+    assert tags not in md and md[hold] == "ON" and md["X-Object-Meta-B"] == "2"

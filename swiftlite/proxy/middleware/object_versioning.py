@@ -15,7 +15,10 @@ data, and each version keeps the timestamp it was written with: its version id.
   `application/x-deleted;swift_versions_deleted=1`) and removes the link;
   `DELETE ?version-id=<id>` removes that version only (and the link if it pointed there).
 - `PUT ?version-id=<id>` with an empty body makes that version the current one (restore).
-- POST updates the link and the version it points to (no new version).
+- POST updates the link and the version it points to (no new version); a feature's patch
+  of mutable sysmeta (common/sysmeta.py) may name one version (`POST ?version-id=<id>`).
+- A version under retention or a legal hold (common/sysmeta.py) cannot be deleted, through
+  any API; a container marked SYSMETA_LOCKED cannot have versioning turned off.
 - `GET <container>?versions` lists every version (JSON only, as Swift), with `version_id`,
   `is_latest` and the `version_marker` pagination parameter (version_listing.py).
 - An object written while versioning was off is the `null` version; the next versioned
@@ -33,6 +36,7 @@ stored as a version is followed by that middleware too.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -42,7 +46,14 @@ from multidict import CIMultiDict
 from swiftlite.common.config import TRUE_VALUES
 from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import RESERVED, reserved_name, split_reserved
-from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
+from swiftlite.common.sysmeta import (
+    BYPASS_GOVERNANCE,
+    LISTING_BYTES,
+    OVERRIDE_ETAG,
+    VERSIONS_LOCKED,
+    is_patch,
+    retention_refusal,
+)
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.proxy import link_cache
 from swiftlite.proxy.pipeline import HOOKS, Middleware
@@ -60,6 +71,7 @@ from swiftlite.proxy.response import BodyResponse, answer_body, close_answer
 CLIENT_ENABLED = "X-Versions-Enabled"
 SYSMETA_ENABLED = "X-Container-Sysmeta-Versions-Enabled"
 SYSMETA_CONT = "X-Container-Sysmeta-Versions-Container"
+SYSMETA_LOCKED = VERSIONS_LOCKED  # set by S3 object lock: versioning stays on
 # On a version link: the id of the version it points to (same account, same name).
 LINK = "X-Object-Sysmeta-Versions-Link"
 DELETE_MARKER = "application/x-deleted;swift_versions_deleted=1"
@@ -147,8 +159,10 @@ class ObjectVersioning(Middleware):
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
-        if path is None or request.get(ALLOW_RESERVED):
+        if path is None or (request.get(ALLOW_RESERVED) and (
+                path.container is None or path.container.startswith(RESERVED))):
             return await self.app(request)  # not the API, or this feature's own request
+        # (A feature's write of a visible name, S3's completed upload, is versioned too.)
         if path.obj is not None:
             return await self.object_request(request, path)
         if path.container is not None:
@@ -238,6 +252,10 @@ class ObjectVersioning(Middleware):
                 raise HTTPError(400, "Cannot enable object versioning on a container "
                                 "configured as source of container syncing.")
         is_enabled = request.headers[CLIENT_ENABLED].strip().lower() in TRUE_VALUES
+        if not is_enabled and head.status // 100 == 2 and \
+                (head.headers.get(SYSMETA_LOCKED) or "").lower() in TRUE_VALUES:
+            raise HTTPError(409, "Object versioning cannot be turned off in a container whose "
+                            "versions may be under retention.")
         headers = CIMultiDict(request.headers)
         headers[SYSMETA_ENABLED] = "True" if is_enabled else "False"
         vcont = _versions_container(path.container)
@@ -342,7 +360,7 @@ class ObjectVersioning(Middleware):
         vcont = _versions_of(info)
         enabled = (_meta(info.meta, SYSMETA_ENABLED) or "").lower() in TRUE_VALUES
         if version_id:
-            if method == "POST":
+            if method == "POST" and not is_patch(request.headers):
                 raise HTTPError(400, "POST to a specific version is not allowed")
             if not vcont and version_id != "null":
                 raise HTTPError(400, "version-aware operations require that the container "
@@ -358,6 +376,8 @@ class ObjectVersioning(Middleware):
                     raise self.proxy.deny(target)
             if method == "DELETE":
                 return await self.delete_version(request, path, vcont, version_id)
+            if method == "POST":
+                return await self.patch_version(request, path, vcont, version_id)
             if method == "PUT":
                 return await self.restore(request, path, vcont, version_id)
             if version_id == "null":
@@ -630,8 +650,43 @@ class ObjectVersioning(Middleware):
             resp.headers["X-Object-Version-Id"] = version_id
         return resp
 
+    async def patch_version(self, request: web.Request, path: ApiPath, vcont: str | None,
+                            version_id: str) -> web.StreamResponse:
+        """A POST of mutable sysmeta (common/sysmeta.py) to one version, which a client
+        cannot send (a feature's: S3 tags, retention, legal holds)."""
+        if version_id == "null":
+            return await self.app(_without_version_id(request))
+        assert vcont is not None
+        vhead = await self._send(request, "HEAD", self._vpath(path, vcont, version_id),
+                                 query="symlink=get")
+        close_answer(vhead)
+        if vhead.status // 100 != 2 or vhead.headers.get("Content-Type") == DELETE_MARKER:
+            return _text(404, "The specified version does not exist")
+        headers = CIMultiDict((k, v) for k, v in request.headers.items()
+                              if k.lower() not in EXPIRY)
+        return await self._send(request, "POST", self._vpath(path, vcont, version_id),
+                                headers)
+
+    async def _retained(self, request: web.Request, path: ApiPath, vcont: str | None,
+                        version_id: str) -> None:
+        """Refuse (403) deleting a version under retention or a legal hold."""
+        if version_id == "null":
+            head = await self._current(request, path)
+        else:
+            assert vcont is not None
+            head = await self._send(request, "HEAD", self._vpath(path, vcont, version_id),
+                                    query="symlink=get")
+        close_answer(head)
+        if head.status // 100 != 2:
+            return
+        bypass = (request.headers.get(BYPASS_GOVERNANCE) or "").lower() in TRUE_VALUES
+        refusal = retention_refusal(head.headers, bypass, time.time())
+        if refusal is not None:
+            raise HTTPError(403, refusal)
+
     async def delete_version(self, request: web.Request, path: ApiPath, vcont: str | None,
                              version_id: str) -> web.StreamResponse:
+        await self._retained(request, path, vcont, version_id)
         if version_id == "null":
             return await self.app(_without_version_id(request))
         assert vcont is not None

@@ -123,7 +123,9 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
                           "The specified location-constraint is not valid",
                           LocationConstraint=where)
     new_acl = acl.new_bucket_acl(s3)
-    headers = {**acl.new_bucket_headers(new_acl), **ownership.create_headers(s3)}
+    from swiftlite.proxy.s3 import lock  # lock.py builds on this module
+    headers = {**acl.new_bucket_headers(new_acl), **ownership.create_headers(s3),
+               **lock.create_headers(s3)}
     claimed = await access.claim_bucket(s3, name, new_acl)
     if claimed is None:
         return web.Response(status=200, headers={"Location": "/" + name})
@@ -191,6 +193,8 @@ async def put_versioning(s3: S3Request) -> web.StreamResponse:
     if status not in ("Enabled", "Suspended") or \
             (xml.text(doc, "MfaDelete") or "Disabled") != "Disabled":
         raise malformed_xml()
+    from swiftlite.proxy.s3 import lock  # lock.py builds on this module
+    await lock.check_versioning(s3, status)
     await s3.swift_ok("POST", s3.bucket,
                       headers={"X-Versions-Enabled": str(status == "Enabled").lower()})
     return web.Response(status=200)

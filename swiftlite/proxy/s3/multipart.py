@@ -27,7 +27,7 @@ from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import access, acl, conditional, encryption, xml
+from swiftlite.proxy.s3 import access, acl, conditional, encryption, object_state, xml
 from swiftlite.proxy.s3.access import OBJECT_ACL
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
@@ -136,6 +136,7 @@ async def create(s3: S3Request) -> web.StreamResponse:
     headers = object_headers(s3)
     sse = await encryption.for_write(s3, s3.bucket or "", headers, multipart=True)
     headers.update(await acl.upload_headers(s3))  # the object's ACL, who initiated
+    await object_state.on_write(s3, headers, final=False)
     upload_id = secrets.token_hex(16)
     hidden = uploads_container(s3.bucket or "")
     resp = await s3.swift("PUT", hidden, reserved=True)
@@ -263,6 +264,7 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     headers = {k: v for k, v in marker.headers.items()
                if k.lower() in KEPT or k.lower().startswith("x-object-meta-") or
                k.lower() == OBJECT_ACL.lower()}
+    await object_state.on_complete(s3, marker, headers)
     headers[S3_ETAG] = s3_etag
     headers[S3_PARTS] = str(len(wanted))
     headers.update(encryption.upload_sysmeta(marker.headers))

@@ -15,7 +15,16 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import answer_body, close_answer
-from swiftlite.proxy.s3 import access, acl, conditional, encryption, payload, xml
+from swiftlite.proxy.s3 import (
+    access,
+    acl,
+    conditional,
+    encryption,
+    lock,
+    object_state,
+    payload,
+    xml,
+)
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -85,6 +94,7 @@ def object_headers(s3: S3Request) -> CIMultiDict[str]:
 def s3_headers(resp: web.StreamResponse) -> None:
     """A Swift object answer's headers in S3's form, in place."""
     h = resp.headers
+    object_state.answer_headers(h)
     etag = h.get(S3_ETAG) or h.get("ETag", "")
     parts = h.get(S3_PARTS)
     meta, dropped = [], []
@@ -120,6 +130,7 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     key = s3.key or ""
     check_key(key)
     headers = object_headers(s3)
+    await object_state.on_write(s3, headers)
     sse = await encryption.for_write(s3, s3.bucket or "", headers)
     headers.update(await acl.object_create_headers(s3))
     cond = await conditional.check_write(s3, key)
@@ -226,12 +237,13 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
     with it."""
     vq = version_query(vid)
     head = await s3.swift("HEAD", s3.bucket, key, query=vq)
-    if head.status // 100 == 2 and S3_ETAG in head.headers and not vid:
+    if head.status // 100 == 2 and S3_ETAG in head.headers and not vid and \
+            "X-Object-Version-Id" not in head.headers:  # versioned: a delete marker
         resp = await s3.swift("DELETE", s3.bucket, key, query="multipart-manifest=delete",
                               reserved=True)
         await answer_body(resp)
         return resp
-    return await s3.swift("DELETE", s3.bucket, key, query=vq)
+    return await s3.swift("DELETE", s3.bucket, key, query=vq, headers=lock.delete_headers(s3))
 
 
 @route("object", "DELETE")
@@ -310,11 +322,12 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
                       "metadata, storage class, website redirect location or encryption "
                       "attributes.")
     src_account = await access.authorize_source(s3, src_bucket, src_key)
-    head = await check_source(s3, src_bucket, src_key, src_account)
-    if await encryption.copy_needed(s3, head):
-        return await encryption.copy_object(s3, src_bucket, src_key, head, directive,
+    source = await check_source(s3, src_bucket, src_key, src_account)
+    if await encryption.copy_needed(s3, source):
+        return await encryption.copy_object(s3, src_bucket, src_key, source, directive,
                                             src_account)
     headers = object_headers(s3) if directive == "REPLACE" else CIMultiDict()
+    await object_state.on_copy(s3, source, headers)
     if directive == "REPLACE":
         headers["X-Fresh-Metadata"] = "true"
     headers.update(await acl.object_create_headers(s3))

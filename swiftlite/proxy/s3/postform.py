@@ -43,7 +43,7 @@ import time
 from calendar import timegm
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage
@@ -64,15 +64,11 @@ from swiftlite.proxy.s3.errors import (
 from swiftlite.proxy.s3.obj import AMZ_META, check_key
 from swiftlite.proxy.s3.routes import method_not_allowed, route
 from swiftlite.proxy.s3.sigv4 import ALGORITHM, signature_mismatch, signing_key
-from swiftlite.proxy.s3.tagging import parse_tagging
+from swiftlite.proxy.s3.tagging import MAX_OBJECT_TAGS, OBJECT_TAGS, encode_tags, parse_tagging
 
 # S3's own cap on the fields before the file (policy included).
 MAX_FIELDS_BYTES = 20 * 1024
 MAX_FIELDS = 100
-# Where and how object tagging (the `lock` branch's tagging.py) keeps an object's tags: the
-# same header and encoding, so GetObjectTagging reads what a form set.
-OBJECT_TAGS = "X-Object-Sysmeta-Mutable-S3-Tagging"
-MAX_OBJECT_TAGS = 10
 # Fields no condition needs to name: the signature's own, the file, and what S3 leaves out.
 UNCONDITIONED = frozenset(("awsaccesskeyid", "signature", "policy", "file", "x-amz-signature"))
 UNCONDITIONED_PREFIXES = ("x-ignore-", "x-amz-checksum-")
@@ -296,7 +292,7 @@ def object_headers(fields: dict[str, str]) -> CIMultiDict[str]:
     if "tagging" in fields:
         tags = parse_tagging(fields["tagging"].encode("utf-8", "surrogateescape"),
                              MAX_OBJECT_TAGS)
-        out[OBJECT_TAGS] = urlencode(tags, quote_via=quote)
+        out[OBJECT_TAGS] = encode_tags(tags)  # as tagging.py keeps an object's tags
     return out
 
 
