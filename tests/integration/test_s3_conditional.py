@@ -88,8 +88,8 @@ def test_bucket_tagging(s3, cluster):
         s3.get_bucket_tagging(Bucket="no-such-bucket-here")
     assert code_of(exc) == (404, "NoSuchBucket")
     with pytest.raises(ClientError) as exc:
-        s3.get_object_tagging(Bucket="cond", Key="once")
-    assert code_of(exc) == (501, "NotImplemented")
+        s3.get_object_tagging(Bucket="cond", Key="never-written")
+    assert code_of(exc) == (404, "NoSuchKey")
 
 
 
