@@ -18,14 +18,14 @@ import binascii
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import quote, unquote
 
 from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.request import AUTHENTICATED, answer_of, sub_request
 from swiftlite.proxy.response import close_answer
-from swiftlite.proxy.s3 import access, ownership, xml
+from swiftlite.proxy.s3 import access, ownership, tagging, xml
 from swiftlite.proxy.s3.bucket import small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.errors import S3Error, access_denied
@@ -235,8 +235,6 @@ def with_object_tags(ctx: dict[str, Any], tags: list[tuple[str, str]]) -> dict[s
 # Policy management the bucket's owner keeps whatever its policy says, so that no policy
 # can lock its owner out of changing it (as AWS keeps it for the account's root user).
 OWNER_KEEPS = frozenset(("s3:GetBucketPolicy", "s3:PutBucketPolicy", "s3:DeleteBucketPolicy"))
-# Object tags as the tagging module keeps them (mutable object sysmeta, a query string).
-OBJECT_TAGS = "X-Object-Sysmeta-Mutable-S3-Tagging"
 
 
 async def object_head(s3: S3Request, account: str, bucket: str,
@@ -279,8 +277,7 @@ async def decide(ask: access.Ask) -> str | None:
     if key is not None and needs_object_tags(doc):
         head = await object_head(s3, ask.account, bucket, key)
         if head is not None:
-            with_object_tags(ctx, parse_qsl(head.headers.get(OBJECT_TAGS, ""),
-                                            keep_blank_values=True))
+            with_object_tags(ctx, tagging.decode_tags(head.headers.get(tagging.OBJECT_TAGS)))
     who = principal_of(s3)
     answer = evaluate(doc, who, ask.action, arn_of(bucket, key), ctx)
     if answer == "Deny":
