@@ -39,7 +39,8 @@ def xml_response(el, status: int = 200, headers: dict | None = None) -> web.Resp
                         content_type="application/xml")
 
 
-async def small_body(s3: S3Request, limit: int = xml.MAX_BODY) -> bytes:
+async def small_body(s3: S3Request, limit: int = xml.MAX_BODY,
+                     header_sums: bool = True) -> bytes:
     """A request body meant as a document (XML), its signature and checksums checked."""
     mode = payload.payload_mode(s3.auth)
     length = payload.decoded_length(s3.request.headers, mode)
@@ -51,7 +52,7 @@ async def small_body(s3: S3Request, limit: int = xml.MAX_BODY) -> bytes:
     if length > limit:
         raise S3Error("MaxMessageLengthExceeded", 400, "Your request was too big.")
     return b"".join([c async for c in payload.body(s3.request, s3.auth, s3.signing_key,
-                                                     length)])
+                                                     length, header_sums=header_sums)])
 
 
 def parse_xml(body: bytes):
@@ -128,6 +129,8 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
                           LocationConstraint=where)
     headers = acl_headers(s3)
     head = await s3.swift("HEAD", name)
+    if head.status // 100 == 2 and s3.conf.location == "us-east-1":
+        return web.Response(status=200, headers={"Location": "/" + name})  # S3's old rule
     if head.status // 100 == 2:
         raise S3Error("BucketAlreadyOwnedByYou", 409, "Your previous request to create the "
                       "named bucket succeeded and you already own it.", BucketName=name)

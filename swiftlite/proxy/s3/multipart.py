@@ -27,7 +27,7 @@ from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3 import checksum, completion, xml
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import (
@@ -43,6 +43,7 @@ from swiftlite.proxy.s3.obj import (
     check_key,
     check_source,
     copy_source,
+    copy_version,
     object_headers,
     store,
 )
@@ -132,6 +133,9 @@ async def create(s3: S3Request) -> web.StreamResponse:
     check_key(key)
     await judge(s3, write=True)
     headers = object_headers(s3)
+    choice = checksum.upload_choice(s3.request.headers)
+    if choice:
+        headers[checksum.UPLOAD_SYSMETA] = choice
     upload_id = secrets.token_hex(16)
     hidden = uploads_container(s3.bucket or "")
     resp = await s3.swift("PUT", hidden, reserved=True)
@@ -144,7 +148,7 @@ async def create(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Bucket", s3.bucket)
     xml.sub(root, "Key", key)
     xml.sub(root, "UploadId", upload_id)
-    return xml_response(root)
+    return xml_response(root, headers=checksum.create_headers(choice))
 
 
 def _part_number(s3: S3Request) -> int:
@@ -161,14 +165,16 @@ async def upload_part(s3: S3Request) -> web.StreamResponse:
     upload_id = _upload_id(s3)
     number = _part_number(s3)
     await judge(s3, write=True)
-    await _marker(s3, upload_id)
+    marker = await _marker(s3, upload_id)
     hidden = uploads_container(s3.bucket or "")
     name = part_name(s3.key or "", upload_id, number)
     if "X-Amz-Copy-Source" in s3.request.headers:
         return await _copy_part(s3, hidden, name)
-    resp = await store(s3, hidden, name, object_headers(s3), reserved=True)
+    choice = checksum.parse_choice(marker.headers.get(checksum.UPLOAD_SYSMETA))
+    resp = await store(s3, hidden, name, object_headers(s3), reserved=True,
+                       compute=choice[0] if choice else None)
     return web.Response(status=200, headers={
-        "ETag": '"' + resp.headers.get("ETag", "").strip('"') + '"'})
+        "ETag": '"' + resp.headers.get("ETag", "").strip('"') + '"', **checksum.echo(s3)})
 
 
 async def _copy_part(s3: S3Request, hidden: str, name: str) -> web.StreamResponse:
@@ -180,14 +186,19 @@ async def _copy_part(s3: S3Request, hidden: str, name: str) -> web.StreamRespons
     if rng is not None:
         size = int(head.headers.get("Content-Length", "0"))
         first, _, last = rng.removeprefix("bytes=").partition("-")
+        if rng.startswith("bytes=") and first.isdigit() and last.isdigit() and \
+                int(first) <= int(last) and int(last) >= size:
+            raise S3Error("InvalidRange", 416, "The requested range is not satisfiable",
+                          RangeRequested=rng, ActualObjectSize=size)
         if not rng.startswith("bytes=") or not first.isdigit() or not last.isdigit() or \
-                int(first) > int(last) or int(last) >= size:
+                int(first) > int(last):
             raise S3Error("InvalidArgument", 400, "The x-amz-copy-source-range value must be "
                           "of the form bytes=first-last where first and last are the "
                           "zero-based offsets of the first and last bytes to copy",
                           ArgumentName="x-amz-copy-source-range", ArgumentValue=rng)
         headers["Range"] = rng
-    resp = await s3.swift("PUT", hidden, name, headers, reserved=True)
+    resp = await s3.swift("PUT", hidden, name, headers, reserved=True,
+                          query=copy_version(s3))
     if resp.status // 100 != 2:
         raise await error_of(resp, src_bucket, src_key)
     root = xml.root("CopyPartResult")
@@ -202,16 +213,29 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     upload_id = _upload_id(s3)
     key = s3.key or ""
     await judge(s3, write=True)
-    marker = await _marker(s3, upload_id)
-    doc = parse_xml(await small_body(s3))
+    try:
+        marker = await _marker(s3, upload_id)
+    except S3Error as exc:
+        # Completed already: the same answer again (a client's retry).
+        done = await completion.completed(s3, upload_id)
+        if done is None:
+            raise exc from None
+        return done
+    doc = parse_xml(await small_body(s3, header_sums=False))
     if doc.tag != "CompleteMultipartUpload":
         raise malformed_xml()
     wanted: list[tuple[int, str]] = []
+    choice = checksum.parse_choice(marker.headers.get(checksum.UPLOAD_SYSMETA))
+    given: list[str | None] = []
     for el in doc.findall("Part"):
         number, etag = xml.text(el, "PartNumber"), xml.text(el, "ETag")
         if not number or not number.strip().isdigit() or etag is None:
             raise malformed_xml()
+        if wanted and wanted[-1][0] == int(number):  # a part sent twice: the last one
+            wanted.pop()
+            given.pop()
         wanted.append((int(number), etag.strip().strip('"').lower()))
+        given.append(xml.text(el, checksum.member(choice[0])) if choice else None)
     if not wanted:
         raise malformed_xml()
     if any(a[0] >= b[0] for a, b in zip(wanted, wanted[1:], strict=False)):
@@ -239,6 +263,16 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     s3_etag = f"{hashlib.md5(md5s, usedforsecurity=False).hexdigest()}-{len(wanted)}"
     headers = {k: v for k, v in marker.headers.items()
                if k.lower() in KEPT or k.lower().startswith("x-object-meta-")}
+    object_sum = None
+    if choice:
+        names = [m["path"][len(hidden) + 2:] for m in manifest]
+        value = checksum.complete(choice, s3.request.headers, given,
+                                  await checksum.stored_of(s3, hidden, names),
+                                  [m["size_bytes"] for m in manifest])
+        object_sum = (choice[0], choice[1], value)
+        headers[checksum.SYSMETA] = checksum.stored_value(choice[0], value, choice[1])
+    headers[completion.UPLOAD_ID] = upload_id
+    old_segments = await completion.replaced_segments(s3, key)
     headers[S3_ETAG] = s3_etag
     headers[S3_PARTS] = str(len(wanted))
     headers[OVERRIDE_ETAG] = f"s3_etag={s3_etag}"
@@ -249,6 +283,7 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     if resp.status // 100 != 2:
         raise await error_of(resp, s3.bucket, key)
     await answer_body(resp)
+    await completion.drop(s3, old_segments, {m["path"] for m in manifest})
     # Parts uploaded but not chosen go; the marker last (the upload is then over).
     chosen = {f"{n:05d}" for n, _ in wanted}
     for suffix, row in stored.items():
@@ -260,7 +295,10 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Bucket", s3.bucket)
     xml.sub(root, "Key", key)
     xml.sub(root, "ETag", f'"{s3_etag}"')
-    return xml_response(root)
+    checksum.xml_members(root, object_sum)
+    vid = resp.headers.get("X-Object-Version-Id")
+    return xml_response(root, headers={"x-amz-version-id": vid}
+                        if vid and vid != "null" else None)
 
 
 @route("object", "DELETE", "uploadId")
@@ -295,7 +333,7 @@ def _initiator(parent, s3: S3Request) -> None:
 async def list_parts(s3: S3Request) -> web.StreamResponse:
     upload_id = _upload_id(s3)
     await judge(s3, write=False)
-    await _marker(s3, upload_id)
+    marker = await _marker(s3, upload_id)
     max_parts = _max(s3, "max-parts", 1000)
     after = s3.query.get("part-number-marker", "0")
     if not after.isdigit():
@@ -317,12 +355,20 @@ async def list_parts(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "NextPartNumberMarker", numbers[-1] if numbers else 0)
     xml.sub(root, "MaxParts", max_parts)
     xml.sub(root, "IsTruncated", "true" if truncated else "false")
-    for number, row in zip(numbers, rows, strict=True):
+    choice = checksum.parse_choice(marker.headers.get(checksum.UPLOAD_SYSMETA))
+    sums = await checksum.stored_of(s3, uploads_container(s3.bucket or ""),
+                                    [r["name"] for r in rows]) if choice else [None] * len(rows)
+    if choice:
+        xml.sub(root, "ChecksumAlgorithm", choice[0].upper())
+        xml.sub(root, "ChecksumType", choice[1])
+    for number, row, sum_ in zip(numbers, rows, sums, strict=True):
         p = xml.sub(root, "Part")
         xml.sub(p, "PartNumber", number)
         xml.sub(p, "LastModified", iso_ms(row["last_modified"]))
         xml.sub(p, "ETag", f'"{row["hash"]}"')
         xml.sub(p, "Size", row["bytes"])
+        if sum_ is not None:
+            xml.sub(p, checksum.member(sum_[0]), sum_[2])
     return xml_response(root)
 
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import answer_body, close_answer
-from swiftlite.proxy.s3 import payload, xml
+from swiftlite.proxy.s3 import checksum, parts, payload, versioned, xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -70,7 +70,7 @@ def object_headers(s3: S3Request) -> CIMultiDict[str]:
             raise not_implemented(f"{k} is not supported.")
     enc = out.get("Content-Encoding")
     if enc is not None:  # aws-chunked framing is ours to undo, not the object's
-        kept = ",".join(e for e in (p.strip() for p in enc.split(","))
+        kept = ", ".join(e for e in (p.strip() for p in enc.split(","))
                         if e and e.lower() != "aws-chunked")
         if kept:
             out["Content-Encoding"] = kept
@@ -127,9 +127,7 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
                                             .strip('"') + '"'})
     if "X-Object-Version-Id" in resp.headers:
         out.headers["x-amz-version-id"] = resp.headers["X-Object-Version-Id"]
-    for k, v in s3.request.headers.items():
-        if k.lower().startswith("x-amz-checksum-") and k.lower() != "x-amz-checksum-type":
-            out.headers[k] = v
+    out.headers.update(checksum.echo(s3))
     return out
 
 
@@ -154,10 +152,13 @@ async def write_conditions(s3: S3Request, key: str, headers: CIMultiDict[str]) -
 
 
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
-                reserved: bool = False) -> web.StreamResponse:
-    """PUT the request's body as `bucket/key`; the Swift answer (2xx), else raise."""
+                reserved: bool = False, compute: str | None = None) -> web.StreamResponse:
+    """PUT the request's body as `bucket/key`; the Swift answer (2xx), else raise. Its
+    additional checksums (and `compute`'s) are kept with it (checksum.py)."""
     mode = payload.payload_mode(s3.auth)
     length = payload.decoded_length(s3.request.headers, mode)
+    if length is None:
+        length = await payload.small_chunked(s3.request, SMALL)
     if length is None:
         raise S3Error("MissingContentLength", 411,
                       "You must provide the Content-Length HTTP header.")
@@ -168,8 +169,11 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     if "Content-MD5" in s3.request.headers:
         raw = payload._b64(s3.request.headers["Content-MD5"], "Content-MD5")
         headers["ETag"] = raw.hex()
-    body = payload.body(s3.request, s3.auth, s3.signing_key, length)
-    data = b"".join([c async for c in body]) if length <= SMALL else body
+    found: dict[str, str] = s3.extra.setdefault("checksums", {})
+    body = payload.body(s3.request, s3.auth, s3.signing_key, length, found, compute)
+    buffered = length <= SMALL or checksum.buffer_whole(s3.request.headers, length, compute)
+    data = b"".join([c async for c in body]) if buffered else body
+    checksum.keep(headers, s3.request.headers, found)
     headers["Content-Length"] = str(length)
     resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
     if resp.status == 412 and "If-None-Match" in headers:
@@ -218,11 +222,14 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
                 out.headers[k] = resp.headers[k]
         s3_headers(out)
         return out
+    parts.check_part(resp, part)
     if status // 100 != 2:
-        if status == 404 and req.method == "GET" and await _bucket_missing(s3):
-            raise no_such_bucket(s3.bucket or "")
+        if status == 404:
+            raise await versioned.not_found(s3, resp, req.method == "GET")
         raise await error_of(resp, s3.bucket, s3.key)
+    extra = await parts.checksum_headers(s3, resp, part, vq)
     s3_headers(resp)
+    resp.headers.update(extra)
     resp.headers.update(overrides)
     resp.headers.setdefault("Accept-Ranges", "bytes")
     return resp
@@ -233,12 +240,25 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
     with it."""
     vq = version_query(vid)
     head = await s3.swift("HEAD", s3.bucket, key, query=vq)
-    if head.status // 100 == 2 and S3_ETAG in head.headers and not vid:
+    close_answer(head)
+    if head.status // 100 == 2 and S3_ETAG in head.headers and not vid and \
+            head.headers.get("X-Object-Version-Id", "null") == "null":
+        # A version's parts stay with the version (a delete marker hides it).
         resp = await s3.swift("DELETE", s3.bucket, key, query="multipart-manifest=delete",
                               reserved=True)
         await answer_body(resp)
         return resp
-    return await s3.swift("DELETE", s3.bucket, key, query=vq)
+    current = False
+    if vid and vid != "null" and head.status // 100 == 2:
+        now = await s3.swift("HEAD", s3.bucket, key)
+        close_answer(now)
+        current = now.headers.get("X-Object-Version-Id") == vid
+    resp = await s3.swift("DELETE", s3.bucket, key, query=vq)
+    if vid and versioned.is_marker(head):
+        resp.headers[versioned.MARKER] = "true"
+    if current and resp.status // 100 == 2:
+        await versioned.promote(s3, key)
+    return resp
 
 
 @route("object", "DELETE")
@@ -249,7 +269,7 @@ async def delete_object(s3: S3Request) -> web.StreamResponse:
         raise no_such_bucket(s3.bucket or "")
     if resp.status // 100 != 2 and resp.status != 404:
         raise await error_of(resp, s3.bucket, s3.key)
-    return web.Response(status=204, headers={"x-amz-version-id": vid} if vid else None)
+    return web.Response(status=204, headers=versioned.delete_headers(resp, vid))
 
 
 def copy_source(s3: S3Request) -> tuple[str, str]:
@@ -257,8 +277,6 @@ def copy_source(s3: S3Request) -> tuple[str, str]:
     value, _, extra = value.partition("?")
     if extra and not extra.startswith("versionId="):
         raise invalid_argument("Invalid copy source", "x-amz-copy-source", value)
-    if extra and extra not in ("versionId=null", "versionId="):
-        raise not_implemented("Copying a version is not supported.")
     ref = unquote(value)
     if ref.startswith("/"):
         ref = ref[1:]
@@ -267,6 +285,12 @@ def copy_source(s3: S3Request) -> tuple[str, str]:
         raise invalid_argument("Copy Source must mention the source bucket and key: "
                                "sourcebucket/sourcekey", "x-amz-copy-source", value)
     return bucket, key
+
+
+def copy_version(s3: S3Request) -> str:
+    """The Swift query naming the copy source's version (`versionId=` in the header)."""
+    _, _, extra = s3.request.headers["X-Amz-Copy-Source"].partition("?")
+    return version_query(unquote(extra[len("versionId="):])) if extra else ""
 
 
 def source_conditions(s3: S3Request) -> CIMultiDict[str]:
@@ -281,7 +305,7 @@ def source_conditions(s3: S3Request) -> CIMultiDict[str]:
 async def check_source(s3: S3Request, bucket: str, key: str) -> web.StreamResponse:
     """HEAD the copy's source with its conditions: any failed one is S3's 412."""
     conditions = source_conditions(s3)
-    head = await s3.swift("HEAD", bucket, key, conditions,
+    head = await s3.swift("HEAD", bucket, key, conditions, query=copy_version(s3),
                           backend=ETAG_IS_AT if conditions else None)
     if head.status in (304, 412):
         raise from_swift(412)
@@ -308,7 +332,7 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
         headers["X-Fresh-Metadata"] = "true"
     headers["X-Copy-From"] = quote(f"/{src_bucket}/{src_key}")
     headers["Content-Length"] = "0"
-    resp = await s3.swift("PUT", s3.bucket, s3.key, headers)
+    resp = await s3.swift("PUT", s3.bucket, s3.key, headers, query=copy_version(s3))
     if resp.status // 100 != 2:
         if resp.status == 404 and await _bucket_missing(s3):
             raise no_such_bucket(s3.bucket or "")
@@ -347,6 +371,7 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
     if await _bucket_missing(s3):
         raise no_such_bucket(s3.bucket or "")
     limit = asyncio.Semaphore(8)
+    marks: dict[tuple[str, str | None], dict[str, str]] = {}
 
     async def one(key: str, vid: str | None) -> S3Error | None:
         async with limit:
@@ -354,6 +379,7 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
                 return S3Error("InvalidArgument", 400, "Invalid key")
             resp = await delete_one(s3, key, vid)
             if resp.status // 100 == 2 or resp.status == 404:
+                marks[key, vid] = versioned.delete_headers(resp, vid)
                 return None
             return await error_of(resp, s3.bucket, key)
     results = await asyncio.gather(*(one(k, v) for k, v in zip(keys, vids, strict=True)))
@@ -365,6 +391,11 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
                 xml.sub(d, "Key", key)
                 if vid:
                     xml.sub(d, "VersionId", vid)
+                mark = marks.get((key, vid), {})
+                if mark.get(versioned.MARKER):
+                    xml.sub(d, "DeleteMarker", "true")
+                    if not vid:
+                        xml.sub(d, "DeleteMarkerVersionId", mark["x-amz-version-id"])
         else:
             e = xml.sub(root, "Error")
             xml.sub(e, "Key", key)

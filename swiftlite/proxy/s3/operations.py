@@ -3,6 +3,7 @@
 A new resource module (acl, policy, lock, ...) adds its line here."""
 
 from swiftlite.proxy.s3 import (  # noqa: F401
+    attributes,
     bucket,
     listing,
     multipart,

@@ -20,10 +20,10 @@ import base64
 import binascii
 import hashlib
 import hmac
-import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from swiftlite.proxy.s3 import checksum
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument
 from swiftlite.proxy.s3.sigv4 import (
     STREAMING,
@@ -36,27 +36,6 @@ from swiftlite.proxy.s3.sigv4 import (
 
 READ = 64 * 1024
 MAX_CHUNK = 16 * 1024 * 1024
-
-
-class _Crc32:
-    def __init__(self) -> None:
-        self.value = 0
-
-    def update(self, data: bytes) -> None:
-        self.value = zlib.crc32(data, self.value)
-
-    def digest(self) -> bytes:
-        return self.value.to_bytes(4, "big")
-
-
-def _hasher(algorithm: str) -> Any:
-    """A hasher for `x-amz-checksum-<algorithm>`; None for those not checked here (crc32c,
-    crc64nvme need tables Python lacks: their values are taken on trust)."""
-    if algorithm == "crc32":
-        return _Crc32()
-    if algorithm in ("sha1", "sha256"):
-        return hashlib.new(algorithm)
-    return None
 
 
 def incomplete() -> S3Error:
@@ -96,8 +75,10 @@ def _b64(value: str, what: str) -> bytes:
         raise invalid_argument(f"The {what} you specified is not valid.") from None
 
 
-def header_checks(headers, trailer: bool) -> tuple[Checks, dict[str, Any]]:
-    """The checks the request's headers ask for; trailer hashers by header name."""
+def header_checks(headers, trailer: bool, compute: str | None = None,
+                  header_sums: bool = True) -> tuple[Checks, dict[str, Any]]:
+    """The checks the request's headers ask for; trailer hashers by header name. `compute`
+    names an algorithm whose checksum is wanted even if the client sent none."""
     checks = Checks()
     md5 = headers.get("Content-MD5")
     if md5 is not None:
@@ -109,17 +90,17 @@ def header_checks(headers, trailer: bool) -> tuple[Checks, dict[str, Any]]:
     names = [n.strip().lower() for n in headers.get("X-Amz-Trailer", "").split(",")
              if n.strip()] if trailer else []
     for name in names:
-        if not name.startswith("x-amz-checksum-"):
+        h = checksum.hasher(name[len(checksum.PREFIX):]) \
+            if name.startswith(checksum.PREFIX) else None
+        if h is None:
             raise invalid_argument("Unsupported trailer", "x-amz-trailer", name)
-        h = _hasher(name[len("x-amz-checksum-"):])
-        if h is not None:
-            trailing[name] = h
-    for k, v in headers.items():
-        lk = k.lower()
-        if lk.startswith("x-amz-checksum-") and lk != "x-amz-checksum-type":
-            h = _hasher(lk[len("x-amz-checksum-"):])
-            if h is not None:
-                checks.add(h, _b64(v, lk), lk)
+        trailing[name] = h
+    for algorithm, value in checksum.requested(headers) if header_sums else ():
+        name = checksum.PREFIX + algorithm
+        checks.add(checksum.hasher(algorithm), checksum.decode(name, value), name)
+    if compute is not None and not any(n == checksum.PREFIX + compute
+                                       for n in (*trailing, *(w for _, _, w in checks.items))):
+        checks.add(checksum.hasher(compute), None, checksum.PREFIX + compute)
     return checks, trailing
 
 
@@ -163,11 +144,18 @@ def payload_mode(auth: Any) -> str:
     return UNSIGNED
 
 
-async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncIterator[bytes]:
-    """The request's decoded body, checked (see the module's docstring)."""
+async def body(request, auth: Any, key: bytes | None, length: int,
+               found: dict[str, str] | None = None, compute: str | None = None,
+               header_sums: bool = True) -> AsyncIterator[bytes]:
+    """The request's decoded body, checked (see the module's docstring). `found` receives
+    the additional checksums verified or computed (`x-amz-checksum-<algorithm>` -> base64),
+    once the whole body has passed; `compute` names one to compute if the client sent none.
+    `header_sums=False`: the x-amz-checksum-* headers are about something else (the object
+    that CompleteMultipartUpload makes), not this body."""
     mode = payload_mode(auth)
-    stream = request.content
-    checks, trailing = header_checks(request.headers, mode == STREAMING_UNSIGNED_TRAILER)
+    stream = request.get(_HELD) or request.content
+    checks, trailing = header_checks(request.headers, mode == STREAMING_UNSIGNED_TRAILER,
+                                     compute, header_sums)
     if mode not in (STREAMING, STREAMING_UNSIGNED_TRAILER, UNSIGNED):
         try:
             want = bytes.fromhex(mode)
@@ -218,9 +206,13 @@ async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncItera
                 if not line:
                     break
                 name, sep, value = line.decode("latin-1").partition(":")
-                h = trailing.pop(name.strip().lower(), None)
-                if h is not None and h.digest() != _b64(value, name):
-                    raise bad_digest(name.strip())
+                lname = name.strip().lower()
+                h = trailing.pop(lname, None)
+                if h is not None:
+                    if h.digest() != checksum.decode(lname, value):
+                        raise bad_digest(lname)
+                    if found is not None:
+                        found[lname] = checksum.b64(h.digest())
             if trailing:
                 raise S3Error("MalformedTrailerError", 400, "The request contained trailing "
                               "data that was not well-formed or did not conform to our "
@@ -241,5 +233,39 @@ async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncItera
     if total != length:
         raise incomplete()
     checks.verify()
+    if found is not None:
+        for h, _, what in checks.items:
+            if what.startswith(checksum.PREFIX):
+                found[what] = checksum.b64(h.digest())
     if pending:
         yield pending
+
+
+class _Held:
+    """A body read ahead, served again to `body` as the stream it came from."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def read(self, n: int = -1) -> bytes:
+        out, self.data = (self.data, b"") if n < 0 else (self.data[:n], self.data[n:])
+        return out
+
+
+async def small_chunked(request, limit: int) -> int | None:
+    """The length of a `Transfer-Encoding: chunked` body (no Content-Length) of at most
+    `limit` bytes, read ahead and kept for `body`; None for any other body."""
+    if "chunked" not in request.headers.get("Transfer-Encoding", "").lower() or \
+            request.get(_HELD) is not None:
+        return None
+    data = b""
+    while len(data) <= limit:
+        piece = await request.content.read(limit + 1 - len(data))
+        if not piece:
+            request[_HELD] = _Held(data)
+            return len(data)
+        data += piece
+    return None
+
+
+_HELD = "swiftlite.s3.held_body"
