@@ -139,16 +139,20 @@ class ObjectVersioning(Middleware):
         """A read in a container that was ever versioned is this feature's (its objects
         are links to their versions, or null versions). Not a question of access: the
         answer may be the one kept until the container is next written (container_facts)."""
-        if request.get(ALLOW_RESERVED):
-            return request
         assert path.container is not None
+        if request.get(ALLOW_RESERVED) and path.container.startswith(RESERVED):
+            return request
         info = await self.proxy.container_facts(request, path.account, path.container)
         return None if _versions_of(info) else request
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
-        if path is None or request.get(ALLOW_RESERVED):
-            return await self.app(request)  # not the API, or this feature's own request
+        if path is None or (request.get(ALLOW_RESERVED) and
+                            (path.container or "").startswith(RESERVED)):
+            # Not the API, or a feature's request in the reserved namespace (this one's own,
+            # or a feature's that may read there): a user-visible name is versioned even for
+            # a feature (S3's multipart manifests, copies from a version).
+            return await self.app(request)
         if path.obj is not None:
             return await self.object_request(request, path)
         if path.container is not None:

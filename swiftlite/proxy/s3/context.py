@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -111,6 +112,14 @@ def http_date(ts: float) -> str:
 
 
 def iso_ms(swift_time: str) -> str:
-    """A Swift listing's `2024-01-02T03:04:05.123456` as S3's `2024-01-02T03:04:05.123Z`."""
+    """A Swift listing's `2024-01-02T03:04:05.123456` as S3's `2024-01-02T03:04:06.000Z`:
+    rounded up to the second, as an object's Last-Modified header is (Swift's rule, which
+    keeps If-Modified-Since right), so a listing and a HEAD of one object agree."""
     base, _, frac = swift_time.partition(".")
-    return f"{base}.{(frac + '000')[:3]}Z"
+    if frac.strip("0"):
+        try:
+            when = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S") + timedelta(seconds=1)
+        except ValueError:
+            return f"{base}.{(frac + '000')[:3]}Z"
+        base = when.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{base}.000Z"

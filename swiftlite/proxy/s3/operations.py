@@ -9,5 +9,6 @@ from swiftlite.proxy.s3 import (  # noqa: F401
     multipart,
     obj,
     tagging,
+    torrent,
     versions,
 )
