@@ -36,9 +36,7 @@ def test_buckets(s3):
     assert "life" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     s3.head_bucket(Bucket="life")
     assert s3.get_bucket_location(Bucket="life")["LocationConstraint"] is None
-    with pytest.raises(ClientError) as exc:
-        s3.create_bucket(Bucket="life")
-    assert code_of(exc) == (409, "BucketAlreadyOwnedByYou")
+    s3.create_bucket(Bucket="life")  # us-east-1: the owner's re-create is a no-op
     s3.put_object(Bucket="life", Key="k", Body=b"x")
     with pytest.raises(ClientError) as exc:
         s3.delete_bucket(Bucket="life")

@@ -254,6 +254,11 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
         close_answer(now)
         current = now.headers.get("X-Object-Version-Id") == vid
     resp = await s3.swift("DELETE", s3.bucket, key, query=vq)
+    if vid and resp.status in (409, 412):
+        # A concurrent delete of the same version got there first (a newer tombstone, or
+        # the link already gone): the version is deleted, as this request wanted.
+        close_answer(resp)
+        resp = web.Response(status=204)
     if vid and versioned.is_marker(head):
         resp.headers[versioned.MARKER] = "true"
     if current and resp.status // 100 == 2:
