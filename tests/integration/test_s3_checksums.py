@@ -231,5 +231,64 @@ def test_checksum_headers_of_raw_get(cluster, s3):
                    for k in headers)
 
 
+@pytest.mark.parametrize("case", ["good", "wrong-sum", "tampered"])
+def test_signed_trailer(cluster, s3, case):
+    """STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER: signed chunks, then a trailer whose
+    signature chains from the last chunk's: verified, and neither a wrong checksum nor a
+    trailer changed after signing stores anything."""
+    import hmac
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from tests.helpers import http_request
+    from tests.integration.test_s3_api import _signing_key
+    bucket = "signed-trailer"
+    if bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket=bucket)
+    chunks = [os.urandom(70000), b"tail"]
+    data = b"".join(chunks)
+    value = expected("CRC32C", data if case != "wrong-sum" else b"other")
+    headers = {"x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER",
+               "x-amz-decoded-content-length": str(len(data)),
+               "x-amz-trailer": "x-amz-checksum-crc32c", "content-encoding": "aws-chunked"}
+    req = AWSRequest(method="PUT", url=cluster.proxy_url + f"/{bucket}/{case}",
+                     headers=headers)
+    SigV4Auth(Credentials("test:tester", "testing"), "s3", "us-east-1").add_auth(req)
+    sent = dict(req.headers.items())
+    prev = sent["Authorization"].rsplit("Signature=", 1)[1]
+    amz_date = sent["X-Amz-Date"]
+    scope = f"{amz_date[:8]}/us-east-1/s3/aws4_request"
+    key = _signing_key("testing", amz_date[:8])
+
+    def sign(kind: str, digest: str) -> str:
+        sts = "\n".join((kind, amz_date, scope, prev, *(
+            [hashlib.sha256(b"").hexdigest()] if kind.endswith("PAYLOAD") else []), digest))
+        return hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+    body = b""
+    for chunk in chunks + [b""]:
+        prev = sign("AWS4-HMAC-SHA256-PAYLOAD", hashlib.sha256(chunk).hexdigest())
+        body += f"{len(chunk):x};chunk-signature={prev}\r\n".encode() + chunk + \
+            (b"\r\n" if chunk else b"")
+    trailer = f"x-amz-checksum-crc32c:{value}\n"
+    signature = sign("AWS4-HMAC-SHA256-TRAILER", hashlib.sha256(trailer.encode()).hexdigest())
+    if case == "tampered":
+        value = expected("CRC32C", b"forged")
+    body += f"x-amz-checksum-crc32c:{value}\r\nx-amz-trailer-signature:{signature}\r\n\r\n" \
+        .encode()
+    sent["Content-Length"] = str(len(body))
+    status, _, answer = http_request(cluster.proxy_url, "PUT", f"/{bucket}/{case}", sent, body)
+    if case == "good":
+        assert status == 200, answer
+        head = s3.head_object(Bucket=bucket, Key="good", ChecksumMode="ENABLED")
+        assert head["ChecksumCRC32C"] == expected("CRC32C", data)
+    else:
+        assert (status, b"BadDigest" in answer) == (400, True) if case == "wrong-sum" else \
+            (status, b"SignatureDoesNotMatch" in answer) == (403, True), answer
+        with pytest.raises(ClientError):
+            s3.head_object(Bucket=bucket, Key=case)
+
+
 def test_no_tracebacks(cluster):
     assert "Traceback" not in log_text(cluster)

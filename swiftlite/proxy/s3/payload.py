@@ -8,6 +8,9 @@
 - `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: `<hex size>\\r\\n<data>\\r\\n` ... `0\\r\\n`, then
   trailer lines (`x-amz-checksum-crc32:<b64>`) and an empty line; the trailer checksum is
   checked.
+- `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`: signed chunks as the first, the last one
+  (`0;chunk-signature=<sig>\\r\\n`) followed by trailer lines and `x-amz-trailer-signature:
+  <sig>`, which chains from the last chunk's signature over the trailer lines.
 
 Every check is made before the last data goes down: the iterator holds each piece back until
 the next is verified, so a body that fails a check raises (S3Error) with its end unsent, and the
@@ -121,8 +124,26 @@ async def _exactly(stream, n: int) -> bytes:
         raise incomplete() from None
 
 
+CHUNKED = (STREAMING, STREAMING_UNSIGNED_TRAILER, STREAMING_SIGNED_TRAILER)
+TRAILER_SIGNATURE = "x-amz-trailer-signature"
+
+
+def _check_trailer_signature(auth: V4, key: bytes | None, previous: str,
+                             lines: list[tuple[str, str]]) -> None:
+    """STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER: the trailer's own signature, chained
+    from the last chunk's, over its headers as `name:value\n` each (its signature line
+    aside)."""
+    given = [v for n, v in lines if n == TRAILER_SIGNATURE]
+    text = "".join(f"{n}:{v}\n" for n, v in lines if n != TRAILER_SIGNATURE)
+    sts = "\n".join(("AWS4-HMAC-SHA256-TRAILER", auth.amz_date, auth.scope, previous,
+                     hashlib.sha256(text.encode("latin-1")).hexdigest()))
+    want = hmac.new(key or b"", sts.encode(), hashlib.sha256).hexdigest()
+    if len(given) != 1 or not hmac.compare_digest(want.encode(), given[0].encode()):
+        raise signature_mismatch(auth.access_key)
+
+
 def decoded_length(headers, mode: str) -> int | None:
-    if mode in (STREAMING, STREAMING_UNSIGNED_TRAILER):
+    if mode in CHUNKED:
         value = headers.get("X-Amz-Decoded-Content-Length", "")
         if not value.isdigit():
             raise S3Error("MissingContentLength", 411, "You must provide the "
@@ -136,9 +157,7 @@ def payload_mode(auth: Any) -> str:
     """How the body is framed and signed: a V4 mode, or UNSIGNED (V2, presigned)."""
     if isinstance(auth, V4):
         mode = auth.payload_hash
-        if mode == STREAMING_SIGNED_TRAILER or (mode.startswith("STREAMING-") and
-                                                 mode not in (STREAMING,
-                                                              STREAMING_UNSIGNED_TRAILER)):
+        if mode.startswith("STREAMING-") and mode not in CHUNKED:
             raise S3Error("NotImplemented", 501, f"{mode} is not supported")
         return mode
     return UNSIGNED
@@ -154,9 +173,10 @@ async def body(request, auth: Any, key: bytes | None, length: int,
     that CompleteMultipartUpload makes), not this body."""
     mode = payload_mode(auth)
     stream = request.get(_HELD) or request.content
-    checks, trailing = header_checks(request.headers, mode == STREAMING_UNSIGNED_TRAILER,
-                                     compute, header_sums)
-    if mode not in (STREAMING, STREAMING_UNSIGNED_TRAILER, UNSIGNED):
+    signed = mode in (STREAMING, STREAMING_SIGNED_TRAILER)
+    trailer = mode in (STREAMING_UNSIGNED_TRAILER, STREAMING_SIGNED_TRAILER)
+    checks, trailing = header_checks(request.headers, trailer, compute, header_sums)
+    if mode not in (*CHUNKED, UNSIGNED):
         try:
             want = bytes.fromhex(mode)
         except ValueError:
@@ -167,7 +187,7 @@ async def body(request, auth: Any, key: bytes | None, length: int,
         checks.items.append((sha, want, "x-amz-content-sha256"))
     pending = b""
     total = 0
-    if mode in (STREAMING, STREAMING_UNSIGNED_TRAILER):
+    if mode in CHUNKED:
         previous = getattr(auth, "signature", "")
         while True:
             header = await _line(stream)
@@ -179,7 +199,7 @@ async def body(request, auth: Any, key: bytes | None, length: int,
             if size > MAX_CHUNK or total + size > length:
                 raise incomplete()
             data = await _exactly(stream, size) if size else b""
-            if mode == STREAMING:
+            if signed:
                 if not ext.startswith(b"chunk-signature="):
                     raise incomplete()
                 given = ext[len(b"chunk-signature="):]
@@ -200,13 +220,17 @@ async def body(request, auth: Any, key: bytes | None, length: int,
             pending = data
             if size == 0:
                 break
-        if mode == STREAMING_UNSIGNED_TRAILER:
+        if trailer:
+            lines: list[tuple[str, str]] = []
             while True:
                 line = await _line(stream)
                 if not line:
                     break
-                name, sep, value = line.decode("latin-1").partition(":")
-                lname = name.strip().lower()
+                name, _, value = line.decode("latin-1").partition(":")
+                lines.append((name.strip().lower(), value.strip()))
+            if signed:
+                _check_trailer_signature(auth, key, previous, lines)
+            for lname, value in lines:
                 h = trailing.pop(lname, None)
                 if h is not None:
                     if h.digest() != checksum.decode(lname, value):
