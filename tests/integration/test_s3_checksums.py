@@ -290,5 +290,21 @@ def test_signed_trailer(cluster, s3, case):
             s3.head_object(Bucket=bucket, Key=case)
 
 
+def test_part_checksum_computed_when_not_sent(s3):
+    """A part sent with another algorithm's checksum (or none) gets the upload's computed."""
+    s3.create_bucket(Bucket="mp-computed")
+    upload = s3.create_multipart_upload(Bucket="mp-computed", Key="k",
+                                        ChecksumAlgorithm="SHA256")["UploadId"]
+    body = os.urandom(1000)
+    r = s3.upload_part(Bucket="mp-computed", Key="k", UploadId=upload, PartNumber=1,
+                       Body=body, ChecksumAlgorithm="CRC32")
+    assert r["ChecksumSHA256"] == expected("SHA256", body)
+    done = s3.complete_multipart_upload(Bucket="mp-computed", Key="k", UploadId=upload,
+                                        MultipartUpload={"Parts": [
+                                            {"ETag": r["ETag"], "PartNumber": 1}]})
+    assert done["ChecksumSHA256"] == \
+        b64(hashlib.sha256(hashlib.sha256(body).digest()).digest()) + "-1"
+
+
 def test_no_tracebacks(cluster):
     assert "Traceback" not in log_text(cluster)

@@ -20,6 +20,7 @@ seconds.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -28,6 +29,8 @@ from typing import Any
 
 from awscrt import checksums as crt
 
+from swiftlite.proxy.response import close_answer
+from swiftlite.proxy.s3 import xml
 from swiftlite.proxy.s3.errors import S3Error
 
 SYSMETA = "X-Object-Sysmeta-S3-Checksum"
@@ -194,17 +197,26 @@ TRAILER_BUFFER = 16 * 1024 * 1024
 
 
 def buffer_whole(headers: Mapping[str, str], length: int, compute: str | None) -> bool:
-    late = compute is not None and not requested(headers) or \
-        any(n.strip().lower().startswith(PREFIX)
-            for n in headers.get("X-Amz-Trailer", "").split(","))
+    """Whether the checksum to keep is known only once the body has passed."""
+    sent = [a for a, _ in requested(headers)]
+    late = (compute is not None and compute not in sent) or (not sent and any(
+        n.strip().lower().startswith(PREFIX) for n in headers.get("X-Amz-Trailer", "")
+        .split(",")))
     return late and length <= TRAILER_BUFFER
 
 
-def keep(headers: Any, request_headers: Mapping[str, str], found: Mapping[str, str]) -> None:
-    """The object's SYSMETA for the checksum the client sent (in a header: known before the
-    body, which is refused if it does not match) or that was computed or trailed (known once
-    the body was buffered)."""
+def keep(headers: Any, request_headers: Mapping[str, str], found: Mapping[str, str],
+         compute: str | None = None) -> None:
+    """The object's SYSMETA: the checksum in `compute`'s algorithm (a multipart upload's),
+    else the one the client sent in a header (known before the body, which is refused if it
+    does not match), else one trailed (known once the body was buffered)."""
     sent = requested(request_headers)
+    if compute is not None:
+        value = next((v.strip() for a, v in sent if a == compute), None) or \
+            found.get(PREFIX + compute)
+        if value:
+            headers[SYSMETA] = stored_value(compute, value)
+        return
     if sent:
         headers[SYSMETA] = stored_value(sent[0][0], sent[0][1].strip())
         return
@@ -236,9 +248,6 @@ def create_headers(choice: str | None) -> dict[str, str]:
 async def stored_of(s3: Any, container: str, names: list[str],
                     fanout: int = 16) -> list[tuple[str, str, str] | None]:
     """The stored checksums of objects in a reserved container (parts), in order."""
-    import asyncio
-
-    from swiftlite.proxy.response import close_answer
     limit = asyncio.Semaphore(fanout)
 
     async def one(name: str) -> tuple[str, str, str] | None:
@@ -278,7 +287,6 @@ def complete(choice: tuple[str, str], request_headers: Mapping[str, str],
 
 def xml_members(parent: Any, stored: tuple[str, str, str] | None) -> None:
     """Checksum<ALGORITHM> and ChecksumType elements of an XML answer."""
-    from swiftlite.proxy.s3 import xml
     if stored is None:
         return
     xml.sub(parent, member(stored[0]), stored[2])

@@ -173,7 +173,7 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     body = payload.body(s3.request, s3.auth, s3.signing_key, length, found, compute)
     buffered = length <= SMALL or checksum.buffer_whole(s3.request.headers, length, compute)
     data = b"".join([c async for c in body]) if buffered else body
-    checksum.keep(headers, s3.request.headers, found)
+    checksum.keep(headers, s3.request.headers, found, compute)
     headers["Content-Length"] = str(length)
     resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
     if resp.status == 412 and "If-None-Match" in headers:

@@ -84,8 +84,7 @@ async def checksum_headers(s3: S3Request, resp: web.StreamResponse, part: str | 
     if stored is None:
         return {}
     if part is None or S3_PARTS not in resp.headers:
-        return {} if "Content-Range" in resp.headers and part is None else \
-            checksum.headers_of(stored)
+        return checksum.headers_of(stored)
     items = await manifest(s3, version)
     n = int(part)
     if not items or n > len(items):
