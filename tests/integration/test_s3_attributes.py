@@ -153,6 +153,21 @@ def test_overwritten_multipart_leaves_no_parts(cluster, s3):
     wait_for(lambda: not _hidden_rows(cluster, "leak"), what="the parts deleted")
 
 
+def test_deleted_multipart_version_leaves_no_parts(cluster, s3):
+    """A multipart object's version deleted by id takes its parts; the other keeps its."""
+    s3.create_bucket(Bucket="leak-v")
+    s3.put_bucket_versioning(Bucket="leak-v", VersioningConfiguration={"Status": "Enabled"})
+    first = _multipart(s3, "leak-v", "k", [os.urandom(PART), b"one"])["VersionId"]
+    old = wait_for(lambda: _hidden_rows(cluster, "leak-v"))
+    second = os.urandom(PART) + b"two"
+    _multipart(s3, "leak-v", "k", [second[:PART], second[PART:]])
+    wait_for(lambda: len(_hidden_rows(cluster, "leak-v")) == 4)
+    s3.delete_object(Bucket="leak-v", Key="k", VersionId=first)
+    wait_for(lambda: (rows := _hidden_rows(cluster, "leak-v")) and len(rows) == 2 and
+             not rows & old, what="the deleted version's parts gone")
+    assert s3.get_object(Bucket="leak-v", Key="k")["Body"].read() == second
+
+
 def test_delete_markers_and_version_copies(s3):
     s3.create_bucket(Bucket="markers")
     s3.put_object(Bucket="markers", Key="plain", Body=b"x")

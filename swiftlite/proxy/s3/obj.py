@@ -15,7 +15,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import answer_body, close_answer
-from swiftlite.proxy.s3 import checksum, parts, payload, versioned, xml
+from swiftlite.proxy.s3 import checksum, completion, parts, payload, versioned, xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -105,6 +105,12 @@ def s3_headers(resp: web.StreamResponse) -> None:
     vid = h.popall("X-Object-Version-Id", None)
     if vid:
         h["x-amz-version-id"] = vid[0]
+
+
+async def _versions_enabled(s3: S3Request) -> bool:
+    head = await s3.swift("HEAD", s3.bucket)
+    close_answer(head)
+    return head.headers.get("X-Versions-Enabled", "").lower() == "true"
 
 
 async def _bucket_missing(s3: S3Request) -> bool:
@@ -241,8 +247,9 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
     vq = version_query(vid)
     head = await s3.swift("HEAD", s3.bucket, key, query=vq)
     close_answer(head)
+    ver = head.headers.get("X-Object-Version-Id")
     if head.status // 100 == 2 and S3_ETAG in head.headers and not vid and \
-            head.headers.get("X-Object-Version-Id", "null") == "null":
+            (ver is None or (ver == "null" and not await _versions_enabled(s3))):
         # A version's parts stay with the version (a delete marker hides it).
         resp = await s3.swift("DELETE", s3.bucket, key, query="multipart-manifest=delete",
                               reserved=True)
@@ -253,7 +260,14 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
         now = await s3.swift("HEAD", s3.bucket, key)
         close_answer(now)
         current = now.headers.get("X-Object-Version-Id") == vid
+    segments: list[str] = []
+    if vid and vid != "null" and head.status // 100 == 2 and S3_ETAG in head.headers:
+        # A multipart version deleted for good takes its parts (no other version has them).
+        segments = [str(i["name"]) for i in await parts.manifest(s3, vq, key) or ()
+                    if "name" in i]
     resp = await s3.swift("DELETE", s3.bucket, key, query=vq)
+    if segments and resp.status // 100 == 2:
+        await completion.drop(s3, segments, set())
     if vid and resp.status in (409, 412):
         # A concurrent delete of the same version got there first (a newer tombstone, or
         # the link already gone): the version is deleted, as this request wanted.

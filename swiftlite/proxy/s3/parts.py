@@ -28,10 +28,12 @@ def invalid_part() -> S3Error:
                    "tag may not match the part's entity tag.")
 
 
-async def manifest(s3: S3Request, version: str = "") -> list[dict] | None:
-    """The object's manifest items (`name`, `bytes`, `hash`), None when it is no SLO."""
+async def manifest(s3: S3Request, version: str = "",
+                   key: str | None = None) -> list[dict] | None:
+    """The object's (`key`'s, else the request's) manifest items (`name`, `bytes`, `hash`),
+    None when it is no SLO."""
     query = "&".join(q for q in ("multipart-manifest=get", version) if q)
-    resp = await s3.swift("GET", s3.bucket, s3.key, query=query)
+    resp = await s3.swift("GET", s3.bucket, key or s3.key, query=query)
     if resp.status // 100 != 2 or "X-Static-Large-Object" not in resp.headers:
         close_answer(resp)
         return None
