@@ -25,7 +25,7 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from swiftlite.common.config import Section
-from swiftlite.proxy import pipeline
+from swiftlite.proxy import pipeline, stack
 from swiftlite.proxy.info import AccountInfo, ContainerInfo
 
 
@@ -41,6 +41,10 @@ class StubProxy:
 
     async def container_info(self, request: web.Request, account: str,
                              container: str) -> ContainerInfo:
+        return self.container
+
+    async def container_facts(self, request: web.Request, account: str,
+                              container: str) -> ContainerInfo:
         return self.container
 
     async def account_info(self, request: web.Request, account: str) -> AccountInfo:
@@ -63,7 +67,7 @@ def build(pipe: str | None) -> tuple[Any, str]:
                     "user_test_tester": "testing .admin"})
     if pipe:
         conf["pipeline"] = pipe
-    handler, built = pipeline.build(StubProxy(), conf, core)  # type: ignore[arg-type]
+    handler, built = stack.build(StubProxy(), conf, core)  # type: ignore[arg-type]
     auth = next(m for m in built if m.name == "tempauth").auth
     token, _life = auth.issue_token(auth.authenticate("test:tester", "testing"))
     return handler, token

@@ -59,6 +59,13 @@ USERS = {
     "user_admin_admin": "admin .admin .reseller_admin",
     "user_admin_auditor": "admin_ro .reseller_reader",
 }
+# The development users' email addresses, for S3 grants by email (x-amz-grant-*:
+# emailAddress=...), as ceph's s3-tests name them.
+EMAILS = {
+    "email_test_tester": "tester@example.com",
+    "email_test2_tester2": "tester2@example.com",
+    "email_test_tester2": "tester2@test.example.com",
+}
 # As Swift's functional-test setup: SERVICE_<account> needs the account's admin token plus a
 # service token (X-Service-Token) of a user in group `service` (test5:tester5).
 TEMPAUTH = {"reseller_prefix": "AUTH, SERVICE", "SERVICE_require_group": "service"}
@@ -194,7 +201,7 @@ def build(args: Namespace) -> dict[str, Any]:
         "DEFAULT": {"swift_dir": etc, "log_level": "INFO", "backend_secret": backend_secret},
         "hash": hash_conf,
         "proxy-server": {"bind_ip": args.bind, "bind_port": proxy_port, "workers": workers,
-                         "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS,
+                         "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS, **EMAILS,
                          # as Swift's all-in-one setup: expired objects readable on request
                          "allow_open_expired": "true", **local_reads},
     }), private=True)

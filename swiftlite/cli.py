@@ -169,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--json", action="store_true")
     sh.add_argument("--rows-per-shard", type=int, default=None, help="split: rows per shard")
     sh.set_defaults(func=cmd_shards)
+
+    from swiftlite.ops import s3keys  # stdlib only: cheap to import for every command
+    s3keys.add_parser(sub)
     return p
 
 

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from swiftlite.common import threadpool
 from swiftlite.common.config import Section
 
 log = logging.getLogger("swiftlite.metrics")
@@ -203,6 +204,7 @@ def init() -> None:
                                      "closed) or refused (a newcomer answered 503)", ["how"])
     for name in ("replica_reads", "plain_reads", "cache", "cache_fills", "connections_shed"):
         sampled(_tally_sampler(name))
+    sampled(lambda: pool_state(*threadpool.state()))
     sampled(_flush_requests)
     _start_sampler()
 

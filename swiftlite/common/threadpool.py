@@ -19,12 +19,20 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from swiftlite.common import metrics
-
 T = TypeVar("T")
 
 _size = 8
 _pool: _Pool | None = None
+
+
+def state() -> tuple[int, int]:
+    """(jobs queued, threads started) of this process's pool: metrics samples it once a
+    second rather than the pool setting a gauge per job, which would cost about as much as
+    the rest of a job's hand-over."""
+    pool = _pool
+    if pool is None or pool.pid != os.getpid():
+        return 0, 0
+    return pool.queued, pool.started
 
 
 class _Pool:
@@ -36,13 +44,6 @@ class _Pool:
         self.queued = 0  # jobs submitted and not yet taken
         self.lock = threading.Lock()
         self.pid = os.getpid()  # a forked child starts its own threads
-        # Sampled once a second, not set per job: a multiprocess gauge write costs about
-        # as much as the rest of a job's hand-over.
-        metrics.sampled(self._report)
-
-    def _report(self) -> None:
-        if _pool is self:  # not a pool replaced since (configure, a fork)
-            metrics.pool_state(self.queued, self.started)
 
     def submit(self, job: tuple) -> None:
         with self.lock:

@@ -45,6 +45,7 @@ DEFAULT_PIPELINE = " ".join([
     "tempurl",
     "formpost",
     "tempauth",
+    "s3_keys",
     "staticweb",
     "copy",
     "ratelimit",
@@ -66,6 +67,7 @@ REGISTRY: dict[str, str] = {
     "gatekeeper": "swiftlite.proxy.middleware.gatekeeper:Gatekeeper",
     "s3api": "swiftlite.proxy.s3.middleware:S3Api",
     "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
+    "s3_keys": "swiftlite.proxy.middleware.s3_keys:S3Keys",
     "ratelimit": "swiftlite.proxy.middleware.ratelimit:RateLimit",
     "copy": "swiftlite.proxy.middleware.copy:Copy",
     "cors": "swiftlite.proxy.middleware.cors:Cors",
@@ -154,8 +156,9 @@ def load_class(name: str) -> type[Middleware]:
     return getattr(importlib.import_module(module), cls)
 
 
-def build(proxy: Proxy, conf: Section, core: Handler) -> tuple[Handler, list[Middleware]]:
-    """The handler chain from `pipeline` (outermost first) and its middleware, in order."""
+def chain(proxy: Proxy, conf: Section, core: Handler) -> tuple[Handler, list[Middleware]]:
+    """The handler chain from `pipeline` (outermost first) and its middleware, in order,
+    without the plain-read short cuts (stack.build lays those in)."""
     names = conf.get_str("pipeline", DEFAULT_PIPELINE).split()
     if not names or names[-1] != CORE:
         raise ValueError(f"pipeline must end with {CORE}")
@@ -168,12 +171,4 @@ def build(proxy: Proxy, conf: Section, core: Handler) -> tuple[Handler, list[Mid
         built.append(mw)
         handler = mw
     built.reverse()
-    if conf.get_bool("plain_read_shortcut", True):
-        from swiftlite.proxy.plain_reads import PlainReads  # it builds on this module
-        lane = PlainReads.build(built, core, handler)
-        if lane is not None:
-            handler = lane
-        for i, mw in enumerate(built):
-            if mw.wants_lane:
-                mw.lane = PlainReads.build(built[i + 1:], core, mw.app) or mw.app
     return handler, built

@@ -17,7 +17,7 @@ from swiftlite.common.fastclient import Pool
 from swiftlite.common.http import HTTPError, error, txid
 from swiftlite.common.server import make_app
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.proxy import account, container, obj, pipeline
+from swiftlite.proxy import account, container, obj, stack
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.backend import Backend
 from swiftlite.proxy.common import read_any
@@ -132,7 +132,7 @@ class Proxy:
             self.limiter.interval) if local else None
         self.backend: Backend | None = None
         self._last_ts = Timestamp(0)
-        self.pipeline, self.middleware = pipeline.build(self, conf, self.handle)
+        self.pipeline, self.middleware = stack.build(self, conf, self.handle)
 
     async def startup(self, app: web.Application) -> None:
         pool = Pool(self.conn_timeout, self.node_timeout,

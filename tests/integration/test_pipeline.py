@@ -18,7 +18,7 @@ import pytest
 import swiftclient
 
 from swiftlite.common.config import Section
-from swiftlite.proxy import pipeline
+from swiftlite.proxy import stack
 from tests.cluster import start_cluster
 from tests.helpers import start_proxy_variant, wait_for
 
@@ -97,13 +97,13 @@ def test_build_orders_features_and_refuses_unknown_names():
 
     conf = Section({"pipeline": "catch_errors cors tempauth proxy-server",
                     "auth_secret": "k" + secrets.token_urlsafe(32)})  # required since issue 16
-    handler, built = pipeline.build(proxy, conf, core)
+    handler, built = stack.build(proxy, conf, core)
     assert [m.name for m in built] == ["catch_errors", "cors", "tempauth"]
     # Plain reads take the short cut (swiftlite/proxy/plain_reads.py), the rest the chain.
     assert handler.full is built[0] and built[-1].app is core and handler.core is core
     conf["plain_read_shortcut"] = "false"
-    assert pipeline.build(proxy, conf, core)[0].name == "catch_errors"
+    assert stack.build(proxy, conf, core)[0].name == "catch_errors"
     assert proxy.auth is not None  # tempauth shares its token issuer
     for bad in ("catch_errors nosuch proxy-server", "tempauth", "cors cors proxy-server"):
         with pytest.raises(ValueError):
-            pipeline.build(proxy, Section({"pipeline": bad}), core)
+            stack.build(proxy, Section({"pipeline": bad}), core)

@@ -32,11 +32,12 @@ ALWAYS_EXPOSED = ("cache-control", "content-language", "content-type", "expires"
 META = "x-container-meta-access-control-"
 
 
-def _csv(value: str) -> list[str]:
+def csv_items(value: str) -> list[str]:
+    """A comma-separated header's items (shared with the S3 front end's CORS, s3/cors.py)."""
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _add_vary(headers, value: str) -> None:
+def add_vary(headers, value: str) -> None:
     headers["Vary"] = f"{headers['Vary']}, {value}" if headers.get("Vary") else value
 
 
@@ -47,8 +48,8 @@ class Cors(Middleware):
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
         self.strict = conf.get_bool("strict_cors_mode", True)
-        self.allow_origin = set(_csv(conf.get_str("cors_allow_origin", "")))
-        self.expose = [h.lower() for h in _csv(conf.get_str("cors_expose_headers", ""))]
+        self.allow_origin = set(csv_items(conf.get_str("cors_allow_origin", "")))
+        self.expose = [h.lower() for h in csv_items(conf.get_str("cors_expose_headers", ""))]
 
     def info(self) -> None:
         return None  # Swift advertises strict_cors_mode under "swift", not a cors entry
@@ -93,7 +94,7 @@ class Cors(Middleware):
             headers["Access-Control-Allow-Origin"] = "*"
         else:
             headers["Access-Control-Allow-Origin"] = origin
-            _add_vary(headers, "Origin")
+            add_vary(headers, "Origin")
 
     def _decorate(self, resp: web.StreamResponse, origin: str, cors: dict[str, str]) -> None:
         if self.strict and not self._origin_allowed(cors, origin):
@@ -154,8 +155,9 @@ class Cors(Middleware):
             headers["Access-Control-Max-Age"] = cors["max-age"]
         headers["Access-Control-Allow-Methods"] = ", ".join(methods)
         # Every header the page asks for is allowed (the spec leaves this open).
-        asked = dict.fromkeys(_csv(request.headers.get("Access-Control-Request-Headers", "")))
+        asked = dict.fromkeys(csv_items(request.headers.get("Access-Control-Request-Headers",
+                                                            "")))
         if asked:
             headers["Access-Control-Allow-Headers"] = ", ".join(asked)
-            _add_vary(headers, "Access-Control-Request-Headers")
+            add_vary(headers, "Access-Control-Request-Headers")
         return web.Response(status=200, headers=headers)

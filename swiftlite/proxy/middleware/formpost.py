@@ -63,6 +63,21 @@ def _reason_phrase(status: int) -> str:
         return str(status)
 
 
+async def field_value(part: BodyPartReader, limit: int = MAX_VALUE_LENGTH) -> tuple[str, bool]:
+    """A plain form field's value: its first `limit` bytes as text (the rest is read and
+    dropped, so the next part can be read), and whether there was more. Shared with the S3
+    front end's POST forms (s3/postform.py)."""
+    value = bytearray()
+    while len(value) <= limit:
+        # Whole chunks: aiohttp's reader needs room for the boundary in each read.
+        chunk = await part.read_chunk(READ_CHUNK)
+        if not chunk:
+            break
+        value += chunk
+    await part.release()
+    return value[:limit].decode("utf-8", "replace"), len(value) > limit
+
+
 class FormPost(Middleware):
     name = "formpost"
     plain_reads = PASS  # acts on multipart POSTs only
@@ -123,16 +138,9 @@ class FormPost(Middleware):
                 elif part.filename == "":
                     await part.release()  # a file input left empty
                 else:
-                    value = bytearray()
-                    while len(value) < MAX_VALUE_LENGTH:
-                        chunk = await part.read_chunk(MAX_VALUE_LENGTH - len(value))
-                        if not chunk:
-                            break
-                        value += chunk
-                    await part.release()
+                    value, _ = await field_value(part)
                     if part.name:
-                        fields[part.name.lower()] = value.decode("utf-8", "replace").rstrip(
-                            "\r\n")
+                        fields[part.name.lower()] = value.rstrip("\r\n")
         except (ValueError, AssertionError):
             raise FormInvalid("invalid starting boundary") from None
         except BadHttpMessage:  # a part's headers are not headers

@@ -11,17 +11,15 @@ from aiohttp import web
 
 from swiftlite.common.reserved import reserved_name
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import payload, xml
+from swiftlite.proxy.s3 import access, acl, ownership, payload, xml
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
-from swiftlite.proxy.s3.errors import S3Error, access_denied, malformed_xml, not_implemented
+from swiftlite.proxy.s3.errors import S3Error, access_denied, malformed_xml
 from swiftlite.proxy.s3.routes import route
 
 # S3's rule for new buckets: 3-63 of lowercase letters, digits, dots and hyphens, starting
 # and ending with a letter or digit, no `..`, and not shaped like an IP address.
 _NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IP = re.compile(r"\d+\.\d+\.\d+\.\d+")
-PUBLIC_READ = ".r:*,.rlistings"
-CANNED = {"private": "", "public-read": PUBLIC_READ, "public-read-write": PUBLIC_READ}
 
 
 def valid_new_name(name: str) -> bool:
@@ -62,18 +60,21 @@ def parse_xml(body: bytes):
         raise malformed_xml() from None
 
 
-def owner(parent, s3: S3Request) -> None:
+def owner(parent, s3: S3Request, who: str | None = None) -> None:
     el = xml.sub(parent, "Owner")
-    xml.sub(el, "ID", s3.account)
-    xml.sub(el, "DisplayName", s3.owner_name)
+    # A canonical id is `account:user`; the caller's unless told whose.
+    who = who or (s3.ident.user if s3.ident is not None else s3.account)
+    xml.sub(el, "ID", who)
+    xml.sub(el, "DisplayName", who)
 
 
 @route("service", "GET")
 @route("service", "HEAD")
 async def list_buckets(s3: S3Request) -> web.StreamResponse:
-    if s3.ident is None:
-        raise access_denied()
     root = xml.root("ListAllMyBucketsResult")
+    if s3.ident is None:  # anonymous: owns no bucket
+        xml.sub(root, "Buckets")
+        return xml_response(root)
     owner(root, s3)
     buckets = xml.sub(root, "Buckets")
     marker = ""
@@ -97,18 +98,6 @@ async def list_buckets(s3: S3Request) -> web.StreamResponse:
     return xml_response(root)
 
 
-def acl_headers(s3: S3Request) -> dict[str, str]:
-    h = s3.request.headers
-    if any(k.lower().startswith("x-amz-grant-") for k in h):
-        raise not_implemented("Grant headers are not supported; use x-amz-acl.")
-    canned = h.get("X-Amz-Acl")
-    if canned is None:
-        return {}
-    if canned not in CANNED:
-        raise not_implemented(f"The canned ACL {canned} is not supported.")
-    return {"X-Container-Read": CANNED[canned]}
-
-
 @route("bucket", "PUT")
 async def create_bucket(s3: S3Request) -> web.StreamResponse:
     name = s3.bucket or ""
@@ -127,17 +116,14 @@ async def create_bucket(s3: S3Request) -> web.StreamResponse:
             raise S3Error("InvalidLocationConstraint", 400,
                           "The specified location-constraint is not valid",
                           LocationConstraint=where)
-    headers = acl_headers(s3)
-    head = await s3.swift("HEAD", name)
-    if head.status // 100 == 2 and s3.conf.location == "us-east-1":
-        return web.Response(status=200, headers={"Location": "/" + name})  # S3's old rule
-    if head.status // 100 == 2:
-        raise S3Error("BucketAlreadyOwnedByYou", 409, "Your previous request to create the "
-                      "named bucket succeeded and you already own it.", BucketName=name)
-    if head.status in (401, 403):
-        raise S3Error("BucketAlreadyExists", 409, "The requested bucket name is not "
-                      "available.", BucketName=name)
-    await s3.swift_ok("PUT", name, headers=headers)
+    new_acl = acl.new_bucket_acl(s3)
+    headers = {**acl.new_bucket_headers(new_acl), **ownership.create_headers(s3)}
+    claimed = await access.claim_bucket(s3, name, new_acl)
+    resp = await s3.swift("PUT", name, headers=headers)
+    if resp.status // 100 != 2:
+        if claimed:
+            await access.release_bucket(s3, name)
+        raise await error_of(resp, name, None)
     return web.Response(status=200, headers={"Location": "/" + name})
 
 
@@ -157,6 +143,7 @@ async def delete_bucket(s3: S3Request) -> web.StreamResponse:
         raise await error_of(resp, s3.bucket, None)
     # Parts of uploads never completed go with it (their container is ours, not the user's).
     await s3.swift("DELETE", uploads_container(s3.bucket or ""), reserved=True)
+    await access.release_bucket(s3, s3.bucket or "")
     return web.Response(status=204)
 
 
@@ -190,60 +177,3 @@ async def put_versioning(s3: S3Request) -> web.StreamResponse:
     await s3.swift_ok("POST", s3.bucket,
                       headers={"X-Versions-Enabled": str(status == "Enabled").lower()})
     return web.Response(status=200)
-
-
-ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
-
-
-@route("bucket", "PUT", "acl")
-async def put_bucket_acl(s3: S3Request) -> web.StreamResponse:
-    """A canned `x-amz-acl`, or a policy document that is one: the owner's full control,
-    with everyone's READ or not (public-read or private)."""
-    headers = acl_headers(s3)
-    body = await small_body(s3)
-    if not headers:
-        if not body.strip():
-            raise malformed_xml()
-        doc = parse_xml(body)
-        if doc.tag != "AccessControlPolicy":
-            raise malformed_xml()
-        grants = set()
-        for g in doc.iter("Grant"):
-            grantee = g.find("Grantee")
-            who = None if grantee is None else \
-                (xml.text(grantee, "URI") or xml.text(grantee, "ID"))
-            grants.add((who, xml.text(g, "Permission")))
-        grants.discard((s3.account, "FULL_CONTROL"))
-        if grants - {(ALL_USERS, "READ")}:
-            raise not_implemented("Only the private and public-read ACLs are supported.")
-        headers = {"X-Container-Read": CANNED["public-read" if grants else "private"]}
-    await s3.swift_ok("POST", s3.bucket, headers=headers)
-    return web.Response(status=200)
-
-
-@route("bucket", "GET", "acl")
-@route("bucket", "HEAD", "acl")
-@route("object", "GET", "acl")
-@route("object", "HEAD", "acl")
-async def get_acl(s3: S3Request) -> web.StreamResponse:
-    """The owner's full control, and everyone's read where the container is public."""
-    head = await s3.swift_ok("HEAD", s3.bucket, s3.key, err_key=s3.key)
-    root = xml.root("AccessControlPolicy")
-    owner(root, s3)
-    grants = xml.sub(root, "AccessControlList")
-
-    def grant(kind: str, permission: str, who: str) -> None:
-        g = xml.sub(grants, "Grant")
-        grantee = xml.sub(g, "Grantee")
-        grantee.set("xmlns:xsi", "http://www.w3.org/2001/XMLSchema-instance")
-        grantee.set("xsi:type", kind)
-        if kind == "CanonicalUser":
-            xml.sub(grantee, "ID", who)
-            xml.sub(grantee, "DisplayName", s3.owner_name)
-        else:
-            xml.sub(grantee, "URI", who)
-        xml.sub(g, "Permission", permission)
-    grant("CanonicalUser", "FULL_CONTROL", s3.account)
-    if s3.key is None and ".r:*" in head.headers.get("X-Container-Read", ""):
-        grant("Group", "READ", ALL_USERS)
-    return xml_response(root)

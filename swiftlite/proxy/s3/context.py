@@ -56,13 +56,17 @@ class S3Request:
     signing_key: bytes | None = None
     conf: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Who the Swift sub-requests run as when not the caller: the bucket owner's rights,
+    # once access.authorize allowed a non-owner (None: the caller, `ident`).
+    acting: Identity | None = None
 
     @property
     def request_id(self) -> str:
         return txid(self.request)
 
-    def path(self, bucket: str | None = None, key: str | None = None) -> str:
-        out = "/v1/" + _quoted(self.account, "")
+    def path(self, bucket: str | None = None, key: str | None = None,
+             account: str | None = None) -> str:
+        out = "/v1/" + _quoted(account or self.account, "")
         if bucket is not None:
             out += "/" + _quoted(bucket, "")
             if key is not None:
@@ -71,13 +75,14 @@ class S3Request:
 
     async def swift(self, method: str, bucket: str | None = None, key: str | None = None,
                     headers: Any = None, body: Any = None, query: str = "",
-                    reserved: bool = False,
-                    backend: dict[str, str] | None = None) -> web.StreamResponse:
-        """A Swift request as this S3 request's caller; an HTTPError raised on the way is
-        its answer too (so callers look at one status)."""
-        sub = sub_request(self.request, method, self.path(bucket, key),
+                    reserved: bool = False, backend: dict[str, str] | None = None,
+                    account: str | None = None) -> web.StreamResponse:
+        """A Swift request as this S3 request's caller (into `account`, default the
+        bucket's); an HTTPError raised on the way is its answer too (so callers look at
+        one status)."""
+        sub = sub_request(self.request, method, self.path(bucket, key, account),
                           CIMultiDict(headers or {}), body, query=query)
-        sub[AUTHENTICATED] = self.ident
+        sub[AUTHENTICATED] = self.acting or self.ident
         if backend:
             sub[BACKEND_GET_HEADERS] = backend
         if reserved:

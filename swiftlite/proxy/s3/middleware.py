@@ -3,9 +3,10 @@
 A request is S3's when its Authorization header starts with `AWS4-HMAC-SHA256 ` or `AWS `,
 when its query carries a presigned signature (`X-Amz-Signature`/`X-Amz-Algorithm`, or
 `AWSAccessKeyId` with `Signature`), when its Host is `<bucket>.<storage_domain>` (with
-`storage_domain` set), or, with `anonymous_account` set, when it is anonymous and its path
-is not one of the proxy's own (`/v1`, `/auth`, `/info`, ...). Anything else goes on to Swift
-after a header lookup or two.
+`storage_domain` set), or (unless `anonymous_s3 = false`) when it is anonymous and its path
+is not one of the proxy's own (`/v1`, `/auth`, `/info`, ...): S3's public objects. Anything
+else goes on to Swift after a header lookup or two. Which account a bucket is in, and
+whether the caller may do what it asks there, is access.py's (before every handler).
 
 Sits after the gatekeeper (a client's sysmeta is gone before the S3 layer sets its own) and
 before tempauth: after checking the signature with the user's password, each operation sends
@@ -24,19 +25,26 @@ from aiohttp import web
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
-from swiftlite.proxy.s3 import operations, routes
+from swiftlite.proxy.s3 import access, cors, operations, postform, routes
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
-from swiftlite.proxy.s3.errors import S3Error, access_denied, from_swift
+from swiftlite.proxy.s3.errors import S3Error, from_swift
 from swiftlite.proxy.s3.sigv2 import V2
 from swiftlite.proxy.s3.sigv4 import V4, parse_query
 
 AUTH_PREFIXES = ("AWS4-HMAC-SHA256 ", "AWS ")
-# First path segments the proxy answers itself: never an anonymous S3 bucket.
-SWIFT_ROOTS = frozenset(("v1", "v1.0", "auth", "info", "healthcheck", "metrics", ""))
+# First path segments the proxy answers itself: never an anonymous S3 bucket. ("/" is S3's
+# ListBuckets: anonymous, an empty list.)
+SWIFT_ROOTS = frozenset(("v1", "v1.0", "auth", "info", "healthcheck", "metrics"))
 
 
 assert operations  # imported for its routes
+
+
+def unsigned_s3(request: web.Request, key: str | None = None) -> bool:
+    """A CORS preflight (never signed) or a browser's POST form to a bucket (signed in its
+    fields): their handlers (cors.py, postform.py) judge them, not the request's headers."""
+    return request.method == "OPTIONS" or (key is None and postform.is_form(request))
 
 
 class S3Api(Middleware):
@@ -48,11 +56,14 @@ class S3Api(Middleware):
         super().__init__(app, proxy, conf)
         self.storage_domain = conf.get_str("storage_domain", "").strip().lower().lstrip(".")
         self.host_suffix = "." + self.storage_domain if self.storage_domain else ""
+        # Anonymous requests for buckets the registry does not know: this account's.
         self.anonymous_account = conf.get_str("anonymous_account", "").strip()
+        self.anonymous_s3 = conf.get_bool("anonymous_s3", True)
+        self.registry = None  # access.registry_of makes it once tempauth is known
         self.location = conf.get_str("location", "us-east-1")
         self.min_part_size = conf.get_size("s3_min_part_size", 5 * 1024 * 1024)
         self.max_parts = conf.get_int("s3_max_parts", 10000)
-        self.creds = Credentials(None)
+        self.creds = Credentials(None, proxy)
 
     def info(self) -> dict[str, Any]:
         return {"location": self.location, "min_part_size": self.min_part_size,
@@ -81,7 +92,9 @@ class S3Api(Middleware):
                 return True
         if self.host_suffix and self._vhost_bucket(request) is not None:
             return True
-        if self.anonymous_account and auth is None and \
+        if auth is None and unsigned_s3(request) and request.path.startswith("/"):
+            return request.path.split("/", 2)[1] not in SWIFT_ROOTS
+        if self.anonymous_s3 and auth is None and \
                 "X-Auth-Token" not in request.headers:
             first = request.path.split("/", 2)[1] if request.path.startswith("/") else ""
             return first not in SWIFT_ROOTS
@@ -104,18 +117,21 @@ class S3Api(Middleware):
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
         resource = request.path
+        s3 = None
         try:
-            s3 = self.context(request)
+            s3 = await self.context(request)
             resource = "/" + "/".join(p for p in (s3.bucket, s3.key) if p)
             resp = await self.dispatch(s3)
         except S3Error as exc:
             resp = exc.response(resource, txid(request))
         except HTTPError as exc:
             resp = from_swift(exc.status).response(resource, txid(request))
+        if s3 is not None and "Origin" in request.headers:
+            await cors.decorate(s3, resp)
         resp.headers["x-amz-request-id"] = txid(request)
         return resp
 
-    def context(self, request: web.Request) -> S3Request:
+    async def context(self, request: web.Request) -> S3Request:
         try:
             path = decode_raw_path(request.raw_path)
         except HTTPError:
@@ -130,16 +146,21 @@ class S3Api(Middleware):
         if bucket is not None and ("\x00" in bucket or bucket.startswith(".")):
             raise S3Error("InvalidBucketName", 400, "The specified bucket is not valid.",
                           BucketName=bucket)
+        if request.method == "OPTIONS" and "Origin" not in request.headers:
+            # A CORS preflight names its origin; without one it is no request at all.
+            raise S3Error("BadRequest", 400, "Insufficient information. Origin request "
+                          "header needed.")
         pairs = parse_query(request.rel_url.raw_query_string)
-        auth = self.authenticator(request, pairs, bucket)
+        unsigned = unsigned_s3(request, key)
+        auth = None if unsigned else self.authenticator(request, pairs, bucket)
         if self.creds.auth is None:
             self.creds.auth = self.proxy.auth
         if auth is None:
-            if not self.anonymous_account:
-                raise access_denied()
+            # Which account the bucket is in, and what anonymous callers may do there, is
+            # access.check_request's to say.
             ident, account, name, key_bytes = None, self.anonymous_account, "anonymous", None
         else:
-            found = self.creds.lookup(auth.access_key)
+            found = await self.creds.lookup(auth.access_key, request)
             if found is None:
                 raise S3Error("InvalidAccessKeyId", 403, "The AWS Access Key Id you provided "
                               "does not exist in our records.",
@@ -166,5 +187,10 @@ class S3Api(Middleware):
         return None
 
     async def dispatch(self, s3: S3Request) -> web.StreamResponse:
+        if unsigned_s3(s3.request, s3.key):  # they authorize themselves (cors, postform)
+            return await (cors.preflight if s3.request.method == "OPTIONS"
+                          else postform.post_object)(s3)
         level = "service" if s3.bucket is None else "bucket" if s3.key is None else "object"
-        return await routes.handler_for(level, s3.request.method, s3.query)(s3)
+        handler = routes.handler_for(level, s3.request.method, s3.query)
+        await access.check_request(s3, level)
+        return await handler(s3)

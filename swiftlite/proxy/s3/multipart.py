@@ -27,7 +27,8 @@ from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import checksum, completion, xml
+from swiftlite.proxy.s3 import access, acl, checksum, completion, xml
+from swiftlite.proxy.s3.access import OBJECT_ACL
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
 from swiftlite.proxy.s3.errors import (
@@ -71,10 +72,11 @@ async def judge(s3: S3Request, write: bool) -> None:
     """Raise unless the caller may write (or read) the bucket, as the core would judge a
     Swift request to it (404: NoSuchBucket)."""
     auth = next((mw for mw in s3.proxy.middleware if mw.name == "tempauth"), None)
-    if s3.ident is None or auth is None:
+    who = s3.acting or s3.ident  # the owner's rights where access.authorize granted them
+    if who is None or auth is None:
         raise access_denied()
     sub = sub_request(s3.request, "HEAD", s3.path(s3.bucket))
-    sub[IDENTITY] = await auth.grant_for(sub, s3.ident, s3.account)
+    sub[IDENTITY] = await auth.grant_for(sub, who, s3.account)
     sub[AUTHORIZER] = auth
     target = s3.proxy.target(sub, s3.account, s3.bucket, None)
     try:
@@ -133,6 +135,7 @@ async def create(s3: S3Request) -> web.StreamResponse:
     check_key(key)
     await judge(s3, write=True)
     headers = object_headers(s3)
+    headers.update(await acl.upload_headers(s3))  # the object's ACL, who initiated
     choice = checksum.upload_choice(s3.request.headers)
     if choice:
         headers[checksum.UPLOAD_SYSMETA] = choice
@@ -179,9 +182,12 @@ async def upload_part(s3: S3Request) -> web.StreamResponse:
 
 async def _copy_part(s3: S3Request, hidden: str, name: str) -> web.StreamResponse:
     src_bucket, src_key = copy_source(s3)
-    head = await check_source(s3, src_bucket, src_key)
+    src_account = await access.authorize_source(s3, src_bucket, src_key)
+    head = await check_source(s3, src_bucket, src_key, src_account)
     headers = {"X-Copy-From": quote(f"/{src_bucket}/{src_key}"), "Content-Length": "0",
                "X-Fresh-Metadata": "true"}
+    if src_account != s3.account:
+        headers["X-Copy-From-Account"] = src_account
     rng = s3.request.headers.get("X-Amz-Copy-Source-Range")
     if rng is not None:
         size = int(head.headers.get("Content-Length", "0"))
@@ -262,7 +268,8 @@ async def complete(s3: S3Request) -> web.StreamResponse:
         md5s += bytes.fromhex(etag)
     s3_etag = f"{hashlib.md5(md5s, usedforsecurity=False).hexdigest()}-{len(wanted)}"
     headers = {k: v for k, v in marker.headers.items()
-               if k.lower() in KEPT or k.lower().startswith("x-object-meta-")}
+               if k.lower() in KEPT or k.lower().startswith("x-object-meta-") or
+               k.lower() == OBJECT_ACL.lower()}
     object_sum = None
     if choice:
         names = [m["path"][len(hidden) + 2:] for m in manifest]
@@ -323,10 +330,11 @@ def _max(s3: S3Request, name: str, default: int) -> int:
     return min(int(value), default)
 
 
-def _initiator(parent, s3: S3Request) -> None:
+def _initiator(parent, s3: S3Request, who: str | None = None) -> None:
     el = xml.sub(parent, "Initiator")
-    xml.sub(el, "ID", s3.account)
-    xml.sub(el, "DisplayName", s3.owner_name)
+    who = who or (s3.ident.user if s3.ident is not None else s3.account)
+    xml.sub(el, "ID", who)
+    xml.sub(el, "DisplayName", who)
 
 
 @route("object", "GET", "uploadId")
@@ -347,8 +355,8 @@ async def list_parts(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Bucket", s3.bucket)
     xml.sub(root, "Key", s3.key)
     xml.sub(root, "UploadId", upload_id)
-    _initiator(root, s3)
-    owner(root, s3)
+    _initiator(root, s3, marker.headers.get(acl.INITIATOR))
+    owner(root, s3, marker.headers.get(acl.INITIATOR))
     xml.sub(root, "StorageClass", "STANDARD")
     xml.sub(root, "PartNumberMarker", int(after))
     numbers = [int(split_reserved(r["name"])[-1]) for r in rows]
@@ -404,12 +412,14 @@ async def list_uploads(s3: S3Request) -> web.StreamResponse:
         xml.sub(root, "Prefix", prefix)
     xml.sub(root, "MaxUploads", max_uploads)
     xml.sub(root, "IsTruncated", "true" if truncated else "false")
-    for key, upload_id, when in uploads:
+    initiators = await acl.initiators(s3, uploads_container(s3.bucket or ""),
+                                      [marker_name(k, i) for k, i, _ in uploads])
+    for (key, upload_id, when), who in zip(uploads, initiators, strict=True):
         u = xml.sub(root, "Upload")
         xml.sub(u, "Key", key)
         xml.sub(u, "UploadId", upload_id)
-        _initiator(u, s3)
-        owner(u, s3)
+        _initiator(u, s3, who)
+        owner(u, s3, who)
         xml.sub(u, "StorageClass", "STANDARD")
         xml.sub(u, "Initiated", iso_ms(when))
     return xml_response(root)

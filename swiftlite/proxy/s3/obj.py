@@ -15,7 +15,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import answer_body, close_answer
-from swiftlite.proxy.s3 import checksum, completion, parts, payload, versioned, xml
+from swiftlite.proxy.s3 import access, acl, checksum, completion, parts, payload, versioned, xml
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -125,8 +125,7 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     key = s3.key or ""
     check_key(key)
     headers = object_headers(s3)
-    if "X-Amz-Acl" in s3.request.headers and s3.request.headers["X-Amz-Acl"] != "private":
-        pass  # objects follow their bucket's ACL here; a canned ACL per object is ignored
+    headers.update(await acl.object_create_headers(s3))
     await write_conditions(s3, key, headers)
     resp = await store(s3, s3.bucket or "", key, headers)
     out = web.Response(status=200, headers={"ETag": '"' + resp.headers.get("ETag", "")
@@ -321,11 +320,12 @@ def source_conditions(s3: S3Request) -> CIMultiDict[str]:
     return out
 
 
-async def check_source(s3: S3Request, bucket: str, key: str) -> web.StreamResponse:
+async def check_source(s3: S3Request, bucket: str, key: str,
+                       account: str | None = None) -> web.StreamResponse:
     """HEAD the copy's source with its conditions: any failed one is S3's 412."""
     conditions = source_conditions(s3)
     head = await s3.swift("HEAD", bucket, key, conditions, query=copy_version(s3),
-                          backend=ETAG_IS_AT if conditions else None)
+                          backend=ETAG_IS_AT if conditions else None, account=account)
     if head.status in (304, 412):
         raise from_swift(412)
     if head.status // 100 != 2:
@@ -345,11 +345,15 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
                       "trying to copy an object to itself without changing the object's "
                       "metadata, storage class, website redirect location or encryption "
                       "attributes.")
-    await check_source(s3, src_bucket, src_key)
+    src_account = await access.authorize_source(s3, src_bucket, src_key)
+    await check_source(s3, src_bucket, src_key, src_account)
     headers = object_headers(s3) if directive == "REPLACE" else CIMultiDict()
     if directive == "REPLACE":
         headers["X-Fresh-Metadata"] = "true"
+    headers.update(await acl.object_create_headers(s3))
     headers["X-Copy-From"] = quote(f"/{src_bucket}/{src_key}")
+    if src_account != s3.account:
+        headers["X-Copy-From-Account"] = src_account
     headers["Content-Length"] = "0"
     resp = await s3.swift("PUT", s3.bucket, s3.key, headers, query=copy_version(s3))
     if resp.status // 100 != 2:

@@ -3,11 +3,15 @@
 A new resource module (acl, policy, lock, ...) adds its line here."""
 
 from swiftlite.proxy.s3 import (  # noqa: F401
+    acl,
     attributes,
     bucket,
+    cors,
     listing,
     multipart,
     obj,
+    ownership,
+    postform,
     tagging,
     torrent,
     versions,
