@@ -139,6 +139,7 @@ def build(args: Namespace) -> dict[str, Any]:
         with open(plan_path) as f:
             plan = json.load(f)
         _add_backend_secret(plan, backend_secret)
+        _add_kms_secret(plan)
         _add_daemon_sections(plan)
         _make_private(plan)
         return plan
@@ -204,6 +205,8 @@ def build(args: Namespace) -> dict[str, Any]:
                          "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS, **EMAILS,
                          # as Swift's all-in-one setup: expired objects readable on request
                          "allow_open_expired": "true", **local_reads},
+        # S3 SSE-KMS / SSE-S3 keys derive from this cluster's own random secret.
+        "filter:s3api": {"kms_root_secret": secrets.token_urlsafe(32)},
     }), private=True)
     for kind, role in (("object", "object"), ("container", "container"),
                        ("account", "account")):
@@ -287,6 +290,19 @@ def _add_backend_secret(plan: dict[str, Any], secret: str) -> None:
             continue
         parser["DEFAULT"]["backend_secret"] = secret
         _save_conf(path, parser)
+
+
+def _add_kms_secret(plan: dict[str, Any]) -> None:
+    """Give the proxy config of a root made before S3 server-side encryption its own random
+    kms_root_secret (SSE-KMS works out of the box, with no shared default)."""
+    parser = _read_conf(plan["proxy_conf"])
+    if parser.has_section("filter:s3api") and \
+            parser.get("filter:s3api", "kms_root_secret", fallback=""):
+        return
+    if not parser.has_section("filter:s3api"):
+        parser.add_section("filter:s3api")
+    parser["filter:s3api"]["kms_root_secret"] = secrets.token_urlsafe(32)
+    _save_conf(plan["proxy_conf"], parser)
 
 
 def _add_daemon_sections(plan: dict[str, Any]) -> None:

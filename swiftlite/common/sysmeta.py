@@ -13,3 +13,5 @@ OBJECT_SYSMETA = "x-object-sysmeta-"
 # parameter ("<md5>; slo_etag=<etag>", which listings turn into a key of its own).
 LISTING_BYTES = "X-Object-Sysmeta-Container-Update-Listing-Bytes"
 OVERRIDE_ETAG = "X-Object-Sysmeta-Container-Update-Override-Etag"
+# An object S3 encrypted (s3/encryption.py): its bytes are ciphertext, never copied as they are.
+S3_SSE = "X-Object-Sysmeta-S3api-Sse"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote_to_bytes
+from urllib.parse import quote, unquote, unquote_to_bytes
 
 from aiohttp import web
 
@@ -116,6 +116,10 @@ def api_path(request: web.Request) -> ApiPath | None:
 
 
 def _parse(raw_path: str, reserved: bool) -> ApiPath | None:
+    first = raw_path.split("/", 2)[1] if raw_path.startswith("/") else ""
+    if first not in API_VERSIONS and ("%" not in first or
+                                      unquote(first, errors="replace") not in API_VERSIONS):
+        return None  # not Swift's (an S3 path, say): its own front end judges its bytes
     path = decode_raw_path(raw_path, reserved)
     segs = path.split("/", 4)
     if len(segs) < 2 or segs[1] not in API_VERSIONS:

@@ -85,6 +85,9 @@ user_id = test:tester
 email = tester@example.com
 access_key = test:tester
 secret_key = testing
+# SSE-KMS key ids: `swiftlite up`'s kms_root_secret derives a key for any id.
+kms_keyid = testkey-1
+kms_keyid2 = testkey-2
 
 [s3 alt]
 display_name = test2:tester2

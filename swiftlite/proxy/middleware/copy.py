@@ -21,9 +21,10 @@ from multidict import CIMultiDict
 
 from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
+from swiftlite.common.sysmeta import S3_SSE
 from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import api_path, sub_request
-from swiftlite.proxy.response import BodyResponse
+from swiftlite.proxy.response import BodyResponse, close_answer
 
 # Source headers a copy keeps besides X-Object-Meta-* (a large object's manifest header
 # only when the manifest itself is copied: ?multipart-manifest=get; else its joined data).
@@ -142,6 +143,10 @@ class Copy(Middleware):
         sub = sub_request(request, "GET", _path(*src, version=version), headers,
                           query="&".join(params))
         resp = await self.app(sub)
+        if resp.status // 100 == 2 and S3_SSE in resp.headers:
+            close_answer(resp)  # ciphertext: S3's CopyObject decrypts and re-encrypts instead
+            raise HTTPError(400, "The source is encrypted by S3 server-side encryption: "
+                            "copy it through the S3 API.")
         if resp.status == 416 or (resp.status // 100 != 2 and resp.status != 404):
             return resp
         if resp.status == 404:

@@ -25,7 +25,7 @@ from aiohttp import web
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
-from swiftlite.proxy.s3 import access, cors, operations, postform, routes
+from swiftlite.proxy.s3 import access, cors, encryption, operations, postform, routes
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
 from swiftlite.proxy.s3.errors import S3Error, from_swift
@@ -64,6 +64,7 @@ class S3Api(Middleware):
         self.min_part_size = conf.get_size("s3_min_part_size", 5 * 1024 * 1024)
         self.max_parts = conf.get_int("s3_max_parts", 10000)
         self.creds = Credentials(None, proxy)
+        self.kms = encryption.KeyStore.from_conf(conf)  # SSE-KMS keys (none by default)
 
     def info(self) -> dict[str, Any]:
         return {"location": self.location, "min_part_size": self.min_part_size,
@@ -102,8 +103,14 @@ class S3Api(Middleware):
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         if not self.is_s3(request):
-            return await self.app(request)
+            resp = await self.app(request)
+            if encryption.SSE in resp.headers and request.method in ("GET", "HEAD"):
+                return await encryption.swift_read(self.kms, request, resp, self.app)
+            return resp
         return await self.serve(request)
+
+    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+        return encryption.SSE not in resp.headers  # S3 encrypted it: __call__ decrypts
 
     async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
         auth = request.headers.get("Authorization")

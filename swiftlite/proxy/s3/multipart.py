@@ -27,7 +27,7 @@ from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import access, acl, checksum, completion, xml
+from swiftlite.proxy.s3 import access, acl, checksum, completion, encryption, xml
 from swiftlite.proxy.s3.access import OBJECT_ACL
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
@@ -135,6 +135,7 @@ async def create(s3: S3Request) -> web.StreamResponse:
     check_key(key)
     await judge(s3, write=True)
     headers = object_headers(s3)
+    sse = await encryption.for_write(s3, s3.bucket or "", headers, multipart=True)
     headers.update(await acl.upload_headers(s3))  # the object's ACL, who initiated
     choice = checksum.upload_choice(s3.request.headers)
     if choice:
@@ -151,7 +152,10 @@ async def create(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Bucket", s3.bucket)
     xml.sub(root, "Key", key)
     xml.sub(root, "UploadId", upload_id)
-    return xml_response(root, headers=checksum.create_headers(choice))
+    out = xml_response(root, headers=checksum.create_headers(choice))
+    if sse is not None:
+        out.headers.update(sse.answer_headers())
+    return out
 
 
 def _part_number(s3: S3Request) -> int:
@@ -169,18 +173,25 @@ async def upload_part(s3: S3Request) -> web.StreamResponse:
     number = _part_number(s3)
     await judge(s3, write=True)
     marker = await _marker(s3, upload_id)
+    sse = encryption.for_part(s3, marker.headers)
     hidden = uploads_container(s3.bucket or "")
     name = part_name(s3.key or "", upload_id, number)
     if "X-Amz-Copy-Source" in s3.request.headers:
-        return await _copy_part(s3, hidden, name)
-    choice = checksum.parse_choice(marker.headers.get(checksum.UPLOAD_SYSMETA))
-    resp = await store(s3, hidden, name, object_headers(s3), reserved=True,
-                       compute=choice[0] if choice else None)
-    return web.Response(status=200, headers={
-        "ETag": '"' + resp.headers.get("ETag", "").strip('"') + '"', **checksum.echo(s3)})
+        out = await _copy_part(s3, hidden, name, sse, number)
+    else:
+        choice = checksum.parse_choice(marker.headers.get(checksum.UPLOAD_SYSMETA))
+        resp = await store(s3, hidden, name, object_headers(s3), reserved=True, sse=sse,
+                           part=number, compute=choice[0] if choice else None)
+        out = web.Response(status=200, headers={
+            "ETag": '"' + resp.headers.get("ETag", "").strip('"') + '"',
+            **checksum.echo(s3)})
+    if sse is not None:
+        out.headers.update(sse.answer_headers())
+    return out
 
 
-async def _copy_part(s3: S3Request, hidden: str, name: str) -> web.StreamResponse:
+async def _copy_part(s3: S3Request, hidden: str, name: str, sse: encryption.Sse | None,
+                     number: int) -> web.StreamResponse:
     src_bucket, src_key = copy_source(s3)
     src_account = await access.authorize_source(s3, src_bucket, src_key)
     head = await check_source(s3, src_bucket, src_key, src_account)
@@ -203,8 +214,13 @@ async def _copy_part(s3: S3Request, hidden: str, name: str) -> web.StreamRespons
                           "zero-based offsets of the first and last bytes to copy",
                           ArgumentName="x-amz-copy-source-range", ArgumentValue=rng)
         headers["Range"] = rng
-    resp = await s3.swift("PUT", hidden, name, headers, reserved=True,
-                          query=copy_version(s3))
+    if sse is not None or encryption.encrypted(head.headers) or \
+            encryption.customer_key(s3.request.headers, encryption.COPY_PREFIX):
+        resp = await encryption.copy_part(s3, src_bucket, src_key, head, hidden, name,
+                                          headers.get("Range"), sse, number, src_account)
+    else:
+        resp = await s3.swift("PUT", hidden, name, headers, reserved=True,
+                              query=copy_version(s3))
     if resp.status // 100 != 2:
         raise await error_of(resp, src_bucket, src_key)
     root = xml.root("CopyPartResult")
@@ -227,6 +243,7 @@ async def complete(s3: S3Request) -> web.StreamResponse:
         if done is None:
             raise exc from None
         return done
+    sse = encryption.for_part(s3, marker.headers)
     doc = parse_xml(await small_body(s3, header_sums=False))
     if doc.tag != "CompleteMultipartUpload":
         raise malformed_xml()
@@ -282,6 +299,7 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     old_segments = await completion.replaced_segments(s3, key)
     headers[S3_ETAG] = s3_etag
     headers[S3_PARTS] = str(len(wanted))
+    headers.update(encryption.upload_sysmeta(marker.headers))
     headers[OVERRIDE_ETAG] = f"s3_etag={s3_etag}"
     body = json.dumps(manifest).encode()
     headers["Content-Length"] = str(len(body))
@@ -304,8 +322,11 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "ETag", f'"{s3_etag}"')
     checksum.xml_members(root, object_sum)
     vid = resp.headers.get("X-Object-Version-Id")
-    return xml_response(root, headers={"x-amz-version-id": vid}
-                        if vid and vid != "null" else None)
+    out = xml_response(root, headers={"x-amz-version-id": vid}
+                       if vid and vid != "null" else None)
+    if sse is not None:
+        out.headers.update(sse.answer_headers())
+    return out
 
 
 @route("object", "DELETE", "uploadId")

@@ -15,7 +15,17 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import answer_body, close_answer
-from swiftlite.proxy.s3 import access, acl, checksum, completion, parts, payload, versioned, xml
+from swiftlite.proxy.s3 import (
+    access,
+    acl,
+    checksum,
+    completion,
+    encryption,
+    parts,
+    payload,
+    versioned,
+    xml,
+)
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -65,8 +75,7 @@ def object_headers(s3: S3Request) -> CIMultiDict[str]:
             out["X-Object-Meta-" + k[len(AMZ_META):]] = v
         elif lk in PASSED:
             out[k] = v
-        elif lk.startswith("x-amz-server-side-encryption") or lk == "x-amz-website-redirect-"\
-                "location":
+        elif lk == "x-amz-website-redirect-location":
             raise not_implemented(f"{k} is not supported.")
     enc = out.get("Content-Encoding")
     if enc is not None:  # aws-chunked framing is ours to undo, not the object's
@@ -125,11 +134,14 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
     key = s3.key or ""
     check_key(key)
     headers = object_headers(s3)
+    sse = await encryption.for_write(s3, s3.bucket or "", headers)
     headers.update(await acl.object_create_headers(s3))
     await write_conditions(s3, key, headers)
-    resp = await store(s3, s3.bucket or "", key, headers)
+    resp = await store(s3, s3.bucket or "", key, headers, sse=sse)
     out = web.Response(status=200, headers={"ETag": '"' + resp.headers.get("ETag", "")
                                             .strip('"') + '"'})
+    if sse is not None:
+        out.headers.update(sse.answer_headers())
     if "X-Object-Version-Id" in resp.headers:
         out.headers["x-amz-version-id"] = resp.headers["X-Object-Version-Id"]
     out.headers.update(checksum.echo(s3))
@@ -157,9 +169,11 @@ async def write_conditions(s3: S3Request, key: str, headers: CIMultiDict[str]) -
 
 
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
-                reserved: bool = False, compute: str | None = None) -> web.StreamResponse:
-    """PUT the request's body as `bucket/key`; the Swift answer (2xx), else raise. Its
-    additional checksums (and `compute`'s) are kept with it (checksum.py)."""
+                reserved: bool = False, sse: encryption.Sse | None = None,
+                part: int | None = None, compute: str | None = None) -> web.StreamResponse:
+    """PUT the request's body as `bucket/key` (encrypted with `sse`, as part `part` of its
+    upload if given); the Swift answer (2xx), else raise. Its additional checksums (and
+    `compute`'s) are kept with it (checksum.py)."""
     mode = payload.payload_mode(s3.auth)
     length = payload.decoded_length(s3.request.headers, mode)
     if length is None:
@@ -171,7 +185,7 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
         raise S3Error("EntityTooLarge", 400, "Your proposed upload exceeds the maximum "
                       "allowed object size.", ProposedSize=length,
                       MaxSizeAllowed=s3.proxy.max_file_size)
-    if "Content-MD5" in s3.request.headers:
+    if "Content-MD5" in s3.request.headers and sse is None:
         raw = payload._b64(s3.request.headers["Content-MD5"], "Content-MD5")
         headers["ETag"] = raw.hex()
     found: dict[str, str] = s3.extra.setdefault("checksums", {})
@@ -179,6 +193,8 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     buffered = length <= SMALL or checksum.buffer_whole(s3.request.headers, length, compute)
     data = b"".join([c async for c in body]) if buffered else body
     checksum.keep(headers, s3.request.headers, found, compute)
+    if sse is not None:
+        data = encryption.encrypt_body(data, sse, part, headers, s3.request.headers)
     headers["Content-Length"] = str(length)
     resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved)
     if resp.status == 412 and "If-None-Match" in headers:
@@ -233,6 +249,7 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
             raise await versioned.not_found(s3, resp, req.method == "GET")
         raise await error_of(resp, s3.bucket, s3.key)
     extra = await parts.checksum_headers(s3, resp, part, vq)
+    resp = await encryption.on_read(s3, resp, query)
     s3_headers(resp)
     resp.headers.update(extra)
     resp.headers.update(overrides)
@@ -340,13 +357,17 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
     if directive not in ("COPY", "REPLACE"):
         raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive",
                                directive)
-    if (src_bucket, src_key) == (s3.bucket, s3.key) and directive == "COPY":
+    if (src_bucket, src_key) == (s3.bucket, s3.key) and directive == "COPY" and \
+            not encryption.requested(s3.request.headers, encryption.store_of(s3)):
         raise S3Error("InvalidRequest", 400, "This copy request is illegal because it is "
                       "trying to copy an object to itself without changing the object's "
                       "metadata, storage class, website redirect location or encryption "
                       "attributes.")
     src_account = await access.authorize_source(s3, src_bucket, src_key)
-    await check_source(s3, src_bucket, src_key, src_account)
+    head = await check_source(s3, src_bucket, src_key, src_account)
+    if await encryption.copy_needed(s3, head):
+        return await encryption.copy_object(s3, src_bucket, src_key, head, directive,
+                                            src_account)
     headers = object_headers(s3) if directive == "REPLACE" else CIMultiDict()
     if directive == "REPLACE":
         headers["X-Fresh-Metadata"] = "true"

@@ -7,6 +7,7 @@ from swiftlite.proxy.s3 import (  # noqa: F401
     attributes,
     bucket,
     cors,
+    encryption,
     listing,
     multipart,
     obj,

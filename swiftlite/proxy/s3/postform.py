@@ -51,7 +51,7 @@ from aiohttp.multipart import BodyPartReader
 from multidict import CIMultiDict
 
 from swiftlite.proxy.middleware.formpost import READ_CHUNK, field_value
-from swiftlite.proxy.s3 import access, acl, payload, xml
+from swiftlite.proxy.s3 import access, acl, encryption, payload, xml
 from swiftlite.proxy.s3.bucket import xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.errors import (
@@ -289,8 +289,7 @@ def object_headers(fields: dict[str, str]) -> CIMultiDict[str]:
             out["X-Object-Meta-" + name[len(AMZ_META):]] = value
         elif name in PASSED:
             out[name] = value
-        elif name.startswith("x-amz-server-side-encryption") or \
-                name == "x-amz-website-redirect-location":
+        elif name == "x-amz-website-redirect-location":
             raise not_implemented(f"{name} is not supported.")
     if "content-type" not in out:  # as S3: the file part's own type is not the object's
         out["Content-Type"] = "binary/octet-stream"
@@ -381,18 +380,23 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
             low, high = policy.length_range[0], min(high, policy.length_range[1])
     headers = object_headers(fields)
     headers.update(await acl.object_create_headers(as_headers(s3, fields)))
+    sse = await encryption.for_write(s3, bucket, headers, given=CIMultiDict(fields))
     checks, _ = payload.header_checks(
         CIMultiDict((k, v) for k, v in fields.items()
                     if k.startswith("x-amz-checksum-") and k != "x-amz-checksum-type"),
         False)
+    body = _checked(part, low, high, checks)
     resp = await s3.swift("PUT", bucket, key, headers,
-                          _checked(part, low, high, checks))
+                          body if sse is None else encryption.encrypt_body(body, sse))
     if resp.status // 100 != 2:
         if resp.status == 404:
             raise no_such_bucket(bucket)
         raise await error_of(resp, bucket, key)
     etag = '"' + resp.headers.get("ETag", "").strip('"') + '"'
-    return answer(s3, fields, bucket, key, etag)
+    out = answer(s3, fields, bucket, key, etag)
+    if sse is not None:
+        out.headers.update(sse.answer_headers())
+    return out
 
 
 def answer(s3: S3Request, fields: dict[str, str], bucket: str, key: str,
