@@ -13,7 +13,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from swiftlite.proxy.response import close_answer
-from swiftlite.proxy.s3 import checksum, parts, versioned, xml
+from swiftlite.proxy.s3 import checksum, encryption, parts, versioned, xml
 from swiftlite.proxy.s3.bucket import xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument
@@ -50,6 +50,7 @@ async def get_object_attributes(s3: S3Request) -> web.StreamResponse:
         raise await versioned.not_found(s3, head, True)
     if head.status // 100 != 2:
         raise await error_of(head, s3.bucket, s3.key)
+    encryption.check_key(s3, head.headers)  # an SSE-C object's facts need its key, as a GET
     h = head.headers
     out: dict[str, str] = {}
     if "Last-Modified" in h:
