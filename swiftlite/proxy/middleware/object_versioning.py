@@ -151,9 +151,9 @@ class ObjectVersioning(Middleware):
         """A read in a container that was ever versioned is this feature's (its objects
         are links to their versions, or null versions). Not a question of access: the
         answer may be the one kept until the container is next written (container_facts)."""
-        if request.get(ALLOW_RESERVED):
-            return request
         assert path.container is not None
+        if request.get(ALLOW_RESERVED) and path.container.startswith(RESERVED):
+            return request
         info = await self.proxy.container_facts(request, path.account, path.container)
         return None if _versions_of(info) else request
 

@@ -37,7 +37,8 @@ def xml_response(el, status: int = 200, headers: dict | None = None) -> web.Resp
                         content_type="application/xml")
 
 
-async def small_body(s3: S3Request, limit: int = xml.MAX_BODY) -> bytes:
+async def small_body(s3: S3Request, limit: int = xml.MAX_BODY,
+                     header_sums: bool = True) -> bytes:
     """A request body meant as a document (XML), its signature and checksums checked."""
     mode = payload.payload_mode(s3.auth)
     length = payload.decoded_length(s3.request.headers, mode)
@@ -49,7 +50,7 @@ async def small_body(s3: S3Request, limit: int = xml.MAX_BODY) -> bytes:
     if length > limit:
         raise S3Error("MaxMessageLengthExceeded", 400, "Your request was too big.")
     return b"".join([c async for c in payload.body(s3.request, s3.auth, s3.signing_key,
-                                                     length)])
+                                                     length, header_sums=header_sums)])
 
 
 def parse_xml(body: bytes):

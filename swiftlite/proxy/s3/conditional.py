@@ -233,14 +233,3 @@ async def check_delete(s3: S3Request, key: str, vid: str | None,
     if when is None or cond.hold(None, when, 0):
         return NOTHING
     return precondition_failed("If-Match")
-
-
-def marker_headers(resp: web.StreamResponse, vid: str | None) -> dict[str, str]:
-    """A DeleteObject's answer headers: the version deleted, or the delete marker that the
-    delete of a versioned key wrote."""
-    if vid:
-        return {"x-amz-version-id": vid}
-    marker = resp.headers.get("X-Object-Version-Id")
-    if marker and marker != "null":
-        return {"x-amz-delete-marker": "true", "x-amz-version-id": marker}
-    return {}

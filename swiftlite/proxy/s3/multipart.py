@@ -27,7 +27,16 @@ from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, sub_request
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import access, acl, conditional, encryption, object_state, xml
+from swiftlite.proxy.s3 import (
+    access,
+    acl,
+    checksum,
+    completion,
+    conditional,
+    encryption,
+    object_state,
+    xml,
+)
 from swiftlite.proxy.s3.access import OBJECT_ACL
 from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
@@ -44,6 +53,7 @@ from swiftlite.proxy.s3.obj import (
     check_key,
     check_source,
     copy_source,
+    copy_version,
     object_headers,
     store,
 )
@@ -137,6 +147,9 @@ async def create(s3: S3Request) -> web.StreamResponse:
     sse = await encryption.for_write(s3, s3.bucket or "", headers, multipart=True)
     headers.update(await acl.upload_headers(s3))  # the object's ACL, who initiated
     await object_state.on_write(s3, headers, final=False)
+    choice = checksum.upload_choice(s3.request.headers)
+    if choice:
+        headers[checksum.UPLOAD_SYSMETA] = choice
     upload_id = secrets.token_hex(16)
     hidden = uploads_container(s3.bucket or "")
     resp = await s3.swift("PUT", hidden, reserved=True)
@@ -149,7 +162,7 @@ async def create(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Bucket", s3.bucket)
     xml.sub(root, "Key", key)
     xml.sub(root, "UploadId", upload_id)
-    out = xml_response(root)
+    out = xml_response(root, headers=checksum.create_headers(choice))
     if sse is not None:
         out.headers.update(sse.answer_headers())
     return out
@@ -176,10 +189,12 @@ async def upload_part(s3: S3Request) -> web.StreamResponse:
     if "X-Amz-Copy-Source" in s3.request.headers:
         out = await _copy_part(s3, hidden, name, sse, number)
     else:
+        choice = checksum.parse_choice(marker.headers.get(checksum.UPLOAD_SYSMETA))
         resp = await store(s3, hidden, name, object_headers(s3), reserved=True, sse=sse,
-                           part=number)
+                           part=number, compute=choice[0] if choice else None)
         out = web.Response(status=200, headers={
-            "ETag": '"' + resp.headers.get("ETag", "").strip('"') + '"'})
+            "ETag": '"' + resp.headers.get("ETag", "").strip('"') + '"',
+            **checksum.echo(s3)})
     if sse is not None:
         out.headers.update(sse.answer_headers())
     return out
@@ -198,8 +213,12 @@ async def _copy_part(s3: S3Request, hidden: str, name: str, sse: encryption.Sse 
     if rng is not None:
         size = int(head.headers.get("Content-Length", "0"))
         first, _, last = rng.removeprefix("bytes=").partition("-")
+        if rng.startswith("bytes=") and first.isdigit() and last.isdigit() and \
+                int(first) <= int(last) and int(last) >= size:
+            raise S3Error("InvalidRange", 416, "The requested range is not satisfiable",
+                          RangeRequested=rng, ActualObjectSize=size)
         if not rng.startswith("bytes=") or not first.isdigit() or not last.isdigit() or \
-                int(first) > int(last) or int(last) >= size:
+                int(first) > int(last):
             raise S3Error("InvalidArgument", 400, "The x-amz-copy-source-range value must be "
                           "of the form bytes=first-last where first and last are the "
                           "zero-based offsets of the first and last bytes to copy",
@@ -210,7 +229,8 @@ async def _copy_part(s3: S3Request, hidden: str, name: str, sse: encryption.Sse 
         resp = await encryption.copy_part(s3, src_bucket, src_key, head, hidden, name,
                                           headers.get("Range"), sse, number, src_account)
     else:
-        resp = await s3.swift("PUT", hidden, name, headers, reserved=True)
+        resp = await s3.swift("PUT", hidden, name, headers, reserved=True,
+                              query=copy_version(s3))
     if resp.status // 100 != 2:
         raise await error_of(resp, src_bucket, src_key)
     root = xml.root("CopyPartResult")
@@ -225,17 +245,30 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     upload_id = _upload_id(s3)
     key = s3.key or ""
     await judge(s3, write=True)
-    marker = await _marker(s3, upload_id)
+    try:
+        marker = await _marker(s3, upload_id)
+    except S3Error as exc:
+        # Completed already: the same answer again (a client's retry).
+        done = await completion.completed(s3, upload_id)
+        if done is None:
+            raise exc from None
+        return done
     sse = encryption.for_part(s3, marker.headers)
-    doc = parse_xml(await small_body(s3))
+    doc = parse_xml(await small_body(s3, header_sums=False))
     if doc.tag != "CompleteMultipartUpload":
         raise malformed_xml()
     wanted: list[tuple[int, str]] = []
+    choice = checksum.parse_choice(marker.headers.get(checksum.UPLOAD_SYSMETA))
+    given: list[str | None] = []
     for el in doc.findall("Part"):
         number, etag = xml.text(el, "PartNumber"), xml.text(el, "ETag")
         if not number or not number.strip().isdigit() or etag is None:
             raise malformed_xml()
+        if wanted and wanted[-1][0] == int(number):  # a part sent twice: the last one
+            wanted.pop()
+            given.pop()
         wanted.append((int(number), etag.strip().strip('"').lower()))
+        given.append(xml.text(el, checksum.member(choice[0])) if choice else None)
     if not wanted:
         raise malformed_xml()
     if any(a[0] >= b[0] for a, b in zip(wanted, wanted[1:], strict=False)):
@@ -265,6 +298,16 @@ async def complete(s3: S3Request) -> web.StreamResponse:
                if k.lower() in KEPT or k.lower().startswith("x-object-meta-") or
                k.lower() == OBJECT_ACL.lower()}
     await object_state.on_complete(s3, marker, headers)
+    object_sum = None
+    if choice:
+        names = [m["path"][len(hidden) + 2:] for m in manifest]
+        value = checksum.complete(choice, s3.request.headers, given,
+                                  await checksum.stored_of(s3, hidden, names),
+                                  [m["size_bytes"] for m in manifest])
+        object_sum = (choice[0], choice[1], value)
+        headers[checksum.SYSMETA] = checksum.stored_value(choice[0], value, choice[1])
+    headers[completion.UPLOAD_ID] = upload_id
+    old_segments = await completion.replaced_segments(s3, key)
     headers[S3_ETAG] = s3_etag
     headers[S3_PARTS] = str(len(wanted))
     headers.update(encryption.upload_sysmeta(marker.headers))
@@ -278,6 +321,7 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     if resp.status // 100 != 2:
         raise cond.refused(resp) or await error_of(resp, s3.bucket, key)
     await answer_body(resp)
+    await completion.drop(s3, old_segments, {m["path"] for m in manifest})
     # Parts uploaded but not chosen go; the marker last (the upload is then over).
     chosen = {f"{n:05d}" for n, _ in wanted}
     for suffix, row in stored.items():
@@ -289,8 +333,10 @@ async def complete(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Bucket", s3.bucket)
     xml.sub(root, "Key", key)
     xml.sub(root, "ETag", f'"{s3_etag}"')
+    checksum.xml_members(root, object_sum)
     vid = resp.headers.get("X-Object-Version-Id")
-    out = xml_response(root, headers={"x-amz-version-id": vid} if vid else None)
+    out = xml_response(root, headers={"x-amz-version-id": vid}
+                       if vid and vid != "null" else None)
     if sse is not None:
         out.headers.update(sse.answer_headers())
     return out
@@ -351,12 +397,20 @@ async def list_parts(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "NextPartNumberMarker", numbers[-1] if numbers else 0)
     xml.sub(root, "MaxParts", max_parts)
     xml.sub(root, "IsTruncated", "true" if truncated else "false")
-    for number, row in zip(numbers, rows, strict=True):
+    choice = checksum.parse_choice(marker.headers.get(checksum.UPLOAD_SYSMETA))
+    sums = await checksum.stored_of(s3, uploads_container(s3.bucket or ""),
+                                    [r["name"] for r in rows]) if choice else [None] * len(rows)
+    if choice:
+        xml.sub(root, "ChecksumAlgorithm", choice[0].upper())
+        xml.sub(root, "ChecksumType", choice[1])
+    for number, row, sum_ in zip(numbers, rows, sums, strict=True):
         p = xml.sub(root, "Part")
         xml.sub(p, "PartNumber", number)
         xml.sub(p, "LastModified", iso_ms(row["last_modified"]))
         xml.sub(p, "ETag", f'"{row["hash"]}"')
         xml.sub(p, "Size", row["bytes"])
+        if sum_ is not None:
+            xml.sub(p, checksum.member(sum_[0]), sum_[2])
     return xml_response(root)
 
 

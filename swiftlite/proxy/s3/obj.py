@@ -18,11 +18,15 @@ from swiftlite.proxy.response import answer_body, close_answer
 from swiftlite.proxy.s3 import (
     access,
     acl,
+    checksum,
+    completion,
     conditional,
     encryption,
     lock,
     object_state,
+    parts,
     payload,
+    versioned,
     xml,
 )
 from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
@@ -80,7 +84,7 @@ def object_headers(s3: S3Request) -> CIMultiDict[str]:
             raise not_implemented(f"{k} is not supported.")
     enc = out.get("Content-Encoding")
     if enc is not None:  # aws-chunked framing is ours to undo, not the object's
-        kept = ",".join(e for e in (p.strip() for p in enc.split(","))
+        kept = ", ".join(e for e in (p.strip() for p in enc.split(","))
                         if e and e.lower() != "aws-chunked")
         if kept:
             out["Content-Encoding"] = kept
@@ -118,6 +122,12 @@ def s3_headers(resp: web.StreamResponse) -> None:
         h["x-amz-version-id"] = vid[0]
 
 
+async def _versions_enabled(s3: S3Request) -> bool:
+    head = await s3.swift("HEAD", s3.bucket)
+    close_answer(head)
+    return head.headers.get("X-Versions-Enabled", "").lower() == "true"
+
+
 async def _bucket_missing(s3: S3Request) -> bool:
     head = await s3.swift("HEAD", s3.bucket)
     return head.status == 404
@@ -142,21 +152,21 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
         out.headers.update(sse.answer_headers())
     if "X-Object-Version-Id" in resp.headers:
         out.headers["x-amz-version-id"] = resp.headers["X-Object-Version-Id"]
-    for k, v in s3.request.headers.items():
-        if k.lower().startswith("x-amz-checksum-") and k.lower() != "x-amz-checksum-type":
-            out.headers[k] = v
+    out.headers.update(checksum.echo(s3))
     return out
 
 
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
                 reserved: bool = False, sse: encryption.Sse | None = None,
-                part: int | None = None,
+                part: int | None = None, compute: str | None = None,
                 cond: conditional.WriteConditions | None = None) -> web.StreamResponse:
     """PUT the request's body as `bucket/key` (encrypted with `sse`, as part `part` of its
     upload if given, under the write conditions `cond`); the Swift answer (2xx), else
-    raise."""
+    raise. Its additional checksums (and `compute`'s) are kept with it (checksum.py)."""
     mode = payload.payload_mode(s3.auth)
     length = payload.decoded_length(s3.request.headers, mode)
+    if length is None:
+        length = await payload.small_chunked(s3.request, SMALL)
     if length is None:
         raise S3Error("MissingContentLength", 411,
                       "You must provide the Content-Length HTTP header.")
@@ -167,8 +177,11 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     if "Content-MD5" in s3.request.headers and sse is None:
         raw = payload._b64(s3.request.headers["Content-MD5"], "Content-MD5")
         headers["ETag"] = raw.hex()
-    body = payload.body(s3.request, s3.auth, s3.signing_key, length)
-    data = b"".join([c async for c in body]) if length <= SMALL else body
+    found: dict[str, str] = s3.extra.setdefault("checksums", {})
+    body = payload.body(s3.request, s3.auth, s3.signing_key, length, found, compute)
+    buffered = length <= SMALL or checksum.buffer_whole(s3.request.headers, length, compute)
+    data = b"".join([c async for c in body]) if buffered else body
+    checksum.keep(headers, s3.request.headers, found, compute)
     if sse is not None:
         data = encryption.encrypt_body(data, sse, part, headers, s3.request.headers)
     headers["Content-Length"] = str(length)
@@ -221,12 +234,15 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
                 out.headers[k] = resp.headers[k]
         s3_headers(out)
         return out
+    parts.check_part(resp, part)
     if status // 100 != 2:
-        if status == 404 and req.method == "GET" and await _bucket_missing(s3):
-            raise no_such_bucket(s3.bucket or "")
+        if status == 404:
+            raise await versioned.not_found(s3, resp, req.method == "GET")
         raise await error_of(resp, s3.bucket, s3.key)
+    extra = await parts.checksum_headers(s3, resp, part, vq)
     resp = await encryption.on_read(s3, resp, query)
     s3_headers(resp)
+    resp.headers.update(extra)
     resp.headers.update(overrides)
     resp.headers.setdefault("Accept-Ranges", "bytes")
     return resp
@@ -237,13 +253,39 @@ async def delete_one(s3: S3Request, key: str, vid: str | None = None) -> web.Str
     with it."""
     vq = version_query(vid)
     head = await s3.swift("HEAD", s3.bucket, key, query=vq)
+    close_answer(head)
+    ver = head.headers.get("X-Object-Version-Id")
     if head.status // 100 == 2 and S3_ETAG in head.headers and not vid and \
-            "X-Object-Version-Id" not in head.headers:  # versioned: a delete marker
+            (ver is None or (ver == "null" and not await _versions_enabled(s3))):
+        # A version's parts stay with the version (a delete marker hides it).
         resp = await s3.swift("DELETE", s3.bucket, key, query="multipart-manifest=delete",
                               reserved=True)
         await answer_body(resp)
         return resp
-    return await s3.swift("DELETE", s3.bucket, key, query=vq, headers=lock.delete_headers(s3))
+    current = False
+    if vid and vid != "null" and head.status // 100 == 2:
+        now = await s3.swift("HEAD", s3.bucket, key)
+        close_answer(now)
+        current = now.headers.get("X-Object-Version-Id") == vid
+    segments: list[str] = []
+    if vid and vid != "null" and head.status // 100 == 2 and S3_ETAG in head.headers:
+        # A multipart version deleted for good takes its parts (no other version has them).
+        segments = [str(i["name"]) for i in await parts.manifest(s3, vq, key) or ()
+                    if "name" in i]
+    resp = await s3.swift("DELETE", s3.bucket, key, query=vq,
+                          headers=lock.delete_headers(s3))
+    if segments and resp.status // 100 == 2:
+        await completion.drop(s3, segments, set())
+    if vid and resp.status in (409, 412):
+        # A concurrent delete of the same version got there first (a newer tombstone, or
+        # the link already gone): the version is deleted, as this request wanted.
+        close_answer(resp)
+        resp = web.Response(status=204)
+    if vid and versioned.is_marker(head):
+        resp.headers[versioned.MARKER] = "true"
+    if current and resp.status // 100 == 2:
+        await versioned.promote(s3, key)
+    return resp
 
 
 @route("object", "DELETE")
@@ -260,7 +302,7 @@ async def delete_object(s3: S3Request) -> web.StreamResponse:
         raise no_such_bucket(s3.bucket or "")
     if resp.status // 100 != 2 and resp.status != 404:
         raise await error_of(resp, s3.bucket, s3.key)
-    return web.Response(status=204, headers=conditional.marker_headers(resp, vid))
+    return web.Response(status=204, headers=versioned.delete_headers(resp, vid))
 
 
 def copy_source(s3: S3Request) -> tuple[str, str]:
@@ -268,8 +310,6 @@ def copy_source(s3: S3Request) -> tuple[str, str]:
     value, _, extra = value.partition("?")
     if extra and not extra.startswith("versionId="):
         raise invalid_argument("Invalid copy source", "x-amz-copy-source", value)
-    if extra and extra not in ("versionId=null", "versionId="):
-        raise not_implemented("Copying a version is not supported.")
     ref = unquote(value)
     if ref.startswith("/"):
         ref = ref[1:]
@@ -278,6 +318,12 @@ def copy_source(s3: S3Request) -> tuple[str, str]:
         raise invalid_argument("Copy Source must mention the source bucket and key: "
                                "sourcebucket/sourcekey", "x-amz-copy-source", value)
     return bucket, key
+
+
+def copy_version(s3: S3Request) -> str:
+    """The Swift query naming the copy source's version (`versionId=` in the header)."""
+    _, _, extra = s3.request.headers["X-Amz-Copy-Source"].partition("?")
+    return version_query(unquote(extra[len("versionId="):])) if extra else ""
 
 
 def source_conditions(s3: S3Request) -> CIMultiDict[str]:
@@ -293,7 +339,7 @@ async def check_source(s3: S3Request, bucket: str, key: str,
                        account: str | None = None) -> web.StreamResponse:
     """HEAD the copy's source with its conditions: any failed one is S3's 412."""
     conditions = source_conditions(s3)
-    head = await s3.swift("HEAD", bucket, key, conditions,
+    head = await s3.swift("HEAD", bucket, key, conditions, query=copy_version(s3),
                           backend=ETAG_IS_AT if conditions else None, account=account)
     if head.status in (304, 412):
         raise from_swift(412)
@@ -335,7 +381,7 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
     if src_account != s3.account:
         headers["X-Copy-From-Account"] = src_account
     headers["Content-Length"] = "0"
-    resp = await s3.swift("PUT", s3.bucket, s3.key, headers)
+    resp = await s3.swift("PUT", s3.bucket, s3.key, headers, query=copy_version(s3))
     if resp.status // 100 != 2:
         if resp.status == 404 and await _bucket_missing(s3):
             raise no_such_bucket(s3.bucket or "")
@@ -395,7 +441,7 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
                 return None
             resp = await delete_one(s3, key, vid)
             if resp.status // 100 == 2 or resp.status == 404:
-                marks[key, vid] = conditional.marker_headers(resp, vid)
+                marks[key, vid] = versioned.delete_headers(resp, vid)
                 return None
             return await error_of(resp, s3.bucket, key)
     results = await asyncio.gather(*(one(k, v) for k, v in zip(keys, vids, strict=True)))
@@ -408,7 +454,7 @@ async def delete_objects(s3: S3Request) -> web.StreamResponse:
                 if vid:
                     xml.sub(d, "VersionId", vid)
                 mark = marks.get((key, vid), {})
-                if mark.get("x-amz-delete-marker"):
+                if mark.get(versioned.MARKER):
                     xml.sub(d, "DeleteMarker", "true")
                     if not vid:
                         xml.sub(d, "DeleteMarkerVersionId", mark["x-amz-version-id"])

@@ -4,6 +4,7 @@ A new resource module (acl, policy, lock, ...) adds its line here."""
 
 from swiftlite.proxy.s3 import (  # noqa: F401
     acl,
+    attributes,
     bucket,
     cors,
     encryption,
@@ -16,6 +17,7 @@ from swiftlite.proxy.s3 import (  # noqa: F401
     policy,
     postform,
     tagging,
+    torrent,
     usage,
     versions,
 )

@@ -8,6 +8,9 @@
 - `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: `<hex size>\\r\\n<data>\\r\\n` ... `0\\r\\n`, then
   trailer lines (`x-amz-checksum-crc32:<b64>`) and an empty line; the trailer checksum is
   checked.
+- `STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER`: signed chunks as the first, the last one
+  (`0;chunk-signature=<sig>\\r\\n`) followed by trailer lines and `x-amz-trailer-signature:
+  <sig>`, which chains from the last chunk's signature over the trailer lines.
 
 Every check is made before the last data goes down: the iterator holds each piece back until
 the next is verified, so a body that fails a check raises (S3Error) with its end unsent, and the
@@ -20,10 +23,10 @@ import base64
 import binascii
 import hashlib
 import hmac
-import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from swiftlite.proxy.s3 import checksum
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument
 from swiftlite.proxy.s3.sigv4 import (
     STREAMING,
@@ -36,27 +39,6 @@ from swiftlite.proxy.s3.sigv4 import (
 
 READ = 64 * 1024
 MAX_CHUNK = 16 * 1024 * 1024
-
-
-class _Crc32:
-    def __init__(self) -> None:
-        self.value = 0
-
-    def update(self, data: bytes) -> None:
-        self.value = zlib.crc32(data, self.value)
-
-    def digest(self) -> bytes:
-        return self.value.to_bytes(4, "big")
-
-
-def _hasher(algorithm: str) -> Any:
-    """A hasher for `x-amz-checksum-<algorithm>`; None for those not checked here (crc32c,
-    crc64nvme need tables Python lacks: their values are taken on trust)."""
-    if algorithm == "crc32":
-        return _Crc32()
-    if algorithm in ("sha1", "sha256"):
-        return hashlib.new(algorithm)
-    return None
 
 
 def incomplete() -> S3Error:
@@ -96,8 +78,10 @@ def _b64(value: str, what: str) -> bytes:
         raise invalid_argument(f"The {what} you specified is not valid.") from None
 
 
-def header_checks(headers, trailer: bool) -> tuple[Checks, dict[str, Any]]:
-    """The checks the request's headers ask for; trailer hashers by header name."""
+def header_checks(headers, trailer: bool, compute: str | None = None,
+                  header_sums: bool = True) -> tuple[Checks, dict[str, Any]]:
+    """The checks the request's headers ask for; trailer hashers by header name. `compute`
+    names an algorithm whose checksum is wanted even if the client sent none."""
     checks = Checks()
     md5 = headers.get("Content-MD5")
     if md5 is not None:
@@ -109,17 +93,17 @@ def header_checks(headers, trailer: bool) -> tuple[Checks, dict[str, Any]]:
     names = [n.strip().lower() for n in headers.get("X-Amz-Trailer", "").split(",")
              if n.strip()] if trailer else []
     for name in names:
-        if not name.startswith("x-amz-checksum-"):
+        h = checksum.hasher(name[len(checksum.PREFIX):]) \
+            if name.startswith(checksum.PREFIX) else None
+        if h is None:
             raise invalid_argument("Unsupported trailer", "x-amz-trailer", name)
-        h = _hasher(name[len("x-amz-checksum-"):])
-        if h is not None:
-            trailing[name] = h
-    for k, v in headers.items():
-        lk = k.lower()
-        if lk.startswith("x-amz-checksum-") and lk != "x-amz-checksum-type":
-            h = _hasher(lk[len("x-amz-checksum-"):])
-            if h is not None:
-                checks.add(h, _b64(v, lk), lk)
+        trailing[name] = h
+    for algorithm, value in checksum.requested(headers) if header_sums else ():
+        name = checksum.PREFIX + algorithm
+        checks.add(checksum.hasher(algorithm), checksum.decode(name, value), name)
+    if compute is not None and not any(n == checksum.PREFIX + compute
+                                       for n in (*trailing, *(w for _, _, w in checks.items))):
+        checks.add(checksum.hasher(compute), None, checksum.PREFIX + compute)
     return checks, trailing
 
 
@@ -140,8 +124,26 @@ async def _exactly(stream, n: int) -> bytes:
         raise incomplete() from None
 
 
+CHUNKED = (STREAMING, STREAMING_UNSIGNED_TRAILER, STREAMING_SIGNED_TRAILER)
+TRAILER_SIGNATURE = "x-amz-trailer-signature"
+
+
+def _check_trailer_signature(auth: V4, key: bytes | None, previous: str,
+                             lines: list[tuple[str, str]]) -> None:
+    """STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER: the trailer's own signature, chained
+    from the last chunk's, over its headers as `name:value\n` each (its signature line
+    aside)."""
+    given = [v for n, v in lines if n == TRAILER_SIGNATURE]
+    text = "".join(f"{n}:{v}\n" for n, v in lines if n != TRAILER_SIGNATURE)
+    sts = "\n".join(("AWS4-HMAC-SHA256-TRAILER", auth.amz_date, auth.scope, previous,
+                     hashlib.sha256(text.encode("latin-1")).hexdigest()))
+    want = hmac.new(key or b"", sts.encode(), hashlib.sha256).hexdigest()
+    if len(given) != 1 or not hmac.compare_digest(want.encode(), given[0].encode()):
+        raise signature_mismatch(auth.access_key)
+
+
 def decoded_length(headers, mode: str) -> int | None:
-    if mode in (STREAMING, STREAMING_UNSIGNED_TRAILER):
+    if mode in CHUNKED:
         value = headers.get("X-Amz-Decoded-Content-Length", "")
         if not value.isdigit():
             raise S3Error("MissingContentLength", 411, "You must provide the "
@@ -155,20 +157,26 @@ def payload_mode(auth: Any) -> str:
     """How the body is framed and signed: a V4 mode, or UNSIGNED (V2, presigned)."""
     if isinstance(auth, V4):
         mode = auth.payload_hash
-        if mode == STREAMING_SIGNED_TRAILER or (mode.startswith("STREAMING-") and
-                                                 mode not in (STREAMING,
-                                                              STREAMING_UNSIGNED_TRAILER)):
+        if mode.startswith("STREAMING-") and mode not in CHUNKED:
             raise S3Error("NotImplemented", 501, f"{mode} is not supported")
         return mode
     return UNSIGNED
 
 
-async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncIterator[bytes]:
-    """The request's decoded body, checked (see the module's docstring)."""
+async def body(request, auth: Any, key: bytes | None, length: int,
+               found: dict[str, str] | None = None, compute: str | None = None,
+               header_sums: bool = True) -> AsyncIterator[bytes]:
+    """The request's decoded body, checked (see the module's docstring). `found` receives
+    the additional checksums verified or computed (`x-amz-checksum-<algorithm>` -> base64),
+    once the whole body has passed; `compute` names one to compute if the client sent none.
+    `header_sums=False`: the x-amz-checksum-* headers are about something else (the object
+    that CompleteMultipartUpload makes), not this body."""
     mode = payload_mode(auth)
-    stream = request.content
-    checks, trailing = header_checks(request.headers, mode == STREAMING_UNSIGNED_TRAILER)
-    if mode not in (STREAMING, STREAMING_UNSIGNED_TRAILER, UNSIGNED):
+    stream = request.get(_HELD) or request.content
+    signed = mode in (STREAMING, STREAMING_SIGNED_TRAILER)
+    trailer = mode in (STREAMING_UNSIGNED_TRAILER, STREAMING_SIGNED_TRAILER)
+    checks, trailing = header_checks(request.headers, trailer, compute, header_sums)
+    if mode not in (*CHUNKED, UNSIGNED):
         try:
             want = bytes.fromhex(mode)
         except ValueError:
@@ -179,7 +187,7 @@ async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncItera
         checks.items.append((sha, want, "x-amz-content-sha256"))
     pending = b""
     total = 0
-    if mode in (STREAMING, STREAMING_UNSIGNED_TRAILER):
+    if mode in CHUNKED:
         previous = getattr(auth, "signature", "")
         while True:
             header = await _line(stream)
@@ -191,7 +199,7 @@ async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncItera
             if size > MAX_CHUNK or total + size > length:
                 raise incomplete()
             data = await _exactly(stream, size) if size else b""
-            if mode == STREAMING:
+            if signed:
                 if not ext.startswith(b"chunk-signature="):
                     raise incomplete()
                 given = ext[len(b"chunk-signature="):]
@@ -212,15 +220,23 @@ async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncItera
             pending = data
             if size == 0:
                 break
-        if mode == STREAMING_UNSIGNED_TRAILER:
+        if trailer:
+            lines: list[tuple[str, str]] = []
             while True:
                 line = await _line(stream)
                 if not line:
                     break
-                name, sep, value = line.decode("latin-1").partition(":")
-                h = trailing.pop(name.strip().lower(), None)
-                if h is not None and h.digest() != _b64(value, name):
-                    raise bad_digest(name.strip())
+                name, _, value = line.decode("latin-1").partition(":")
+                lines.append((name.strip().lower(), value.strip()))
+            if signed:
+                _check_trailer_signature(auth, key, previous, lines)
+            for lname, value in lines:
+                h = trailing.pop(lname, None)
+                if h is not None:
+                    if h.digest() != checksum.decode(lname, value):
+                        raise bad_digest(lname)
+                    if found is not None:
+                        found[lname] = checksum.b64(h.digest())
             if trailing:
                 raise S3Error("MalformedTrailerError", 400, "The request contained trailing "
                               "data that was not well-formed or did not conform to our "
@@ -241,5 +257,39 @@ async def body(request, auth: Any, key: bytes | None, length: int) -> AsyncItera
     if total != length:
         raise incomplete()
     checks.verify()
+    if found is not None:
+        for h, _, what in checks.items:
+            if what.startswith(checksum.PREFIX):
+                found[what] = checksum.b64(h.digest())
     if pending:
         yield pending
+
+
+class _Held:
+    """A body read ahead, served again to `body` as the stream it came from."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def read(self, n: int = -1) -> bytes:
+        out, self.data = (self.data, b"") if n < 0 else (self.data[:n], self.data[n:])
+        return out
+
+
+async def small_chunked(request, limit: int) -> int | None:
+    """The length of a `Transfer-Encoding: chunked` body (no Content-Length) of at most
+    `limit` bytes, read ahead and kept for `body`; None for any other body."""
+    if "chunked" not in request.headers.get("Transfer-Encoding", "").lower() or \
+            request.get(_HELD) is not None:
+        return None
+    data = b""
+    while len(data) <= limit:
+        piece = await request.content.read(limit + 1 - len(data))
+        if not piece:
+            request[_HELD] = _Held(data)
+            return len(data)
+        data += piece
+    return None
+
+
+_HELD = "swiftlite.s3.held_body"

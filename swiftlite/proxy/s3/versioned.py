@@ -1,0 +1,89 @@
+"""S3's versioning semantics where they differ from Swift's object versioning.
+
+- A GET/HEAD that finds no object says whether a delete marker hides it
+  (`x-amz-delete-marker: true|false`): in a bucket that was ever versioned, a key with
+  versions but no current object is one a delete marker (or a delete while suspended) hides.
+- Deleting the current version by id makes the newest remaining version current (S3), where
+  Swift's leaves the name without a current object: the newest remaining version, unless it
+  is a delete marker, is restored (Swift's `PUT ?version-id=`, an empty body).
+- A DELETE that writes a delete marker answers `x-amz-delete-marker: true` with the marker's
+  version id; deleting a delete marker by id answers `x-amz-delete-marker: true` too.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote, urlencode
+
+from aiohttp import web
+
+from swiftlite.proxy.response import answer_body, close_answer
+from swiftlite.proxy.s3.context import S3Request, error_of
+from swiftlite.proxy.s3.errors import S3Error, no_such_bucket
+
+DELETED = "application/x-deleted;swift_versions_deleted=1"
+MARKER = "x-amz-delete-marker"
+
+
+def is_marker(resp: web.StreamResponse) -> bool:
+    return resp.headers.get("Content-Type", "").startswith(DELETED)
+
+
+async def key_versions(s3: S3Request, key: str, limit: int = 20) -> list[dict]:
+    """The newest versions of exactly `key` (its rows come first in a listing by prefix)."""
+    query = urlencode({"versions": "", "format": "json", "prefix": key, "limit": str(limit)},
+                      quote_via=quote)
+    resp = await s3.swift("GET", s3.bucket, query=query)
+    if resp.status // 100 != 2:
+        close_answer(resp)
+        return []
+    try:
+        rows = json.loads(await answer_body(resp) or b"[]")
+    except ValueError:
+        return []
+    return [r for r in rows if r.get("name") == key]
+
+
+async def not_found(s3: S3Request, resp: web.StreamResponse, is_get: bool) -> S3Error:
+    """The S3 error for a GET/HEAD's 404, with `x-amz-delete-marker`."""
+    err = await error_of(resp, s3.bucket, s3.key)
+    head = await s3.swift("HEAD", s3.bucket)
+    close_answer(head)
+    if head.status == 404:
+        return no_such_bucket(s3.bucket or "") if is_get else err
+    marker = False
+    if "X-Versions-Enabled" in head.headers:
+        if s3.query.get("versionId"):
+            marker = is_marker(resp)
+        else:
+            marker = bool(await key_versions(s3, s3.key or "", 1))
+    err.headers[MARKER] = "true" if marker else "false"
+    return err
+
+
+async def promote(s3: S3Request, key: str) -> None:
+    """After the current version of `key` was deleted by id: its newest remaining version,
+    unless a delete marker, becomes current."""
+    for row in await key_versions(s3, key):
+        if row.get("content_type", "").startswith(DELETED):
+            return
+        vid = row.get("version_id")
+        if not vid or vid == "null":
+            return
+        resp = await s3.swift("PUT", s3.bucket, key, {"Content-Length": "0"}, b"",
+                              query="version-id=" + quote(vid, safe=""))
+        close_answer(resp)
+        return
+
+
+def delete_headers(resp: web.StreamResponse, vid: str | None) -> dict[str, str]:
+    """An S3 DELETE's version headers from the Swift answer (see delete_one)."""
+    out: dict[str, str] = {}
+    if vid:
+        out["x-amz-version-id"] = vid
+        if resp.headers.get(MARKER) == "true":
+            out[MARKER] = "true"
+    elif resp.headers.get("X-Object-Version-Id"):
+        out[MARKER] = "true"
+        out["x-amz-version-id"] = resp.headers["X-Object-Version-Id"]
+    return out
