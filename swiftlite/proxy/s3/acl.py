@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from swiftlite.proxy.response import close_answer
-from swiftlite.proxy.s3 import access, overrides, ownership, xml
+from swiftlite.proxy.s3 import access, documents, overrides, ownership, xml
 from swiftlite.proxy.s3.access import ALL_USERS, AUTH_USERS, BUCKET_ACL, OBJECT_ACL, Acl
 from swiftlite.proxy.s3.errors import S3Error, from_swift, invalid_argument, malformed_xml
 from swiftlite.proxy.s3.routes import route
@@ -289,8 +289,7 @@ async def put_bucket_acl(s3: Any) -> web.StreamResponse:
 
 async def requested_acl(s3: Any, owner: str, bucket_owner: str | None = None) -> Acl:
     """The ACL a Put*Acl asks for: by its headers or by its document (one of them)."""
-    from swiftlite.proxy.s3 import bucket as buckets
-    body = await buckets.small_body(s3)
+    body = await documents.small_body(s3)
     by_headers = from_headers(s3, owner, bucket_owner)
     if by_headers is not None:
         if body.strip():

@@ -9,10 +9,16 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from swiftlite.common.reserved import reserved_name
 from swiftlite.proxy.response import answer_body
-from swiftlite.proxy.s3 import access, acl, ownership, payload, usage, xml
+from swiftlite.proxy.s3 import access, acl, ownership, usage, xml
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
+from swiftlite.proxy.s3.documents import (
+    owner,
+    parse_xml,
+    small_body,
+    uploads_container,
+    xml_response,
+)
 from swiftlite.proxy.s3.errors import S3Error, access_denied, malformed_xml
 from swiftlite.proxy.s3.routes import route
 
@@ -25,47 +31,6 @@ _IP = re.compile(r"\d+\.\d+\.\d+\.\d+")
 def valid_new_name(name: str) -> bool:
     return bool(_NAME.fullmatch(name)) and ".." not in name and ".-" not in name and \
         "-." not in name and not _IP.fullmatch(name)
-
-
-def uploads_container(bucket: str) -> str:
-    """The hidden container where a bucket's multipart uploads keep their parts."""
-    return reserved_name("mpu", bucket)
-
-
-def xml_response(el, status: int = 200, headers: dict | None = None) -> web.Response:
-    return web.Response(status=status, body=xml.dump(el), headers=headers,
-                        content_type="application/xml")
-
-
-async def small_body(s3: S3Request, limit: int = xml.MAX_BODY,
-                     header_sums: bool = True) -> bytes:
-    """A request body meant as a document (XML), its signature and checksums checked."""
-    mode = payload.payload_mode(s3.auth)
-    length = payload.decoded_length(s3.request.headers, mode)
-    if length is None:
-        if s3.request.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            raise S3Error("MissingContentLength", 411,
-                          "You must provide the Content-Length HTTP header.")
-        length = 0
-    if length > limit:
-        raise S3Error("MaxMessageLengthExceeded", 400, "Your request was too big.")
-    return b"".join([c async for c in payload.body(s3.request, s3.auth, s3.signing_key,
-                                                     length, header_sums=header_sums)])
-
-
-def parse_xml(body: bytes):
-    try:
-        return xml.parse(body)
-    except xml.BadXml:
-        raise malformed_xml() from None
-
-
-def owner(parent, s3: S3Request, who: str | None = None) -> None:
-    el = xml.sub(parent, "Owner")
-    # A canonical id is `account:user`; the caller's unless told whose.
-    who = who or (s3.ident.user if s3.ident is not None else s3.account)
-    xml.sub(el, "ID", who)
-    xml.sub(el, "DisplayName", who)
 
 
 @route("service", "GET")

@@ -16,8 +16,8 @@ from aiohttp import web
 
 from swiftlite.proxy.response import answer_body, close_answer
 from swiftlite.proxy.s3 import checksum, parts, xml
-from swiftlite.proxy.s3.bucket import small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request
+from swiftlite.proxy.s3.documents import small_body, uploads_container, xml_response
 
 UPLOAD_ID = "X-Object-Sysmeta-S3-Upload-Id"
 S3_ETAG = "X-Object-Sysmeta-S3api-Etag"  # as obj.S3_ETAG

@@ -28,8 +28,8 @@ from aiohttp import web
 
 from swiftlite.proxy.middleware.cors import add_vary, csv_items
 from swiftlite.proxy.s3 import access, xml
-from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
+from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.errors import S3Error, malformed_xml
 from swiftlite.proxy.s3.routes import route
 

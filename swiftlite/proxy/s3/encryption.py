@@ -57,8 +57,8 @@ from swiftlite.common.reserved import split_reserved
 from swiftlite.common.sysmeta import S3_SSE
 from swiftlite.proxy.response import BodyResponse, after_first_chunk, answer_body, close_answer
 from swiftlite.proxy.s3 import xml
-from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of
+from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
 from swiftlite.proxy.s3.routes import route
 

@@ -33,8 +33,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.s3 import xml
-from swiftlite.proxy.s3.bucket import parse_xml, small_body
 from swiftlite.proxy.s3.context import S3Request, http_date
+from swiftlite.proxy.s3.documents import parse_xml, small_body
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
 from swiftlite.proxy.s3.routes import route
 

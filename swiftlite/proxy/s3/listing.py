@@ -17,8 +17,8 @@ from aiohttp import web
 
 from swiftlite.proxy.response import answer_body
 from swiftlite.proxy.s3 import xml
-from swiftlite.proxy.s3.bucket import owner, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
+from swiftlite.proxy.s3.documents import owner, xml_response
 from swiftlite.proxy.s3.errors import invalid_argument
 from swiftlite.proxy.s3.routes import route
 

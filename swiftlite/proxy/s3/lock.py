@@ -34,8 +34,8 @@ from swiftlite.common.sysmeta import (
     VERSIONS_LOCKED,
 )
 from swiftlite.proxy.s3 import xml
-from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
+from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.errors import (
     S3Error,
     access_denied,

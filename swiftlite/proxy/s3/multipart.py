@@ -38,8 +38,14 @@ from swiftlite.proxy.s3 import (
     xml,
 )
 from swiftlite.proxy.s3.access import OBJECT_ACL
-from swiftlite.proxy.s3.bucket import owner, parse_xml, small_body, uploads_container, xml_response
 from swiftlite.proxy.s3.context import S3Request, error_of, iso_ms
+from swiftlite.proxy.s3.documents import (
+    owner,
+    parse_xml,
+    small_body,
+    uploads_container,
+    xml_response,
+)
 from swiftlite.proxy.s3.errors import (
     S3Error,
     access_denied,

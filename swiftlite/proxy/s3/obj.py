@@ -29,8 +29,8 @@ from swiftlite.proxy.s3 import (
     versioned,
     xml,
 )
-from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
+from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.errors import (
     S3Error,
     from_swift,

@@ -20,8 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.proxy.s3 import bucket as buckets
-from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3 import documents, xml
 from swiftlite.proxy.s3.access import (
     ALL_USERS,
     AUTH_USERS,
@@ -95,12 +94,12 @@ async def get_ownership(s3: Any) -> web.StreamResponse:
                       "were not found", BucketName=s3.bucket)
     root = xml.root("OwnershipControls")
     xml.sub(xml.sub(root, "Rule"), "ObjectOwnership", mode)
-    return buckets.xml_response(root)
+    return documents.xml_response(root)
 
 
 @route("bucket", "PUT", "ownershipControls")
 async def put_ownership(s3: Any) -> web.StreamResponse:
-    doc = buckets.parse_xml(await buckets.small_body(s3))
+    doc = documents.parse_xml(await documents.small_body(s3))
     rules = doc.findall("Rule") if doc.tag == "OwnershipControls" else []
     if len(rules) != 1:
         raise malformed_xml()
@@ -136,12 +135,12 @@ async def get_public_block(s3: Any) -> web.StreamResponse:
     root = xml.root("PublicAccessBlockConfiguration")
     for name in FLAGS:
         xml.sub(root, name, "true" if flags.get(name) else "false")
-    return buckets.xml_response(root)
+    return documents.xml_response(root)
 
 
 @route("bucket", "PUT", "publicAccessBlock")
 async def put_public_block(s3: Any) -> web.StreamResponse:
-    doc = buckets.parse_xml(await buckets.small_body(s3))
+    doc = documents.parse_xml(await documents.small_body(s3))
     if doc.tag != "PublicAccessBlockConfiguration":
         raise malformed_xml()
     flags: dict[str, bool] = {}

@@ -26,8 +26,8 @@ from multidict import CIMultiDict
 from swiftlite.proxy.request import AUTHENTICATED, answer_of, sub_request
 from swiftlite.proxy.response import close_answer
 from swiftlite.proxy.s3 import access, ownership, tagging, xml
-from swiftlite.proxy.s3.bucket import small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
+from swiftlite.proxy.s3.documents import small_body, xml_response
 from swiftlite.proxy.s3.errors import S3Error, access_denied
 from swiftlite.proxy.s3.policy_lang import (
     ANONYMOUS,

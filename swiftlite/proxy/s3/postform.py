@@ -52,8 +52,8 @@ from multidict import CIMultiDict
 
 from swiftlite.proxy.middleware.formpost import READ_CHUNK, field_value
 from swiftlite.proxy.s3 import access, acl, encryption, payload, xml
-from swiftlite.proxy.s3.bucket import xml_response
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
+from swiftlite.proxy.s3.documents import xml_response
 from swiftlite.proxy.s3.errors import (
     S3Error,
     access_denied,

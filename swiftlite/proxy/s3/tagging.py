@@ -14,8 +14,8 @@ from aiohttp import web
 
 from swiftlite.common.sysmeta import MUTABLE_SYSMETA
 from swiftlite.proxy.s3 import xml
-from swiftlite.proxy.s3.bucket import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.context import S3Request
+from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
 from swiftlite.proxy.s3.routes import route
 

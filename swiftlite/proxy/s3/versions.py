@@ -13,8 +13,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from swiftlite.proxy.s3 import xml
-from swiftlite.proxy.s3.bucket import owner
 from swiftlite.proxy.s3.context import S3Request, iso_ms
+from swiftlite.proxy.s3.documents import owner
 from swiftlite.proxy.s3.errors import invalid_argument
 from swiftlite.proxy.s3.listing import (
     common_prefixes,
