@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import boto3
+import pytest
 from botocore.config import Config
 
 from tests.helpers import cluster_logs
@@ -19,3 +20,9 @@ def client(cluster, user: str = "test:tester", key: str = "testing", sig: str = 
 
 def log_text(cluster) -> str:
     return cluster_logs(cluster.root)
+
+
+def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
+    """A refused boto3 call's HTTP status and S3 error code."""
+    err = exc.value.response
+    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]

@@ -14,7 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.helpers import http_request
-from tests.integration.s3_support import client, log_text
+from tests.integration.s3_support import client, code_of, log_text
 
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
 
@@ -42,11 +42,6 @@ def anon(cluster):
                         config=Config(signature_version=UNSIGNED,
                                       s3={"addressing_style": "path"},
                                       retries={"max_attempts": 1}))
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def refused(fn, *args, **kwargs) -> tuple[int, str]:

@@ -18,17 +18,12 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from tests.helpers import http_request
-from tests.integration.s3_support import client, log_text
+from tests.integration.s3_support import client, code_of, log_text
 
 
 @pytest.fixture(scope="module")
 def s3(cluster):
     return client(cluster)
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def test_buckets(s3):

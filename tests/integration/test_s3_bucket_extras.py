@@ -28,17 +28,12 @@ from botocore.exceptions import ClientError
 
 from swiftlite.common.config import load_sections
 from tests.helpers import free_port, wait_for
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 
 @pytest.fixture(scope="module")
 def s3(cluster):
     return client(cluster)
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def with_query(s3, operation: str, extra: str):

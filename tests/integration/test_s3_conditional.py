@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 
 @pytest.fixture(scope="module")
@@ -18,11 +18,6 @@ def s3(cluster):
     s3 = client(cluster)
     s3.create_bucket(Bucket="cond")
     return s3
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def test_if_none_match_creates_only(s3):

@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 BUCKET = "corsy"
 RULES = {"CORSRules": [
@@ -27,11 +27,6 @@ def s3(cluster):
     c.create_bucket(Bucket=BUCKET)
     c.put_object(Bucket=BUCKET, Key="page.html", Body=b"<p>hi</p>")
     return c
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def test_configuration_round_trip(s3):

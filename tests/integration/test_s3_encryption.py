@@ -13,7 +13,7 @@ import os
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 KEY_A = os.urandom(32)
 KEY_B = os.urandom(32)
@@ -34,11 +34,6 @@ def s3(cluster):
     c = client(cluster)
     c.create_bucket(Bucket="enc")
     return c
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def data_files(cluster) -> list[str]:

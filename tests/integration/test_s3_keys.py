@@ -19,14 +19,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.helpers import http_request, start_proxy_variant, wait_for
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 async def _request(method: str, url: str, headers: dict[str, str]) -> tuple[int, bytes]:

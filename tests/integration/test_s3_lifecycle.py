@@ -10,7 +10,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 DAY = 86400
 
@@ -18,11 +18,6 @@ DAY = 86400
 @pytest.fixture(scope="module")
 def s3(cluster):
     return client(cluster)
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def test_round_trip_and_delete(s3):

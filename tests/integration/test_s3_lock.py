@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from swiftclient import ClientException
 
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 FAR = datetime.datetime(2100, 1, 1, tzinfo=datetime.UTC)
 NEAR = datetime.datetime(2099, 1, 1, tzinfo=datetime.UTC)
@@ -20,11 +20,6 @@ NEAR = datetime.datetime(2099, 1, 1, tzinfo=datetime.UTC)
 @pytest.fixture(scope="module")
 def s3(cluster):
     return client(cluster)
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def versions(s3, bucket: str) -> list[str]:

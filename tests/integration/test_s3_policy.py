@@ -10,17 +10,12 @@ from botocore import UNSIGNED
 from botocore.exceptions import ClientError
 from botocore.handlers import validate_bucket_name
 
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 
 @pytest.fixture(scope="module")
 def s3(cluster):
     return client(cluster)
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def policy(bucket: str, *statements: dict) -> str:

@@ -8,17 +8,12 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.s3_support import client
+from tests.integration.s3_support import client, code_of
 
 
 @pytest.fixture(scope="module")
 def s3(cluster):
     return client(cluster)
-
-
-def code_of(exc: pytest.ExceptionInfo) -> tuple[int, str]:
-    err = exc.value.response
-    return err["ResponseMetadata"]["HTTPStatusCode"], err["Error"]["Code"]
 
 
 def tagset(**tags: str) -> dict:
