@@ -35,6 +35,8 @@ from swiftlite.proxy.s3 import (
     conditional,
     encryption,
     object_state,
+    sse_headers,
+    sse_keys,
     xml,
 )
 from swiftlite.proxy.s3.access import OBJECT_ACL
@@ -206,7 +208,7 @@ async def upload_part(s3: S3Request) -> web.StreamResponse:
     return out
 
 
-async def _copy_part(s3: S3Request, hidden: str, name: str, sse: encryption.Sse | None,
+async def _copy_part(s3: S3Request, hidden: str, name: str, sse: sse_keys.Sse | None,
                      number: int) -> web.StreamResponse:
     src_bucket, src_key = copy_source(s3)
     src_account = await access.authorize_source(s3, src_bucket, src_key)
@@ -231,7 +233,7 @@ async def _copy_part(s3: S3Request, hidden: str, name: str, sse: encryption.Sse 
                           ArgumentName="x-amz-copy-source-range", ArgumentValue=rng)
         headers["Range"] = rng
     if sse is not None or encryption.encrypted(head.headers) or \
-            encryption.customer_key(s3.request.headers, encryption.COPY_PREFIX):
+            sse_headers.customer_key(s3.request.headers, sse_keys.COPY_PREFIX):
         resp = await encryption.copy_part(s3, src_bucket, src_key, head, hidden, name,
                                           headers.get("Range"), sse, number, src_account)
     else:

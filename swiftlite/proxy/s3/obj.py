@@ -26,6 +26,9 @@ from swiftlite.proxy.s3 import (
     object_state,
     parts,
     payload,
+    sse_cipher,
+    sse_headers,
+    sse_keys,
     versioned,
     xml,
 )
@@ -157,7 +160,7 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
 
 
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
-                reserved: bool = False, sse: encryption.Sse | None = None,
+                reserved: bool = False, sse: sse_keys.Sse | None = None,
                 part: int | None = None, compute: str | None = None,
                 cond: conditional.WriteConditions | None = None) -> web.StreamResponse:
     """PUT the request's body as `bucket/key` (encrypted with `sse`, as part `part` of its
@@ -183,7 +186,7 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     data = b"".join([c async for c in body]) if buffered else body
     checksum.keep(headers, s3.request.headers, found, compute)
     if sse is not None:
-        data = encryption.encrypt_body(data, sse, part, headers, s3.request.headers)
+        data = sse_cipher.encrypt_body(data, sse, part, headers, s3.request.headers)
     headers["Content-Length"] = str(length)
     resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved,
                           backend=cond.backend if cond else None)
@@ -362,7 +365,7 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
         raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive",
                                directive)
     if (src_bucket, src_key) == (s3.bucket, s3.key) and directive == "COPY" and \
-            not encryption.requested(s3.request.headers, encryption.store_of(s3)):
+            not sse_headers.requested(s3.request.headers, sse_keys.store_of(s3)):
         raise S3Error("InvalidRequest", 400, "This copy request is illegal because it is "
                       "trying to copy an object to itself without changing the object's "
                       "metadata, storage class, website redirect location or encryption "

@@ -51,7 +51,7 @@ from aiohttp.multipart import BodyPartReader
 from multidict import CIMultiDict
 
 from swiftlite.proxy.middleware.formpost import READ_CHUNK, field_value
-from swiftlite.proxy.s3 import access, acl, encryption, payload, xml
+from swiftlite.proxy.s3 import access, acl, encryption, payload, sse_cipher, xml
 from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
 from swiftlite.proxy.s3.documents import xml_response
 from swiftlite.proxy.s3.errors import (
@@ -383,7 +383,7 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
         False)
     body = _checked(part, low, high, checks)
     resp = await s3.swift("PUT", bucket, key, headers,
-                          body if sse is None else encryption.encrypt_body(body, sse))
+                          body if sse is None else sse_cipher.encrypt_body(body, sse))
     if resp.status // 100 != 2:
         if resp.status == 404:
             raise no_such_bucket(bucket)
