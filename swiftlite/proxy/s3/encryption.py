@@ -33,11 +33,11 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.response import close_answer
-from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3 import acl
 from swiftlite.proxy.s3.bucket_encryption import bucket_default
-from swiftlite.proxy.s3.context import S3Request, error_of
-from swiftlite.proxy.s3.documents import xml_response
-from swiftlite.proxy.s3.errors import S3Error
+from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
+from swiftlite.proxy.s3.errors import S3Error, no_such_bucket
+from swiftlite.proxy.s3.object_request import copy_result, object_headers
 from swiftlite.proxy.s3.sse_cipher import (
     body_chunks,
     decrypted,
@@ -213,10 +213,6 @@ async def copy_object(s3: S3Request, src_bucket: str, src_key: str, head: web.St
                       directive: str, account: str | None = None) -> web.StreamResponse:
     """CopyObject through here: the source read (and decrypted) as it streams into the new
     object (encrypted as its request or bucket says)."""
-    from swiftlite.proxy.s3 import acl
-    from swiftlite.proxy.s3.context import PASSED
-    from swiftlite.proxy.s3.obj import _iso_from_http, no_such_bucket, object_headers
-
     if directive == "REPLACE":
         headers = object_headers(s3)
     else:
@@ -240,10 +236,7 @@ async def copy_object(s3: S3Request, src_bucket: str, src_key: str, head: web.St
             close_answer(resp)
             raise no_such_bucket(s3.bucket or "")
         raise await error_of(resp, s3.bucket, s3.key)
-    root = xml.root("CopyObjectResult")
-    xml.sub(root, "LastModified", _iso_from_http(resp.headers.get("Last-Modified", "")))
-    xml.sub(root, "ETag", '"' + resp.headers.get("ETag", "").strip('"') + '"')
-    out = xml_response(root)
+    out = copy_result(resp)
     if sse is not None:
         out.headers.update(sse.answer_headers())
     return out

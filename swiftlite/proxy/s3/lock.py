@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from urllib.parse import quote
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -43,6 +42,7 @@ from swiftlite.proxy.s3.errors import (
     malformed_xml,
     no_such_bucket,
 )
+from swiftlite.proxy.s3.object_request import version_query
 from swiftlite.proxy.s3.routes import route
 
 LOCK_CONF = "X-Container-Sysmeta-S3api-Object-Lock"
@@ -259,18 +259,15 @@ async def _locked_bucket(s3: S3Request) -> dict:
     return conf
 
 
-def _version_query(s3: S3Request) -> str:
-    vid = s3.query.get("versionId")
-    return "version-id=" + quote(vid, safe="") if vid else ""
-
-
 async def _head(s3: S3Request) -> web.StreamResponse:
-    return await s3.swift_ok("HEAD", s3.bucket, s3.key, query=_version_query(s3),
+    vq = version_query(s3.query.get("versionId"))
+    return await s3.swift_ok("HEAD", s3.bucket, s3.key, query=vq,
                              err_key=s3.key)
 
 
 async def _patch(s3: S3Request, headers: dict[str, str]) -> web.Response:
-    await s3.swift_ok("POST", s3.bucket, s3.key, headers=headers, query=_version_query(s3),
+    vq = version_query(s3.query.get("versionId"))
+    await s3.swift_ok("POST", s3.bucket, s3.key, headers=headers, query=vq,
                       err_key=s3.key)
     vid = s3.query.get("versionId")
     return web.Response(status=200, headers={"x-amz-version-id": vid} if vid else None)

@@ -62,9 +62,9 @@ from swiftlite.proxy.s3.obj import (
     check_source,
     copy_source,
     copy_version,
-    object_headers,
     store,
 )
+from swiftlite.proxy.s3.object_request import copy_result, object_headers
 from swiftlite.proxy.s3.routes import route
 
 KEPT = ("content-type", "content-encoding", "content-disposition", "content-language",
@@ -241,11 +241,7 @@ async def _copy_part(s3: S3Request, hidden: str, name: str, sse: sse_keys.Sse | 
                               query=copy_version(s3))
     if resp.status // 100 != 2:
         raise await error_of(resp, src_bucket, src_key)
-    root = xml.root("CopyPartResult")
-    from swiftlite.proxy.s3.obj import _iso_from_http
-    xml.sub(root, "LastModified", _iso_from_http(resp.headers.get("Last-Modified", "")))
-    xml.sub(root, "ETag", '"' + resp.headers.get("ETag", "").strip('"') + '"')
-    return xml_response(root)
+    return copy_result(resp, "CopyPartResult")
 
 
 @route("object", "POST", "uploadId")
