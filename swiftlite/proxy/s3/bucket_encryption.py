@@ -4,14 +4,15 @@ the default a write without SSE headers gets from it (encryption.py's for_write)
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from aiohttp import web
 
 from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3.bucket_settings import bucket_setting, sysmeta_value
 from swiftlite.proxy.s3.context import S3Request
-from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
+from swiftlite.proxy.s3.documents import parse_xml, xml_response
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
-from swiftlite.proxy.s3.routes import route
 from swiftlite.proxy.s3.sse_keys import (
     DEFAULT_KMS_ID,
     KMS_ID,
@@ -27,7 +28,7 @@ BUCKET_SSE = "X-Container-Sysmeta-S3api-Encryption"
 async def bucket_default(s3: S3Request, bucket: str) -> Wanted | None:
     """The bucket's default encryption (PutBucketEncryption), from the cached container info."""
     info = await s3.proxy.container_info(s3.request, s3.account, bucket)
-    value = next((v for k, v in info.meta.items() if k.lower() == BUCKET_SSE.lower()), "")
+    value = sysmeta_value(info.meta, BUCKET_SSE)
     if not value:
         return None
     conf = json.loads(value)
@@ -41,9 +42,9 @@ def no_config(bucket: str | None) -> S3Error:
                    "encryption configuration was not found", BucketName=bucket or "")
 
 
-@route("bucket", "PUT", "encryption")
-async def put_bucket_encryption(s3: S3Request) -> web.StreamResponse:
-    doc = parse_xml(await small_body(s3))
+async def _store(s3: S3Request, body: bytes) -> dict[str, str]:
+    """PutBucketEncryption: the default's algorithm and KMS key id, checked."""
+    doc = parse_xml(body)
     if doc.tag != "ServerSideEncryptionConfiguration":
         raise malformed_xml()
     rules = doc.findall("Rule")
@@ -67,17 +68,10 @@ async def put_bucket_encryption(s3: S3Request) -> web.StreamResponse:
     if kid:
         store.key(kid)
     value = json.dumps({"alg": "AES256" if alg == "AES256" else "aws:kms", "kid": kid})
-    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_SSE: value})
-    return web.Response(status=200)
+    return {BUCKET_SSE: value}
 
 
-@route("bucket", "GET", "encryption")
-async def get_bucket_encryption(s3: S3Request) -> web.StreamResponse:
-    head = await s3.swift_ok("HEAD", s3.bucket)
-    value = head.headers.get(BUCKET_SSE)
-    if not value:
-        raise no_config(s3.bucket)
-    conf = json.loads(value)
+def _document(conf: dict[str, str]) -> web.Response:
     root = xml.root("ServerSideEncryptionConfiguration")
     rule = xml.sub(root, "Rule")
     default = xml.sub(rule, "ApplyServerSideEncryptionByDefault")
@@ -88,7 +82,10 @@ async def get_bucket_encryption(s3: S3Request) -> web.StreamResponse:
     return xml_response(root)
 
 
-@route("bucket", "DELETE", "encryption")
-async def delete_bucket_encryption(s3: S3Request) -> web.StreamResponse:
-    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_SSE: ""})
-    return web.Response(status=204)
+def _load(meta: Mapping[str, str]) -> dict[str, str] | None:
+    value = meta.get(BUCKET_SSE)
+    return json.loads(value) if value else None
+
+
+bucket_setting("encryption", BUCKET_SSE, load=_load, missing=no_config, document=_document,
+               store=_store)
