@@ -116,7 +116,6 @@ def encrypt_body(body: Any, sse: Sse, part: int | None = None,
     return transform(body, sse.data_key, [(0, 1 << 62, iv)], 0)
 
 
-
 async def body_chunks(resp: web.StreamResponse) -> AsyncIterator[bytes]:
     if isinstance(resp, BodyResponse):
         async for chunk in resp.chunks():
@@ -137,7 +136,7 @@ Fetch = Callable[[str], Awaitable[web.StreamResponse]]
 
 
 async def manifest_segments(fetch_manifest: Fetch, resp: web.StreamResponse,
-                    sse: Sse) -> list[tuple[int, int, bytes]]:
+                            sse: Sse) -> list[tuple[int, int, bytes]]:
     """(start, length, iv) per part of a multipart object, from its SLO manifest."""
     if not sse.multipart:
         return [(0, 1 << 62, sse.iv)]

@@ -150,7 +150,6 @@ class Wanted:
     key_md5: str = ""
 
 
-
 def named(prefix: str, name: str) -> str:
     """An SSE header's name as a copy's source names it (`prefix` "x-amz-copy-source-")."""
     return prefix + name[len("x-amz-"):] if prefix else name
