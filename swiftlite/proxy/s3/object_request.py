@@ -7,6 +7,7 @@ without importing obj.py back.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from urllib.parse import quote
 
 from aiohttp import web
@@ -25,10 +26,11 @@ def version_query(vid: str | None) -> str:
     return "" if not vid else "version-id=" + quote(vid, safe="")
 
 
-def object_headers(s3: S3Request) -> CIMultiDict[str]:
-    """The new object's Swift headers from the S3 request's."""
+def mapped_headers(items: Iterable[tuple[str, str]]) -> CIMultiDict[str]:
+    """The Swift headers of S3's `x-amz-meta-*` and of the object's own headers (Content-Type
+    and the like) among `items` (a request's headers, a POST form's fields)."""
     out: CIMultiDict[str] = CIMultiDict()
-    for k, v in s3.request.headers.items():
+    for k, v in items:
         lk = k.lower()
         if lk.startswith(AMZ_META):
             out["X-Object-Meta-" + k[len(AMZ_META):]] = v
@@ -36,6 +38,12 @@ def object_headers(s3: S3Request) -> CIMultiDict[str]:
             out[k] = v
         elif lk == "x-amz-website-redirect-location":
             raise not_implemented(f"{k} is not supported.")
+    return out
+
+
+def object_headers(s3: S3Request) -> CIMultiDict[str]:
+    """The new object's Swift headers from the S3 request's."""
+    out = mapped_headers(s3.request.headers.items())
     enc = out.get("Content-Encoding")
     if enc is not None:  # aws-chunked framing is ours to undo, not the object's
         kept = ", ".join(e for e in (p.strip() for p in enc.split(","))
