@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from aiohttp import web
 
 from swiftlite.common.config import Section, load_sections
+from swiftlite.proxy.core_api import ProxyCore
 
 if TYPE_CHECKING:
     from swiftlite.proxy.request import ApiPath
-    from swiftlite.proxy.server import Proxy
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -103,7 +103,7 @@ class Middleware:
     # True to get `lane`: that rest, with the plain-read short cut of the features after it.
     wants_lane: ClassVar[bool] = False
 
-    def __init__(self, app: Handler, proxy: Proxy, conf: Section) -> None:
+    def __init__(self, app: Handler, proxy: ProxyCore, conf: Section) -> None:
         self.app = app
         self.proxy = proxy
         self.conf = conf
@@ -156,7 +156,7 @@ def load_class(name: str) -> type[Middleware]:
     return getattr(importlib.import_module(module), cls)
 
 
-def chain(proxy: Proxy, conf: Section, core: Handler) -> tuple[Handler, list[Middleware]]:
+def chain(proxy: ProxyCore, conf: Section, core: Handler) -> tuple[Handler, list[Middleware]]:
     """The handler chain from `pipeline` (outermost first) and its middleware, in order,
     without the plain-read short cuts (stack.build lays those in)."""
     names = conf.get_str("pipeline", DEFAULT_PIPELINE).split()

@@ -22,12 +22,12 @@ A declined read (or one a hook refuses with an HTTP error) is answered by the fu
 from the start, as if the short cut had not been tried: the request keys a hook set are
 undone, and an answer already read is closed. Except when the feature that declined says
 `replays_declined` (SLO and DLO, which decline a manifest): its 2xx answer, not yet read, is
-kept for the full pipeline's core to return for this very request (`take_primed`), so a
-manifest is fetched once, not twice. An HTTP error the core raises (a 403, a 503
-after the replicas failed) is the answer, as on the full path, where no feature catches it
-before catch_errors: a failed read is never tried twice. The core judges the caller on every
-read, as always: the short cut skips code, never a verdict. `plain_read_shortcut = false`
-turns it off.
+kept for the full pipeline's core to return for this very request (`replaying` wraps the
+core, which itself knows nothing of it), so a manifest is fetched once, not twice. An HTTP
+error the core raises (a 403, a 503 after the replicas failed) is the answer, as on the full
+path, where no feature catches it before catch_errors: a failed read is never tried twice.
+The core judges the caller on every read, as always: the short cut skips code, never a
+verdict. `plain_read_shortcut = false` turns it off.
 """
 
 from __future__ import annotations
@@ -133,6 +133,21 @@ class PlainReads:
             request[PRIMED] = [request.method, request.rel_url.raw_path_qs, kept]
         metrics.tally("plain_reads", "declined")
         return None
+
+
+def replaying(core: Handler) -> Handler:
+    """The core, answering a request whose answer the short cut already read (and a feature
+    declined) with that answer instead of reading it again: the short cut's replay, kept
+    here so that the core knows nothing of it."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if PRIMED in request:
+            primed = take_primed(request)
+            if primed is not None:
+                return primed
+        return await core(request)
+
+    return handle
 
 
 def take_primed(request: web.Request) -> BodyResponse | None:

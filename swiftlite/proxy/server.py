@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -18,9 +17,10 @@ from swiftlite.common.http import HTTPError, error, txid
 from swiftlite.common.server import make_app
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy import account, container, obj, stack
-from swiftlite.proxy.auth import Identity, TempAuth
+from swiftlite.proxy.auth import TempAuth
 from swiftlite.proxy.backend import Backend
 from swiftlite.proxy.common import read_any
+from swiftlite.proxy.core_api import Target
 from swiftlite.proxy.info import (
     AccountInfo,
     ContainerInfo,
@@ -33,7 +33,6 @@ from swiftlite.proxy.info import (
 from swiftlite.proxy.local_reads import LocalReads, parse_local_devices
 from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.proxy.object_cache import ObjectCache
-from swiftlite.proxy.plain_reads import PRIMED, take_primed
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     AUTHORIZER,
@@ -52,18 +51,10 @@ PROXY = web.AppKey("proxy", object)
 INFO_MEMO = "swiftlite.info_memo"
 
 
-@dataclass
-class Target:
-    """What a /v1 request addresses, after validation."""
-
-    account: str
-    container: str | None
-    obj: str | None
-    ident: Identity | None
-    is_owner: bool
-
-
 class Proxy:
+    """The core: routing to the account, container and object controllers, the caches and
+    the backend; implements core_api.ProxyCore for the features around it."""
+
     def __init__(self, conf: Section) -> None:
         self.conf = conf
         swift_dir = conf.get_str("swift_dir", "/etc/swiftlite")
@@ -165,10 +156,6 @@ class Proxy:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """The core's answer, after every pipeline feature had its turn."""
-        if PRIMED in request:  # the plain-read short cut already read this one's answer
-            primed = take_primed(request)
-            if primed is not None:
-                return primed
         if request.path == "/info":
             return self.handle_info(request)
         path = api_path(request)

@@ -4,18 +4,15 @@ asks for one. Kept apart from both so that neither module imports the other's us
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from swiftlite.common.config import Section
+from swiftlite.proxy.core_api import ProxyCore
 from swiftlite.proxy.pipeline import Handler, Middleware, chain
-from swiftlite.proxy.plain_reads import PlainReads
-
-if TYPE_CHECKING:
-    from swiftlite.proxy.server import Proxy
+from swiftlite.proxy.plain_reads import PlainReads, replaying
 
 
-def build(proxy: Proxy, conf: Section, core: Handler) -> tuple[Handler, list[Middleware]]:
+def build(proxy: ProxyCore, conf: Section, core: Handler) -> tuple[Handler, list[Middleware]]:
     """The handler a request enters by and the pipeline's middleware, in order."""
+    core = replaying(core)
     handler, built = chain(proxy, conf, core)
     if conf.get_bool("plain_read_shortcut", True):
         lane = PlainReads.build(built, core, handler)
