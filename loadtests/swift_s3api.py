@@ -2,6 +2,7 @@
 """Put Swift's own `s3api` middleware into the running Swift anchor's proxy, for S3 A/B runs.
 
     python loadtests/swift_s3api.py [--anchor-dir /tmp/anchor-swift] [--no-check]
+        [--memcache-max-connections N]
     python loadtests/swift_s3api.py --off      # back to the anchor's own pipeline
 
 `../shared/anchors/swift/start.sh` writes `$ANCHOR_DIR/etc/proxy-server.conf` with Swift
@@ -16,6 +17,12 @@ work through S3 (access key `test:tester`, secret `testing`: tempauth's developm
 
 start.sh regenerates the config on every start, so after a restart of the anchor run this
 again. The backends, rings and data are not touched.
+
+`--memcache-max-connections N` also sets that option of the proxy's `cache` filter (Swift's
+default is 2 per memcached server and worker, and a request that waits over 1 s for one
+counts as a memcached error; 10 in 60 s and Swift skips memcached for 60 s, so tempauth
+finds no tokens and answers 401). On a crowded 2-core machine a 32-deep load starves the
+proxy's event loop enough for that: give it N = the concurrency. It only helps Swift.
 """
 
 from __future__ import annotations
@@ -56,6 +63,18 @@ def patch_conf(text: str, on: bool = True) -> str:
     elif not on and has_section:
         text = text.replace(S3API_SECTION, "")
     return text
+
+
+def set_memcache_max_connections(text: str, n: int | None) -> str:
+    """`text` with `memcache_max_connections = n` in [filter:cache] (none: as it was)."""
+    if n is None:
+        return text
+    m = re.search(r"^\[filter:cache\]\n(?:(?!\[).*\n)*", text, re.M)
+    if m is None:
+        raise SystemExit("proxy-server.conf has no [filter:cache] section")
+    body = re.sub(r"^memcache_max_connections = .*\n", "", m.group(0), flags=re.M)
+    body = body.rstrip("\n") + f"\nmemcache_max_connections = {n}\n\n"
+    return text[:m.start()] + body + text[m.end():]
 
 
 def _alive(pid: int) -> bool:
@@ -139,13 +158,14 @@ def check_s3(endpoint: str, access_key: str = "test:tester", secret: str = "test
     print(f"s3 check OK at {endpoint}: create bucket, PUT, GET, DELETE (64 KiB)", flush=True)
 
 
-def enable(anchor_dir: str = ANCHOR_DIR, on: bool = True, check: bool = True) -> None:
+def enable(anchor_dir: str = ANCHOR_DIR, on: bool = True, check: bool = True,
+           memcache_max_connections: int | None = None) -> None:
     conf = os.path.join(anchor_dir, "etc", "proxy-server.conf")
     with open(conf) as f:
         text = f.read()
     m = re.search(r"^bind_port = (\d+)$", text, re.M)
     port = int(m.group(1)) if m else 16080
-    new = patch_conf(text, on)
+    new = set_memcache_max_connections(patch_conf(text, on), memcache_max_connections)
     if new != text:
         with open(conf, "w") as f:
             f.write(new)
@@ -162,8 +182,11 @@ def main() -> int:
     p.add_argument("--anchor-dir", default=ANCHOR_DIR)
     p.add_argument("--off", action="store_true", help="take s3api out again")
     p.add_argument("--no-check", action="store_true", help="skip the boto3 PUT/GET check")
+    p.add_argument("--memcache-max-connections", type=int,
+                   help="also set the proxy's memcache_max_connections (Swift's default: 2)")
     a = p.parse_args()
-    enable(a.anchor_dir, on=not a.off, check=not a.no_check)
+    enable(a.anchor_dir, on=not a.off, check=not a.no_check,
+           memcache_max_connections=a.memcache_max_connections)
     return 0
 
 
