@@ -27,7 +27,9 @@ the APIs' order swapped every repeat; the table gains an API column. Swift's anc
 s3api in its pipeline: `--enable-s3api` (or `python loadtests/swift_s3api.py` beforehand)
 rewrites the anchor's proxy-server.conf with `s3api` before `tempauth`, Swift's defaults
 otherwise, restarts its proxy and checks a boto3 PUT/GET through it. The warm-up is split
-between the APIs.
+between the APIs. On a crowded machine the anchor answers 401 for minutes (its memcached pool
+of 2 error-limits memcached, tempauth then finds no tokens): run
+`python loadtests/swift_s3api.py --memcache-max-connections 32` first (it only helps Swift).
 
     python loadtests/compare_swift.py --swift http://127.0.0.1:16080/auth/v1.0 \
         --shapes "workers 1" --sizes 64k --concurrency 32 --apis swift,s3 --enable-s3api \
