@@ -8,6 +8,10 @@ object, container and account servers, and for the benchmark client itself.
     python loadtests/cpu_per_op.py [--size 64k] [--count 2000] [-c 32] [-- UP_ARGS...]
 
 e.g. `-- --workers 1` to measure the single-process shape. Linux only (reads /proc).
+
+`--anchor DIR` measures the running OpenStack Swift anchor instead (`../shared/anchors/swift/`,
+its servers' pids from DIR/run/*.pid, auth at `--anchor-url`): with `--apis swift,s3` and
+s3api in its proxy (loadtests/swift_s3api.py), what Swift's s3api costs per request.
 """
 
 from __future__ import annotations
@@ -73,29 +77,45 @@ def main() -> int:
     p.add_argument("-c", "--concurrency", type=int, default=32)
     p.add_argument("--phases", default="put,get")
     p.add_argument("--apis", default="swift", help="comma list of swift,s3 (bench.py --api)")
+    p.add_argument("--anchor", help="measure the running Swift anchor of this ANCHOR_DIR")
+    p.add_argument("--anchor-url", default="http://127.0.0.1:16080/auth/v1.0")
     p.add_argument("up_args", nargs="*", help="extra `swiftlite up` arguments (after --)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="swiftlite-cpu-")
-    root = os.path.join(work, "c")
-    proc, info = start_cluster(root, a.up_args)
+    proc = None
     try:
         kids = _children()
-        roles: dict[str, list[int]] = {"proxy": _tree(info["proxy"]["pid"], kids)}
-        for node in info["nodes"]:
-            for role, srv in node["servers"].items():
-                roles.setdefault(role, []).extend(_tree(srv["pid"], kids))
-        print(f"# swiftlite up {' '.join(a.up_args) or '(defaults)'}; size={a.size} "
-              f"count={a.count} c={a.concurrency} cpus={os.cpu_count()}")
+        roles: dict[str, list[int]] = {}
+        if a.anchor:
+            run = os.path.join(a.anchor, "run")
+            for role in ("proxy", "account", "container", "object"):
+                for name in sorted(os.listdir(run)):
+                    if name == f"{role}.pid" or name.startswith(f"{role}-"):
+                        with open(os.path.join(run, name)) as f:
+                            roles.setdefault(role, []).extend(_tree(int(f.read()), kids))
+            auth_url = a.anchor_url
+            print(f"# Swift anchor {a.anchor}; size={a.size} count={a.count} "
+                  f"c={a.concurrency} cpus={os.cpu_count()}")
+        else:
+            proc, info = start_cluster(os.path.join(work, "c"), a.up_args)
+            kids = _children()
+            roles["proxy"] = _tree(info["proxy"]["pid"], kids)
+            for node in info["nodes"]:
+                for role, srv in node["servers"].items():
+                    roles.setdefault(role, []).extend(_tree(srv["pid"], kids))
+            auth_url = info["proxy"]["auth_url"]
+            print(f"# swiftlite up {' '.join(a.up_args) or '(defaults)'}; size={a.size} "
+                  f"count={a.count} c={a.concurrency} cpus={os.cpu_count()}")
         print(f"{'phase':6} {'ops/s':>8} " + " ".join(f"{r + ' u/s ms':>17}" for r in roles)
               + f" {'client ms':>10} {'total ms':>9}")
         runs = [(ph, api) for ph in a.phases.split(",") for api in a.apis.split(",")]
         for phase, api in runs:
-            container = f"cpu-{api}"
+            container = f"cpu-{api}-{os.getpid()}"  # a fresh one on a long-lived anchor
             before = {r: cpu(pids) for r, pids in roles.items()}
             ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             out = os.path.join(work, f"{phase}-{api}.json")
-            cmd = [sys.executable, os.path.join(HERE, "bench.py"), "--url",
-                   info["proxy"]["auth_url"], "--size", a.size, "--count", str(a.count),
+            cmd = [sys.executable, os.path.join(HERE, "bench.py"), "--url", auth_url,
+                   "--size", a.size, "--count", str(a.count),
                    "-c", str(a.concurrency), "--phases", phase, "--container", container,
                    "--api", api, "--json", out]
             r = subprocess.run(cmd, capture_output=True, text=True)
@@ -122,8 +142,9 @@ def main() -> int:
             print(f"{label:12} {res['ops_s']:8.1f} " + " ".join(f"{c:>17}" for c in cells)
                   + f" {client_ms} {total:9.2f}", flush=True)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
