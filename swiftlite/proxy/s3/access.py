@@ -326,12 +326,12 @@ async def authorize(s3: Any, action: str, key: str | None = None,
         if DENY in verdicts:
             raise access_denied()
         if is_owner:
-            return
+            return await check_foreign_acp(s3, action, bucket, key, account)
         if ALLOW in verdicts:
             act_as_owner(s3, account)
             return
     elif is_owner:
-        return
+        return await check_foreign_acp(s3, action, bucket, key, account)
     info = await s3.proxy.container_info(s3.request, account, bucket)
     if info.status == 404:
         raise no_such_bucket(bucket)
@@ -362,6 +362,44 @@ async def authorize(s3: Any, action: str, key: str | None = None,
     if action in SWIFT_JUDGED and swift_grants(s3.ident, info, action):
         return  # a container ACL names the caller: Swift judges its own sub-requests
     raise access_denied()
+
+
+# The object actions an object's own ACL decides even for the bucket's owner (rule 2's
+# exception): S3 leaves an object's ACL to the object's owner.
+FOREIGN_ACP = {"s3:GetObjectAcl": "READ_ACP", "s3:GetObjectVersionAcl": "READ_ACP",
+               "s3:PutObjectAcl": "WRITE_ACP", "s3:PutObjectVersionAcl": "WRITE_ACP"}
+
+
+async def check_foreign_acp(s3: Any, action: str, bucket: str, key: str | None,
+                            account: str) -> None:
+    """The bucket's owner reads or sets the ACL of an object another account wrote (and
+    still owns) only as that ACL grants: AccessDenied otherwise. With BucketOwnerEnforced
+    every object is the bucket owner's, and this does not apply."""
+    perm = FOREIGN_ACP.get(action)
+    if perm is None or key is None:
+        return
+    info = await s3.proxy.container_info(s3.request, account, bucket)
+    if info.status == 404:
+        return  # the handler answers NoSuchBucket
+    meta = {k.lower(): v for k, v in info.meta.items()}
+    if meta.get(OWNERSHIP.lower()) == "BucketOwnerEnforced":
+        return
+    obj_acl, exists = await object_acl(s3, account, bucket, key, meta)
+    if not exists or obj_acl is None or not foreign_owner(s3, obj_acl.owner, account):
+        return
+    if not obj_acl.permits(canonical_id(s3.ident), perm,
+                           public_block(meta).get("IgnorePublicAcls", False)):
+        raise access_denied()
+
+
+def foreign_owner(s3: Any, owner_id: str, account: str) -> bool:
+    """Whether an object owner's canonical id (`account:user`) is a user of another account
+    than `account` (an anonymous writer's object is the bucket owner's to manage)."""
+    if not owner_id or owner_id == "anonymous" or ":" not in owner_id:
+        return False
+    auth = s3.conf.creds.auth
+    prefix = auth.reseller_prefix if auth is not None else "AUTH_"
+    return prefix + owner_id.partition(":")[0] != account
 
 
 def swift_grants(ident: Identity | None, info: Any, action: str) -> bool:
