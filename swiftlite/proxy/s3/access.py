@@ -8,7 +8,10 @@ and calls `authorize`. A handler that touches a second resource (CopyObject's so
 1. Each decider in DECIDERS (bucket policies plug in here) answers ALLOW, DENY or None
    (no opinion). Any DENY refuses the request, owner or not.
 2. The bucket's owner (who owns its Swift account, as tempauth judges: the account's `.admin`
-   users, a reseller admin, an account ACL's `admin`) may do anything.
+   users, a reseller admin, an account ACL's `admin`) may do anything, but for the ACL of
+   an object another account wrote and owns (ObjectWriter, BucketOwnerPreferred without
+   `bucket-owner-full-control`): that ACL decides who reads or changes it, the bucket's
+   owner and its policy's grantees included (check_foreign_acp).
 3. Anyone else is allowed by a decider's ALLOW or by the S3 ACL of the bucket (bucket
    actions, object writes) or of the object (object reads, its ACL): then the request's
    Swift sub-requests run with the owner's rights on that account only
@@ -328,6 +331,8 @@ async def authorize(s3: Any, action: str, key: str | None = None,
         if is_owner:
             return await check_foreign_acp(s3, action, bucket, key, account)
         if ALLOW in verdicts:
+            # A policy is the bucket owner's: it grants no more than the owner holds.
+            await check_foreign_acp(s3, action, bucket, key, account)
             act_as_owner(s3, account)
             return
     elif is_owner:
@@ -372,9 +377,9 @@ FOREIGN_ACP = {"s3:GetObjectAcl": "READ_ACP", "s3:GetObjectVersionAcl": "READ_AC
 
 async def check_foreign_acp(s3: Any, action: str, bucket: str, key: str | None,
                             account: str) -> None:
-    """The bucket's owner reads or sets the ACL of an object another account wrote (and
-    still owns) only as that ACL grants: AccessDenied otherwise. With BucketOwnerEnforced
-    every object is the bucket owner's, and this does not apply."""
+    """The bucket's owner (or whoever its policy allows) reads or sets the ACL of an object
+    another account wrote (and still owns) only as that ACL grants: AccessDenied otherwise.
+    With BucketOwnerEnforced every object is the bucket owner's, and this does not apply."""
     perm = FOREIGN_ACP.get(action)
     if perm is None or key is None:
         return
