@@ -59,6 +59,7 @@ from swiftlite.proxy import link_cache
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
+    INTERNAL,
     TIMESTAMP,
     ApiPath,
     answer_of,
@@ -75,6 +76,9 @@ SYSMETA_LOCKED = VERSIONS_LOCKED  # set by S3 object lock: versioning stays on
 # On a version link: the id of the version it points to (same account, same name).
 LINK = "X-Object-Sysmeta-Versions-Link"
 DELETE_MARKER = "application/x-deleted;swift_versions_deleted=1"
+# The listing parameter of a version that was the null object (an internal request's
+# listings show it: S3 still calls that version `null`; a client's never do).
+WAS_NULL = "was_null"
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
 NO_VERSIONS_CONT = ("The versions container does not exist. You may want to re-enable "
                     "object versioning.")
@@ -236,6 +240,8 @@ class ObjectVersioning(Middleware):
                 return resp
             for item in listing:
                 _mark_link(item, path.account, path.container or "")
+                if not request.get(INTERNAL):
+                    item.pop(WAS_NULL, None)  # for the S3 layer's listings only
             resp.body = json.dumps(listing).encode()
         return resp
 
@@ -508,6 +514,11 @@ class ObjectVersioning(Middleware):
                         "x-delete-at", "x-object-manifest", "cache-control",
                         "content-language", "expires"):
                     headers[k] = v
+            # The version's listing row says it was the null version (`was_null`), so an
+            # API that still calls it that (S3's versionId `null`) can find it.
+            etag = headers.get(OVERRIDE_ETAG) or src.headers.get("ETag", "").strip('"')
+            if etag and "was_null=" not in etag:
+                headers[OVERRIDE_ETAG] = f"{etag}; {WAS_NULL}=1"
             length = src.content_length or 0
             headers["Content-Length"] = str(length)
             assert isinstance(src, BodyResponse)

@@ -25,6 +25,7 @@ from swiftlite.proxy.middleware.object_versioning import (
     DELETE_MARKER,
     SYSMETA_CONT,
     SYSMETA_ENABLED,
+    WAS_NULL,
     ObjectVersioning,
     _auth_headers,
     _path,
@@ -33,7 +34,7 @@ from swiftlite.proxy.middleware.object_versioning import (
     parse_version_object,
     version_object,
 )
-from swiftlite.proxy.request import ApiPath
+from swiftlite.proxy.request import INTERNAL, ApiPath
 from swiftlite.proxy.response import answer_body, close_answer
 
 
@@ -139,6 +140,9 @@ async def _merged(ov: ObjectVersioning, request: web.Request,
         broken.append(_listing_item(item, vid, is_latest))
     merged = null_items + versions + [{"subdir": s} for s in subdirs] + broken
     merged.sort(key=lambda i: i.get("subdir", i.get("name", "")), reverse=reverse)
+    if not request.get(INTERNAL):
+        for item in merged:
+            item.pop(WAS_NULL, None)
     out = json.dumps(merged[:limit]).encode()
     headers.pop("Content-Length", None)
     headers["Content-Type"] = "application/json; charset=utf-8"

@@ -274,6 +274,9 @@ async def check_request(s3: Any, level: str) -> None:
     expected = s3.request.headers.get("x-amz-expected-bucket-owner")
     if expected is not None:
         await check_expected_owner(s3, s3.bucket, s3.account, expected)
+    if s3.key and s3.query.get("versionId") == "null":
+        from swiftlite.proxy.s3 import versioned  # (it reads through context.py)
+        await versioned.resolve_null(s3, owner_rights(s3, s3.account))
     await authorize(s3, action, s3.key)
 
 

@@ -25,7 +25,16 @@ from aiohttp import web
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, decode_raw_path
-from swiftlite.proxy.s3 import access, cors, encryption, expect, operations, postform, routes
+from swiftlite.proxy.s3 import (
+    access,
+    cors,
+    encryption,
+    expect,
+    operations,
+    postform,
+    routes,
+    versioned,
+)
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
 from swiftlite.proxy.s3.errors import S3Error, from_swift
@@ -205,4 +214,4 @@ class S3Api(Middleware):
         level = "service" if s3.bucket is None else "bucket" if s3.key is None else "object"
         handler = routes.handler_for(level, s3.request.method, s3.query)
         await access.check_request(s3, level)
-        return await handler(s3)
+        return versioned.null_answer(s3, await handler(s3))
