@@ -2,9 +2,11 @@
 
 Builds the proxy's pipeline (the default one, or `--pipeline`) around a stub core that answers
 at once, in-process with a stub of the proxy's info lookups (an existing container, no
-quotas), and times owner GETs, HEADs and 64 KiB-announcing PUTs through it. Nothing touches
-the network or a disk, so the figure is the pipeline's own CPU per request; compare two
-trees by running this file from each (`PYTHONPATH=<tree>`), interleaved.
+quotas), and times owner GETs, HEADs and 64 KiB-announcing PUTs through it, then the same
+owner GET and HEAD through the S3 API (SigV4 header auth, as bench.py --api s3 signs; rows
+"S3 GET", "S3 HEAD"). Nothing touches the network or a disk, so the figure is the pipeline's
+own CPU per request; compare two trees by running this file from each
+(`PYTHONPATH=<tree>`), interleaved.
 
     python loadtests/bench_pipeline.py [--count 20000] [--rounds 5] [--pipeline "..."]
 """
@@ -28,6 +30,11 @@ from swiftlite.common.config import Section
 from swiftlite.proxy import pipeline, stack
 from swiftlite.proxy.info import AccountInfo, ContainerInfo
 
+try:
+    from loadtests.bench import SigV4
+except ImportError:  # run as a script from loadtests/
+    from bench import SigV4  # type: ignore[no-redef]
+
 
 class StubProxy:
     """What the pipeline's features ask of the proxy, answered from memory."""
@@ -35,6 +42,7 @@ class StubProxy:
     def __init__(self) -> None:
         self.auth: Any = None
         self.link_cache: Any = None  # no link cache: every GET reads its object once
+        self.middleware: list[Any] = []
         # As the proxy's info cache does, one object per container while it is unchanged.
         self.container = ContainerInfo(200)
         self.account = AccountInfo(200)
@@ -55,6 +63,8 @@ class StubProxy:
 
 
 async def core(request: web.Request) -> web.StreamResponse:
+    if request.path.startswith("/v1/AUTH_.s3/"):
+        return web.Response(status=404)  # the S3 bucket registry: no entry, the caller's own
     headers = {"Content-Type": "application/octet-stream", "Etag": "0" * 32,
                "X-Timestamp": "1700000000.00000", "X-Object-Meta-Color": "blue"}
     if request.method == "PUT":
@@ -67,8 +77,11 @@ def build(pipe: str | None) -> tuple[Any, str]:
                     "user_test_tester": "testing .admin"})
     if pipe:
         conf["pipeline"] = pipe
-    handler, built = stack.build(StubProxy(), conf, core)  # type: ignore[arg-type]
+    proxy = StubProxy()
+    handler, built = stack.build(proxy, conf, core)  # type: ignore[arg-type]
     auth = next(m for m in built if m.name == "tempauth").auth
+    proxy.auth = auth  # the S3 layer's credentials are tempauth's users
+    proxy.middleware = built
     token, _life = auth.issue_token(auth.authenticate("test:tester", "testing"))
     return handler, token
 
@@ -85,12 +98,25 @@ async def calls(handler: Any, token: str, method: str, count: int = 200) -> floa
 
 
 def _requests(token: str, method: str, count: int) -> list[web.Request]:
+    if method.startswith("S3 "):
+        return _s3_requests(method[3:], count)
     headers = {"X-Auth-Token": token, "Host": "localhost", "User-Agent": "bench"}
     if method == "PUT":
         headers.update({"Content-Length": "65536", "Content-Type": "image/jpeg",
                         "Etag": "0" * 32})
     return [make_mocked_request(method, f"/v1/AUTH_test/c/img-{i}.jpg", headers=headers)
             for i in range(count)]
+
+
+def _s3_requests(method: str, count: int) -> list[web.Request]:
+    signer = SigV4("test:tester", "testing")
+    out = []
+    for i in range(count):
+        path = f"/c/img-{i}.jpg"
+        headers = signer.headers(method, "localhost", path)
+        headers.update({"Host": "localhost", "User-Agent": "bench"})
+        out.append(make_mocked_request(method, path, headers=headers))
+    return out
 
 
 async def run(handler: Any, token: str, method: str, count: int) -> float:
@@ -118,12 +144,12 @@ def main() -> None:
     handler, token = build(args.pipeline)
     print(f"config: count={args.count} rounds={args.rounds} "
           f"pipeline={args.pipeline or pipeline.DEFAULT_PIPELINE!r}")
-    print(f"{'method':<6} {'pipeline+core us':>16} {'core alone us':>14} {'pipeline us':>11} "
+    print(f"{'method':<7} {'pipeline+core us':>16} {'core alone us':>14} {'pipeline us':>11} "
           f"{'pipeline calls':>14}")
-    for method in ("GET", "HEAD", "PUT"):
+    for method in ("GET", "HEAD", "PUT", "S3 GET", "S3 HEAD"):
         if args.calls_only:
             n = asyncio.run(calls(handler, token, method)) - asyncio.run(calls(core, token, method))
-            print(f"{method:<6} {'-':>16} {'-':>14} {'-':>11} {n:>14.1f}")
+            print(f"{method:<7} {'-':>16} {'-':>14} {'-':>11} {n:>14.1f}")
             continue
         full, base = [], []
         for _ in range(args.rounds):  # interleaved, so drift hits both alike
@@ -131,7 +157,7 @@ def main() -> None:
             base.append(asyncio.run(run(core, token, method, args.count)))
         f, b = statistics.median(full), statistics.median(base)
         n = asyncio.run(calls(handler, token, method)) - asyncio.run(calls(core, token, method))
-        print(f"{method:<6} {f:>16.1f} {b:>14.1f} {f - b:>11.1f} {n:>14.1f}")
+        print(f"{method:<7} {f:>16.1f} {b:>14.1f} {f - b:>11.1f} {n:>14.1f}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ shared cache.
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import json
 import time
@@ -162,7 +161,7 @@ class TempAuth:
         payload = json.dumps({"u": f"{user.account}:{user.name}", "g": groups, "e": expires},
                              separators=(",", ":")).encode()
         body = base64.urlsafe_b64encode(payload).rstrip(b"=")
-        sig = hmac.new(self.secret, body, hashlib.sha256).digest()[:20]
+        sig = hmac.digest(self.secret, body, "sha256")[:20]
         sig_text = base64.urlsafe_b64encode(sig).decode().rstrip("=")
         token = f"{self.token_prefix}{body.decode()}.{sig_text}"
         return token, self.token_life
@@ -183,7 +182,7 @@ class TempAuth:
             return None
         body, _, sig = token[len(self.token_prefix):].partition(".")
         try:
-            want = hmac.new(self.secret, body.encode(), hashlib.sha256).digest()[:20]
+            want = hmac.digest(self.secret, body.encode(), "sha256")[:20]
             # Compare the text exactly as issued: decoding would ignore junk appended to
             # the token (stray characters, padding, unused low bits of the last one).
             want_text = base64.urlsafe_b64encode(want).rstrip(b"=")

@@ -91,12 +91,15 @@ class PlainReads:
         return await self.full(request)
 
     async def _shortcut(self, request: web.Request) -> web.StreamResponse | None:
+        try:
+            path = api_path(request)
+        except HTTPError:
+            return None  # the full pipeline gives each feature's own answer
+        if path is None or path.obj is None:
+            return None  # not an object (an S3 request, say): nothing to take back
         saved = dict(request)
         kept = None
         try:
-            path = api_path(request)
-            if path is None or path.obj is None:
-                return None
             sub: web.Request | None = request
             for mw in self.admitters:
                 sub = await mw.admit_plain(sub, path)

@@ -15,12 +15,12 @@ import pytest
 
 from swiftlite import allinone
 from swiftlite.common.config import Section
-from swiftlite.proxy.s3 import encryption
+from swiftlite.proxy.s3 import sse_cipher, sse_headers, sse_keys
 from swiftlite.proxy.s3.errors import S3Error
 
 
-def kms(**options: str) -> encryption.KeyStore:
-    return encryption.KeyStore.from_conf(Section(options))
+def kms(**options: str) -> sse_keys.KeyStore:
+    return sse_keys.KeyStore.from_conf(Section(options))
 
 
 def test_no_key_store_by_default_refuses_sse_kms_and_sse_s3():
@@ -30,7 +30,7 @@ def test_no_key_store_by_default_refuses_sse_kms_and_sse_s3():
                      "x-amz-server-side-encryption-aws-kms-key-id": "k"},
                     {"x-amz-server-side-encryption": "AES256"}):
         with pytest.raises(S3Error) as exc:
-            encryption.requested(headers, store)
+            sse_headers.requested(headers, store)
         assert (exc.value.status, exc.value.code) == (400, "KMS.NotFoundException")
 
 
@@ -72,7 +72,7 @@ def test_ctr_stream_decrypts_from_any_offset_and_across_parts():
     cipher = b""
     segments, start = [], 0
     for data, iv in zip(parts, ivs, strict=True):
-        cipher += run(_collect(encryption.transform(_pieces(data, [len(data)]), key,
+        cipher += run(_collect(sse_cipher.transform(_pieces(data, [len(data)]), key,
                                                     [(0, 1 << 62, iv)], 0)))
         segments.append((start, len(data), iv))
         start += len(data)
@@ -82,7 +82,7 @@ def test_ctr_stream_decrypts_from_any_offset_and_across_parts():
         first = rnd.randrange(len(plain))
         last = rnd.randrange(first, len(plain))
         chunk_sizes = [rnd.randrange(1, 700) for _ in range(len(plain) // 1 + 1)]
-        out = run(_collect(encryption.transform(_pieces(cipher[first:last + 1], chunk_sizes),
+        out = run(_collect(sse_cipher.transform(_pieces(cipher[first:last + 1], chunk_sizes),
                                                 key, segments, first)))
         assert out == plain[first:last + 1]
 
@@ -91,19 +91,19 @@ def test_wrapped_key_opens_only_with_its_customer_key():
     store = kms()
     customer = os.urandom(32)
     md5 = base64.b64encode(hashlib.md5(customer).digest()).decode()
-    want = encryption.customer_key({
-        encryption.H_C_ALG: "AES256", encryption.H_C_KEY: base64.b64encode(customer).decode(),
-        encryption.H_C_MD5: md5})
-    sse, meta = encryption.new_sse(store, want)
+    want = sse_headers.customer_key({
+        sse_keys.H_C_ALG: "AES256", sse_keys.H_C_KEY: base64.b64encode(customer).decode(),
+        sse_keys.H_C_MD5: md5})
+    sse, meta = sse_keys.new_sse(store, want)
     assert base64.b64encode(customer).decode() not in meta and md5 not in meta
-    assert encryption.open_sse(store, meta, want).data_key == sse.data_key
+    assert sse_keys.open_sse(store, meta, want).data_key == sse.data_key
     other = os.urandom(32)
-    wrong = encryption.Wanted("c", customer_key=other)
+    wrong = sse_keys.Wanted("c", customer_key=other)
     with pytest.raises(S3Error) as exc:
-        encryption.open_sse(store, meta, wrong)
+        sse_keys.open_sse(store, meta, wrong)
     assert exc.value.status == 400
     with pytest.raises(S3Error):
-        encryption.open_sse(store, meta, None)
+        sse_keys.open_sse(store, meta, None)
 
 
 def test_an_older_root_gets_its_own_kms_secret(tmp_path):

@@ -56,6 +56,19 @@ from swiftlite.common.sysmeta import (
 )
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.proxy import link_cache
+from swiftlite.proxy.middleware.version_listing import list_versions
+from swiftlite.proxy.middleware.version_names import (
+    CLIENT_ENABLED,
+    DELETE_MARKER,
+    SYSMETA_CONT,
+    SYSMETA_ENABLED,
+    WAS_NULL,
+    auth_headers,
+    listing_query,
+    path_of,
+    version_object,
+    versions_container,
+)
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
@@ -69,52 +82,17 @@ from swiftlite.proxy.request import (
 )
 from swiftlite.proxy.response import BodyResponse, answer_body, close_answer
 
-CLIENT_ENABLED = "X-Versions-Enabled"
-SYSMETA_ENABLED = "X-Container-Sysmeta-Versions-Enabled"
-SYSMETA_CONT = "X-Container-Sysmeta-Versions-Container"
 SYSMETA_LOCKED = VERSIONS_LOCKED  # set by S3 object lock: versioning stays on
 # On a version link: the id of the version it points to (same account, same name).
 LINK = "X-Object-Sysmeta-Versions-Link"
-DELETE_MARKER = "application/x-deleted;swift_versions_deleted=1"
-# The listing parameter of a version that was the null object (an internal request's
-# listings show it: S3 still calls that version `null`; a client's never do).
-WAS_NULL = "was_null"
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
 NO_VERSIONS_CONT = ("The versions container does not exist. You may want to re-enable "
                     "object versioning.")
 # Headers a version does not take from the client's PUT: expiry belongs to the link (an
 # expired link hides the object; its versions stay).
 EXPIRY = ("x-delete-at", "x-delete-after")
-# Listing parameters passed on to the versions container's listing.
-_MAX_TICKS = 10**15 - 1  # 9999999999.99999: versions are named by the inverse, newest first
 LEGACY = ("X-Versions-Location", "X-History-Location")
 SYMLINK_TARGET = "X-Object-Sysmeta-Symlink-Target"
-AUTH_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
-
-
-def _versions_container(container: str) -> str:
-    return reserved_name("versions", container)
-
-
-def _invert(ts: Timestamp) -> str:
-    return Timestamp(_MAX_TICKS - ts.ticks).normal
-
-
-def version_object(name: str, version_id: str) -> str:
-    return reserved_name(name, _invert(Timestamp.parse(version_id)))
-
-
-def parse_version_object(vname: str) -> tuple[str, str | None]:
-    """(user name, version id) of a version object's name; (name, None) for another name."""
-    try:
-        name, inv = split_reserved(vname)
-        return name, Timestamp(_MAX_TICKS - Timestamp.parse(inv).ticks).normal
-    except (ValueError, TimestampError):
-        return vname, None
-
-
-def _path(version: str, *names: str) -> str:
-    return "/" + "/".join((version, *(quote(n, safe="") for n in names)))
 
 
 def _valid_version(version_id: str, allow_null: bool = True) -> None:
@@ -183,8 +161,7 @@ class ObjectVersioning(Middleware):
         """A sub-request down the pipeline as the caller, allowed into the reserved
         namespace (the caller was authorized on the user-visible resource first)."""
         if headers is None:
-            headers = CIMultiDict((k, request.headers[k]) for k in AUTH_HEADERS
-                                  if k in request.headers)
+            headers = auth_headers(request)
         sub = sub_request(request, method, path, headers, body, query)
         if reserved:
             sub[ALLOW_RESERVED] = True
@@ -196,7 +173,7 @@ class ObjectVersioning(Middleware):
 
     async def _container_head(self, request: web.Request, path: ApiPath,
                               container: str) -> web.StreamResponse:
-        return await self._send(request, "HEAD", _path(path.version, path.account, container),
+        return await self._send(request, "HEAD", path_of(path.version, path.account, container),
                                 reserved=container.startswith(RESERVED))
 
     # ---- containers ------------------------------------------------------------------------
@@ -211,8 +188,7 @@ class ObjectVersioning(Middleware):
         if method not in ("GET", "HEAD"):
             return await self.app(request)
         if method == "GET" and "versions" in request.query:
-            from swiftlite.proxy.middleware import version_listing
-            return await version_listing.list_versions(self, request, path)
+            return await list_versions(self, request, path)
         resp = await self.app(request)
         return await self._annotate_container(request, path, resp)
 
@@ -264,12 +240,12 @@ class ObjectVersioning(Middleware):
                             "versions may be under retention.")
         headers = CIMultiDict(request.headers)
         headers[SYSMETA_ENABLED] = "True" if is_enabled else "False"
-        vcont = _versions_container(path.container)
+        vcont = versions_container(path.container)
         created = False
         if is_enabled:
             if not await self._authorized_write(request, path):
                 return await self.app(request)  # the core answers 401/403 as it should
-            made = await self._send(request, "PUT", _path(path.version, path.account, vcont))
+            made = await self._send(request, "PUT", path_of(path.version, path.account, vcont))
             close_answer(made)
             if made.status // 100 != 2 and made.status != 409:
                 raise HTTPError(500, "Error enabling object versioning")
@@ -277,7 +253,7 @@ class ObjectVersioning(Middleware):
             headers[SYSMETA_CONT] = quote(vcont, safe="")
         resp = await self.app(clone(request, headers=headers))
         if resp.status // 100 != 2 and created:
-            gone = await self._send(request, "DELETE", _path(path.version, path.account, vcont))
+            gone = await self._send(request, "DELETE", path_of(path.version, path.account, vcont))
             close_answer(gone)
         return resp
 
@@ -305,7 +281,7 @@ class ObjectVersioning(Middleware):
         if vcont:
             if not await self._authorized_write(request, path):
                 return await self.app(request)
-            vpath = _path(path.version, path.account, unquote(vcont))
+            vpath = path_of(path.version, path.account, unquote(vcont))
             vhead = await self._send(request, "HEAD", vpath)
             close_answer(vhead)
             if vhead.status // 100 == 2 and \
@@ -335,8 +311,8 @@ class ObjectVersioning(Middleware):
         if not names:
             return resp
         query = [("format", "json"), ("prefix", reserved_name("versions", ""))]
-        vresp = await self._send(request, "GET", _path(path.version, path.account),
-                                 _auth_headers(request), query=_query(query))
+        vresp = await self._send(request, "GET", path_of(path.version, path.account),
+                                 auth_headers(request), query=listing_query(query))
         if vresp.status != 200:
             close_answer(vresp)
             return resp
@@ -411,14 +387,14 @@ class ObjectVersioning(Middleware):
 
     def _vpath(self, path: ApiPath, vcont: str, version_id: str) -> str:
         assert path.obj is not None
-        return _path(path.version, path.account, vcont, version_object(path.obj, version_id))
+        return path_of(path.version, path.account, vcont, version_object(path.obj, version_id))
 
     async def _current(self, request: web.Request, path: ApiPath,
                        method: str = "HEAD", newest: bool = True) -> web.StreamResponse:
         """The visible object itself: the link (not its version), or the null version as
         stored (a client's symlink unfollowed). Writes ask every replica (X-Newest), so a
         stale one cannot make them lose a version; reads take one, as any object read."""
-        headers = _auth_headers(request)
+        headers = auth_headers(request)
         if newest:
             headers["X-Newest"] = "true"
         return await self._send(request, method, request.rel_url.raw_path, headers,
@@ -506,7 +482,7 @@ class ObjectVersioning(Middleware):
                     return
                 raise HTTPError(503, "Service Unavailable")
             ts = Timestamp.parse(src.headers.get("X-Timestamp", "0"))
-            headers = CIMultiDict(_auth_headers(request))
+            headers = CIMultiDict(auth_headers(request))
             for k, v in src.headers.items():
                 lk = k.lower()
                 if lk.startswith(("x-object-meta-", "x-object-sysmeta-")) or lk in (
@@ -601,7 +577,7 @@ class ObjectVersioning(Middleware):
                      vcont: str) -> web.StreamResponse:
         await self._copy_current(request, path, vcont)
         ts = self.proxy.next_timestamp()
-        headers = CIMultiDict(_auth_headers(request))
+        headers = CIMultiDict(auth_headers(request))
         headers["Content-Type"] = DELETE_MARKER
         headers["Content-Length"] = "0"
         marker = await self._send(request, "PUT", self._vpath(path, vcont, ts.normal),
@@ -717,17 +693,13 @@ class ObjectVersioning(Middleware):
         else:
             current_after = current or "null"
         resp = await self._send(request, "DELETE", self._vpath(path, vcont, version_id),
-                                _auth_headers(request))
+                                auth_headers(request))
         resp.headers["X-Object-Version-Id"] = version_id
         resp.headers["X-Object-Current-Version-Id"] = current_after
         return resp
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-def _auth_headers(request: web.Request) -> CIMultiDict[str]:
-    return CIMultiDict((k, request.headers[k]) for k in AUTH_HEADERS if k in request.headers)
-
 
 def _check(resp: web.StreamResponse) -> None:
     """A sub-request's failure as the client's answer (Swift's mapping)."""
@@ -747,22 +719,6 @@ def _without_version_id(request: web.Request) -> web.Request:
     sub = clone(request, rel_url=URL.build(path=request.rel_url.raw_path, query_string=query,
                                            encoded=True))
     return sub
-
-
-def _query(params: list[tuple[str, str]]) -> str:
-    return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params)
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _mark_link(item: dict, account: str, container: str) -> None:

@@ -11,6 +11,7 @@ delete marker newer than anything else of its name.
 from __future__ import annotations
 
 import json
+from typing import Any, Protocol
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -20,25 +21,38 @@ from swiftlite.common.http import HTTPError, query_str
 from swiftlite.common.reserved import RESERVED, reserved_name, split_reserved
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.db.listing import NotAcceptable, accept_type
-from swiftlite.proxy.middleware.object_versioning import (
+from swiftlite.proxy.middleware.version_names import (
     CLIENT_ENABLED,
     DELETE_MARKER,
     SYSMETA_CONT,
     SYSMETA_ENABLED,
     WAS_NULL,
-    ObjectVersioning,
-    _auth_headers,
-    _path,
-    _query,
-    _versions_container,
+    auth_headers,
+    listing_query,
     parse_version_object,
+    path_of,
     version_object,
+    versions_container,
 )
 from swiftlite.proxy.request import INTERNAL, ApiPath
 from swiftlite.proxy.response import answer_body, close_answer
 
 
-async def list_versions(ov: ObjectVersioning, request: web.Request,
+class Versioning(Protocol):
+    """What the listing needs of the middleware (object_versioning.ObjectVersioning, which
+    calls it): its sub-requests as the caller."""
+
+    async def _send(self, request: web.Request, method: str, path: str,
+                    headers: Any = None, body: Any = None, query: str = "",
+                    ts: Timestamp | None = None, reserved: bool = True) -> web.StreamResponse:
+        ...
+
+    async def _container_head(self, request: web.Request, path: ApiPath,
+                              container: str) -> web.StreamResponse:
+        ...
+
+
+async def list_versions(ov: Versioning, request: web.Request,
                         path: ApiPath) -> web.StreamResponse:
     """The client's `?versions` listing; `ov` makes the sub-requests (as the caller)."""
     # The primary listing is read as JSON whatever the client asked for.
@@ -54,7 +68,7 @@ async def list_versions(ov: ObjectVersioning, request: web.Request,
     return await _merged(ov, request, path)
 
 
-async def _merged(ov: ObjectVersioning, request: web.Request,
+async def _merged(ov: Versioning, request: web.Request,
                   path: ApiPath) -> web.StreamResponse:
     """The two listings, merged in name order (newest version first under each name)."""
     assert path.container is not None
@@ -63,9 +77,9 @@ async def _merged(ov: ObjectVersioning, request: web.Request,
     params = [(k, v) for k, v in q.items()
               if k not in ("versions", "version_marker", "format")]
     primary = await ov._send(request, "GET",
-                             _path(path.version, path.account, path.container),
-                             _auth_headers(request), reserved=False,
-                             query=_query(params + [("format", "json")]))
+                             path_of(path.version, path.account, path.container),
+                             auth_headers(request), reserved=False,
+                             query=listing_query(params + [("format", "json")]))
     if primary.status // 100 != 2:
         return primary
     body = await answer_body(primary)
@@ -73,7 +87,7 @@ async def _merged(ov: ObjectVersioning, request: web.Request,
     enabled = headers.get(SYSMETA_ENABLED)
     if enabled is not None:
         headers[CLIENT_ENABLED] = enabled
-    vcont = _versions_container(path.container)
+    vcont = versions_container(path.container)
     if headers.get(SYSMETA_CONT):
         vhead = await ov._container_head(request, path, vcont)
         close_answer(vhead)
@@ -102,9 +116,9 @@ async def _merged(ov: ObjectVersioning, request: web.Request,
             null_items.append(_listing_item(item, "null", True))
             latest.add(item["name"])
     vparams = _versions_params(request)
-    vresp = await ov._send(request, "GET", _path(path.version, path.account, vcont),
-                           _auth_headers(request),
-                           query=_query(vparams + [("format", "json")]))
+    vresp = await ov._send(request, "GET", path_of(path.version, path.account, vcont),
+                           auth_headers(request),
+                           query=listing_query(vparams + [("format", "json")]))
     versions: list[dict] = []
     if vresp.status // 100 == 2:
         vbody = await answer_body(vresp)

@@ -325,7 +325,7 @@ async def put_object_acl(s3: Any) -> web.StreamResponse:
 
 async def stored_object_acl(s3: Any) -> tuple[Acl, Any]:
     """The request's object's ACL (its version's, with versionId), and its HEAD answer."""
-    from swiftlite.proxy.s3.obj import version_query
+    from swiftlite.proxy.s3.object_request import version_query
     head = await s3.swift_ok("HEAD", s3.bucket, s3.key, err_key=s3.key,
                              query=version_query(s3.query.get("versionId")))
     close_answer(head)

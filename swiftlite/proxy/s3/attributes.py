@@ -17,7 +17,8 @@ from swiftlite.proxy.s3 import checksum, encryption, parts, versioned, xml
 from swiftlite.proxy.s3.context import S3Request, error_of
 from swiftlite.proxy.s3.documents import xml_response
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument
-from swiftlite.proxy.s3.obj import S3_ETAG, S3_PARTS, version_query
+from swiftlite.proxy.s3.obj import S3_ETAG, S3_PARTS
+from swiftlite.proxy.s3.object_request import version_query
 from swiftlite.proxy.s3.routes import route
 
 KNOWN = frozenset(("ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize"))

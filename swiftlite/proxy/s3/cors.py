@@ -28,10 +28,10 @@ from aiohttp import web
 
 from swiftlite.proxy.middleware.cors import add_vary, csv_items
 from swiftlite.proxy.s3 import access, xml
+from swiftlite.proxy.s3.bucket_settings import bucket_setting
 from swiftlite.proxy.s3.context import S3Request
-from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
+from swiftlite.proxy.s3.documents import parse_xml, xml_response
 from swiftlite.proxy.s3.errors import S3Error, malformed_xml
-from swiftlite.proxy.s3.routes import route
 
 BUCKET_CORS = "X-Container-Sysmeta-S3api-Cors"
 METHODS = ("GET", "PUT", "HEAD", "POST", "DELETE")
@@ -135,28 +135,17 @@ def cors_document(rules: list[Rule]) -> web.Response:
     return xml_response(root)
 
 
-@route("bucket", "PUT", "cors")
-async def put_bucket_cors(s3: S3Request) -> web.StreamResponse:
-    stored = dump_rules(parse_cors(await small_body(s3)))
+async def _store(s3: S3Request, body: bytes) -> dict[str, str]:
+    """PutBucketCors: the rules checked, in their stored form."""
+    stored = dump_rules(parse_cors(body))
     if len(stored.encode()) > MAX_STORED:
         raise S3Error("MaxMessageLengthExceeded", 400, "Your CORS configuration is too big.")
-    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_CORS: stored})
-    return web.Response(status=200)
+    return {BUCKET_CORS: stored}
 
 
-@route("bucket", "GET", "cors")
-async def get_bucket_cors(s3: S3Request) -> web.StreamResponse:
-    head = await s3.swift_ok("HEAD", s3.bucket)
-    rules = load_rules(head.headers.get(BUCKET_CORS))
-    if rules is None:
-        raise no_such_cors(s3.bucket or "")
-    return cors_document(rules)
-
-
-@route("bucket", "DELETE", "cors")
-async def delete_bucket_cors(s3: S3Request) -> web.StreamResponse:
-    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_CORS: ""})
-    return web.Response(status=204)
+bucket_setting("cors", BUCKET_CORS, load=lambda meta: load_rules(meta.get(BUCKET_CORS)),
+               missing=lambda bucket: no_such_cors(bucket or ""), document=cors_document,
+               store=_store)
 
 
 def no_such_cors(bucket: str) -> S3Error:

@@ -33,10 +33,10 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3.bucket_settings import bucket_setting, sysmeta_value
 from swiftlite.proxy.s3.context import S3Request, http_date
-from swiftlite.proxy.s3.documents import parse_xml, small_body
+from swiftlite.proxy.s3.documents import parse_xml
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
-from swiftlite.proxy.s3.routes import route
 
 LIFECYCLE = "X-Container-Sysmeta-S3api-Lifecycle"
 # The x-amz-expiration a GET/HEAD answers, kept with the object (its expiry itself is
@@ -189,9 +189,7 @@ def parse_configuration(body: bytes) -> tuple[bytes, list[dict[str, Any]]]:
 
 
 def _raw(meta) -> str | None:
-    if isinstance(meta, CIMultiDict):
-        return meta.get(LIFECYCLE)
-    return next((v for k, v in meta.items() if k.lower() == LIFECYCLE.lower()), None)
+    return sysmeta_value(meta, LIFECYCLE)
 
 
 def _decoded(raw: str | None) -> bytes | None:
@@ -219,30 +217,26 @@ def _rules(raw: str) -> tuple[dict[str, Any], ...]:
         return ()
 
 
-@route("bucket", "PUT", "lifecycle")
-async def put_lifecycle(s3: S3Request) -> web.StreamResponse:
-    document, _ = parse_configuration(await small_body(s3))
+async def _store(s3: S3Request, body: bytes) -> dict[str, str]:
+    """PutBucketLifecycleConfiguration: the document as the client sent it, compressed."""
+    document, _ = parse_configuration(body)
     stored = base64.b64encode(zlib.compress(document, 9)).decode()
     if len(stored) > 6000:
         raise invalid_argument("The lifecycle configuration is larger than this store keeps")
-    await s3.swift_ok("POST", s3.bucket, headers={LIFECYCLE: stored})
-    return web.Response(status=200)
+    return {LIFECYCLE: stored}
 
 
-@route("bucket", "GET", "lifecycle")
-async def get_lifecycle(s3: S3Request) -> web.StreamResponse:
-    head = await s3.swift_ok("HEAD", s3.bucket)
-    document = _stored(head.headers)
-    if document is None:
-        raise S3Error("NoSuchLifecycleConfiguration", 404, "The lifecycle configuration "
-                      "does not exist", BucketName=s3.bucket)
+def _missing(bucket: str | None) -> S3Error:
+    return S3Error("NoSuchLifecycleConfiguration", 404, "The lifecycle configuration "
+                   "does not exist", BucketName=bucket)
+
+
+def _document(document: bytes) -> web.Response:
     return web.Response(status=200, body=document, content_type="application/xml")
 
 
-@route("bucket", "DELETE", "lifecycle")
-async def delete_lifecycle(s3: S3Request) -> web.StreamResponse:
-    await s3.swift_ok("POST", s3.bucket, headers={LIFECYCLE: ""})
-    return web.Response(status=204)
+bucket_setting("lifecycle", LIFECYCLE, load=_stored, missing=_missing, document=_document,
+               store=_store)
 
 
 # ---- expiration of new objects ----------------------------------------------------------------

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from urllib.parse import quote
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -34,6 +33,7 @@ from swiftlite.common.sysmeta import (
     VERSIONS_LOCKED,
 )
 from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3.bucket_settings import bucket_setting, sysmeta_value
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.errors import (
@@ -43,6 +43,7 @@ from swiftlite.proxy.s3.errors import (
     malformed_xml,
     no_such_bucket,
 )
+from swiftlite.proxy.s3.object_request import version_query
 from swiftlite.proxy.s3.routes import route
 
 LOCK_CONF = "X-Container-Sysmeta-S3api-Object-Lock"
@@ -59,16 +60,9 @@ def not_locked() -> S3Error:
     return S3Error("InvalidRequest", 400, "Bucket is missing Object Lock Configuration")
 
 
-def _get(meta: dict[str, str] | CIMultiDict[str], name: str) -> str | None:
-    if isinstance(meta, CIMultiDict):
-        return meta.get(name)
-    lname = name.lower()
-    return next((v for k, v in meta.items() if k.lower() == lname), None)
-
-
 def bucket_lock(meta) -> dict | None:
     """The bucket's lock configuration from its sysmeta; None: object lock is off."""
-    raw = _get(meta, LOCK_CONF)
+    raw = sysmeta_value(meta, LOCK_CONF)
     if not raw:
         return None
     try:
@@ -151,26 +145,23 @@ def parse_lock_configuration(body: bytes) -> dict:
     return {"mode": mode, "years": _positive(years)}
 
 
-@route("bucket", "PUT", "object-lock")
-async def put_lock_configuration(s3: S3Request) -> web.StreamResponse:
-    conf = parse_lock_configuration(await small_body(s3))
+async def _store_configuration(s3: S3Request, body: bytes) -> dict[str, str]:
+    """PutObjectLockConfiguration: on a versioned bucket only; versioning then stays on."""
+    conf = parse_lock_configuration(body)
     head = await s3.swift_ok("HEAD", s3.bucket)
     if bucket_lock(head.headers) is None and \
             head.headers.get("X-Versions-Enabled", "").lower() != "true":
         raise invalid_bucket_state("Versioning must be 'Enabled' on the bucket to apply a "
                                    "Object Lock configuration")
-    await s3.swift_ok("POST", s3.bucket, headers={LOCK_CONF: json.dumps(conf),
-                                                  VERSIONS_LOCKED: "true"})
-    return web.Response(status=200)
+    return {LOCK_CONF: json.dumps(conf), VERSIONS_LOCKED: "true"}
 
 
-@route("bucket", "GET", "object-lock")
-async def get_lock_configuration(s3: S3Request) -> web.StreamResponse:
-    head = await s3.swift_ok("HEAD", s3.bucket)
-    conf = bucket_lock(head.headers)
-    if conf is None:
-        raise S3Error("ObjectLockConfigurationNotFoundError", 404, "Object Lock "
-                      "configuration does not exist for this bucket", BucketName=s3.bucket)
+def _no_configuration(bucket: str | None) -> S3Error:
+    return S3Error("ObjectLockConfigurationNotFoundError", 404, "Object Lock "
+                   "configuration does not exist for this bucket", BucketName=bucket)
+
+
+def _configuration_document(conf: dict) -> web.Response:
     root = xml.root("ObjectLockConfiguration")
     xml.sub(root, "ObjectLockEnabled", "Enabled")
     if conf.get("mode"):
@@ -181,6 +172,12 @@ async def get_lock_configuration(s3: S3Request) -> web.StreamResponse:
         else:
             xml.sub(retention, "Years", conf.get("years", 1))
     return xml_response(root)
+
+
+# (No DeleteObjectLockConfiguration: S3 has none, object lock stays on once set.)
+bucket_setting("object-lock", LOCK_CONF, load=bucket_lock, missing=_no_configuration,
+               document=_configuration_document, store=_store_configuration,
+               deletable=False)
 
 
 # ---- new objects ------------------------------------------------------------------------------
@@ -259,18 +256,15 @@ async def _locked_bucket(s3: S3Request) -> dict:
     return conf
 
 
-def _version_query(s3: S3Request) -> str:
-    vid = s3.query.get("versionId")
-    return "version-id=" + quote(vid, safe="") if vid else ""
-
-
 async def _head(s3: S3Request) -> web.StreamResponse:
-    return await s3.swift_ok("HEAD", s3.bucket, s3.key, query=_version_query(s3),
+    vq = version_query(s3.query.get("versionId"))
+    return await s3.swift_ok("HEAD", s3.bucket, s3.key, query=vq,
                              err_key=s3.key)
 
 
 async def _patch(s3: S3Request, headers: dict[str, str]) -> web.Response:
-    await s3.swift_ok("POST", s3.bucket, s3.key, headers=headers, query=_version_query(s3),
+    vq = version_query(s3.query.get("versionId"))
+    await s3.swift_ok("POST", s3.bucket, s3.key, headers=headers, query=vq,
                       err_key=s3.key)
     vid = s3.query.get("versionId")
     return web.Response(status=200, headers={"x-amz-version-id": vid} if vid else None)

@@ -33,6 +33,7 @@ from swiftlite.proxy.s3 import (
     operations,
     postform,
     routes,
+    sse_keys,
     versioned,
 )
 from swiftlite.proxy.s3.context import S3Request
@@ -74,7 +75,7 @@ class S3Api(Middleware):
         self.max_parts = conf.get_int("s3_max_parts", 10000)
         self.max_buckets = conf.get_int("max_buckets", 1000)  # per account; 0: no limit
         self.creds = Credentials(None, proxy)
-        self.kms = encryption.KeyStore.from_conf(conf)  # SSE-KMS keys (none by default)
+        self.kms = sse_keys.KeyStore.from_conf(conf)  # SSE-KMS keys (none by default)
 
     def info(self) -> dict[str, Any]:
         return {"location": self.location, "min_part_size": self.min_part_size,
@@ -114,13 +115,13 @@ class S3Api(Middleware):
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         if not self.is_s3(request):
             resp = await self.app(request)
-            if encryption.SSE in resp.headers and request.method in ("GET", "HEAD"):
+            if sse_keys.SSE in resp.headers and request.method in ("GET", "HEAD"):
                 return await encryption.swift_read(self.kms, request, resp, self.app)
             return resp
         return await self.serve(request)
 
     def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
-        return encryption.SSE not in resp.headers  # S3 encrypted it: __call__ decrypts
+        return sse_keys.SSE not in resp.headers  # S3 encrypted it: __call__ decrypts
 
     async def expect(self, request: web.Request) -> web.StreamResponse | None:
         """Before an `Expect: 100-continue` request's 100: S3's refusal, if any (expect.py)."""

@@ -35,6 +35,8 @@ from swiftlite.proxy.s3 import (
     conditional,
     encryption,
     object_state,
+    sse_headers,
+    sse_keys,
     xml,
 )
 from swiftlite.proxy.s3.access import OBJECT_ACL
@@ -60,9 +62,9 @@ from swiftlite.proxy.s3.obj import (
     check_source,
     copy_source,
     copy_version,
-    object_headers,
     store,
 )
+from swiftlite.proxy.s3.object_request import copy_result, object_headers
 from swiftlite.proxy.s3.routes import route
 
 KEPT = ("content-type", "content-encoding", "content-disposition", "content-language",
@@ -206,7 +208,7 @@ async def upload_part(s3: S3Request) -> web.StreamResponse:
     return out
 
 
-async def _copy_part(s3: S3Request, hidden: str, name: str, sse: encryption.Sse | None,
+async def _copy_part(s3: S3Request, hidden: str, name: str, sse: sse_keys.Sse | None,
                      number: int) -> web.StreamResponse:
     src_bucket, src_key = copy_source(s3)
     src_account = await access.authorize_source(s3, src_bucket, src_key)
@@ -231,7 +233,7 @@ async def _copy_part(s3: S3Request, hidden: str, name: str, sse: encryption.Sse 
                           ArgumentName="x-amz-copy-source-range", ArgumentValue=rng)
         headers["Range"] = rng
     if sse is not None or encryption.encrypted(head.headers) or \
-            encryption.customer_key(s3.request.headers, encryption.COPY_PREFIX):
+            sse_headers.customer_key(s3.request.headers, sse_keys.COPY_PREFIX):
         resp = await encryption.copy_part(s3, src_bucket, src_key, head, hidden, name,
                                           headers.get("Range"), sse, number, src_account)
     else:
@@ -239,11 +241,7 @@ async def _copy_part(s3: S3Request, hidden: str, name: str, sse: encryption.Sse 
                               query=copy_version(s3))
     if resp.status // 100 != 2:
         raise await error_of(resp, src_bucket, src_key)
-    root = xml.root("CopyPartResult")
-    from swiftlite.proxy.s3.obj import _iso_from_http
-    xml.sub(root, "LastModified", _iso_from_http(resp.headers.get("Last-Modified", "")))
-    xml.sub(root, "ETag", '"' + resp.headers.get("ETag", "").strip('"') + '"')
-    return xml_response(root)
+    return copy_result(resp, "CopyPartResult")
 
 
 @route("object", "POST", "uploadId")

@@ -26,10 +26,13 @@ from swiftlite.proxy.s3 import (
     object_state,
     parts,
     payload,
+    sse_cipher,
+    sse_headers,
+    sse_keys,
     versioned,
     xml,
 )
-from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
+from swiftlite.proxy.s3.context import S3Request, error_of
 from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.errors import (
     S3Error,
@@ -37,14 +40,18 @@ from swiftlite.proxy.s3.errors import (
     invalid_argument,
     malformed_xml,
     no_such_bucket,
-    not_implemented,
+)
+from swiftlite.proxy.s3.object_request import (
+    AMZ_META,
+    copy_result,
+    object_headers,
+    version_query,
 )
 from swiftlite.proxy.s3.routes import route
 
 S3_ETAG = "X-Object-Sysmeta-S3api-Etag"
 S3_PARTS = "X-Object-Sysmeta-S3api-Parts"
 META = "x-object-meta-"
-AMZ_META = "x-amz-meta-"
 # Bodies up to this size (the proxy's put_buffer_size default, which a Swift PUT buffers as
 # well) are checked whole, then sent in one piece: their write's timestamp is then taken
 # once the body is in, so of two writers of a key the one that finishes last wins, as in S3.
@@ -61,38 +68,9 @@ DROPPED = frozenset(("x-timestamp", "x-static-large-object", "x-manifest-etag"))
 ETAG_IS_AT = {"X-Backend-Etag-Is-At": S3_ETAG}
 
 
-def version_query(vid: str | None) -> str:
-    """The Swift query reading or deleting one version (`null`: the unversioned one)."""
-    return "" if not vid else "version-id=" + quote(vid, safe="")
-
-
 def check_key(key: str) -> None:
     if len(key.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES:
         raise S3Error("KeyTooLongError", 400, "Your key is too long")
-
-
-def object_headers(s3: S3Request) -> CIMultiDict[str]:
-    """The new object's Swift headers from the S3 request's."""
-    out: CIMultiDict[str] = CIMultiDict()
-    for k, v in s3.request.headers.items():
-        lk = k.lower()
-        if lk.startswith(AMZ_META):
-            out["X-Object-Meta-" + k[len(AMZ_META):]] = v
-        elif lk in PASSED:
-            out[k] = v
-        elif lk == "x-amz-website-redirect-location":
-            raise not_implemented(f"{k} is not supported.")
-    enc = out.get("Content-Encoding")
-    if enc is not None:  # aws-chunked framing is ours to undo, not the object's
-        kept = ", ".join(e for e in (p.strip() for p in enc.split(","))
-                        if e and e.lower() != "aws-chunked")
-        if kept:
-            out["Content-Encoding"] = kept
-        else:
-            del out["Content-Encoding"]
-    if "Content-Type" not in out:
-        out["Content-Type"] = "binary/octet-stream"
-    return out
 
 
 def s3_headers(resp: web.StreamResponse) -> None:
@@ -157,7 +135,7 @@ async def put_object(s3: S3Request) -> web.StreamResponse:
 
 
 async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
-                reserved: bool = False, sse: encryption.Sse | None = None,
+                reserved: bool = False, sse: sse_keys.Sse | None = None,
                 part: int | None = None, compute: str | None = None,
                 cond: conditional.WriteConditions | None = None) -> web.StreamResponse:
     """PUT the request's body as `bucket/key` (encrypted with `sse`, as part `part` of its
@@ -183,7 +161,7 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     data = b"".join([c async for c in body]) if buffered else body
     checksum.keep(headers, s3.request.headers, found, compute)
     if sse is not None:
-        data = encryption.encrypt_body(data, sse, part, headers, s3.request.headers)
+        data = sse_cipher.encrypt_body(data, sse, part, headers, s3.request.headers)
     headers["Content-Length"] = str(length)
     resp = await s3.swift("PUT", bucket, key, headers, data, reserved=reserved,
                           backend=cond.backend if cond else None)
@@ -362,7 +340,7 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
         raise invalid_argument("Unknown metadata directive.", "x-amz-metadata-directive",
                                directive)
     if (src_bucket, src_key) == (s3.bucket, s3.key) and directive == "COPY" and \
-            not encryption.requested(s3.request.headers, encryption.store_of(s3)):
+            not sse_headers.requested(s3.request.headers, sse_keys.store_of(s3)):
         raise S3Error("InvalidRequest", 400, "This copy request is illegal because it is "
                       "trying to copy an object to itself without changing the object's "
                       "metadata, storage class, website redirect location or encryption "
@@ -386,20 +364,7 @@ async def copy_object(s3: S3Request) -> web.StreamResponse:
         if resp.status == 404 and await _bucket_missing(s3):
             raise no_such_bucket(s3.bucket or "")
         raise await error_of(resp, s3.bucket, src_key)
-    root = xml.root("CopyObjectResult")
-    xml.sub(root, "LastModified", _iso_from_http(resp.headers.get("Last-Modified", "")))
-    xml.sub(root, "ETag", '"' + resp.headers.get("ETag", "").strip('"') + '"')
-    return xml_response(root)
-
-
-def _iso_from_http(value: str) -> str:
-    from email.utils import parsedate_to_datetime
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        import time
-        return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
-    return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return copy_result(resp)
 
 
 @route("bucket", "POST", "delete")

@@ -6,6 +6,7 @@ from swiftlite.proxy.s3 import (  # noqa: F401
     acl,
     attributes,
     bucket,
+    bucket_encryption,
     cors,
     encryption,
     lifecycle,

@@ -24,6 +24,7 @@ from swiftlite.proxy.s3 import documents, xml
 from swiftlite.proxy.s3.access import (
     ALL_USERS,
     AUTH_USERS,
+    BUCKET_ACL,
     OWNERSHIP,
     PUBLIC_BLOCK,
     Acl,
@@ -119,9 +120,10 @@ async def put_ownership(s3: Any) -> web.StreamResponse:
     if mode not in MODES:
         raise malformed_xml()
     if mode == "BucketOwnerEnforced":
-        from swiftlite.proxy.s3 import acl as acls
-        current = await acls.bucket_acl(s3)
-        if any(not (k == "id" and w == current.owner) for k, w, _ in current.grants):
+        # (A bucket with no ACL stored has its owner's private one: nothing to refuse.)
+        current = Acl.load((await bucket_meta(s3)).get(BUCKET_ACL.lower()))
+        if current is not None and \
+                any(not (k == "id" and w == current.owner) for k, w, _ in current.grants):
             raise S3Error("InvalidBucketAclWithObjectOwnership", 400, "Bucket cannot have "
                           "ACLs set with ObjectOwnership's BucketOwnerEnforced setting")
     await s3.swift_ok("POST", s3.bucket, headers={OWNERSHIP: mode})

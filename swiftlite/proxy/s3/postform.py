@@ -51,17 +51,17 @@ from aiohttp.multipart import BodyPartReader
 from multidict import CIMultiDict
 
 from swiftlite.proxy.middleware.formpost import READ_CHUNK, field_value
-from swiftlite.proxy.s3 import access, acl, encryption, payload, xml
-from swiftlite.proxy.s3.context import PASSED, S3Request, error_of
+from swiftlite.proxy.s3 import access, acl, encryption, payload, sse_cipher, xml
+from swiftlite.proxy.s3.context import S3Request, error_of
 from swiftlite.proxy.s3.documents import xml_response
 from swiftlite.proxy.s3.errors import (
     S3Error,
     access_denied,
     invalid_argument,
     no_such_bucket,
-    not_implemented,
 )
-from swiftlite.proxy.s3.obj import AMZ_META, check_key
+from swiftlite.proxy.s3.obj import check_key
+from swiftlite.proxy.s3.object_request import mapped_headers
 from swiftlite.proxy.s3.routes import method_not_allowed, route
 from swiftlite.proxy.s3.sigv4 import ALGORITHM, signature_mismatch, signing_key
 from swiftlite.proxy.s3.tagging import MAX_OBJECT_TAGS, OBJECT_TAGS, encode_tags, parse_tagging
@@ -281,14 +281,7 @@ async def _read_fields(reader) -> tuple[dict[str, str], BodyPartReader | None]:
 
 
 def object_headers(fields: dict[str, str]) -> CIMultiDict[str]:
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in fields.items():
-        if name.startswith(AMZ_META):
-            out["X-Object-Meta-" + name[len(AMZ_META):]] = value
-        elif name in PASSED:
-            out[name] = value
-        elif name == "x-amz-website-redirect-location":
-            raise not_implemented(f"{name} is not supported.")
+    out = mapped_headers(fields.items())
     if "content-type" not in out:  # as S3: the file part's own type is not the object's
         out["Content-Type"] = "binary/octet-stream"
     if "tagging" in fields:
@@ -385,7 +378,7 @@ async def post_object(s3: S3Request) -> web.StreamResponse:
         False)
     body = _checked(part, low, high, checks)
     resp = await s3.swift("PUT", bucket, key, headers,
-                          body if sse is None else encryption.encrypt_body(body, sse))
+                          body if sse is None else sse_cipher.encrypt_body(body, sse))
     if resp.status // 100 != 2:
         if resp.status == 404:
             raise no_such_bucket(bucket)

@@ -21,6 +21,7 @@ updates its cache at once, others see it within the TTL.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,7 @@ class Registry:
         self._cache: dict[str, tuple[float, Entry | None]] = {}
         self._identity = Identity(".s3-registry", "").with_grant(self.account, "admin")
         self._container_made = False
+        self._pending: dict[str, asyncio.Future[Entry | None]] = {}
 
     def _path(self, bucket: str | None = None) -> str:
         out = "/v1/" + quote(self.account, safe="") + "/" + quote(CONTAINER, safe="")
@@ -89,6 +91,18 @@ class Registry:
             found, entry = self.cached(bucket)
             if found:
                 return entry
+            # When an entry expires under load, every request for the bucket misses at once:
+            # one HEAD answers them all.
+            pending = self._pending.get(bucket)
+            if pending is not None:
+                return await asyncio.shield(pending)
+            task = asyncio.ensure_future(self._read(app, request, bucket))
+            self._pending[bucket] = task
+            task.add_done_callback(lambda _t: self._pending.pop(bucket, None))
+            return await asyncio.shield(task)
+        return await self._read(app, request, bucket)
+
+    async def _read(self, app: Any, request: Any, bucket: str) -> Entry | None:
         resp = await self._send(app, request, "HEAD", bucket)
         close_answer(resp)
         if resp.status == 404:

@@ -56,7 +56,7 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     if key is None:
         key = ("AWS4" + secret).encode()
         for part in (date, region, service, "aws4_request"):
-            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+            key = hmac.digest(key, part.encode(), "sha256")
         if len(_keys) > 4096:
             _keys.clear()
         _keys[cache_key] = key
@@ -247,7 +247,7 @@ class V4:
             sts = "\n".join((ALGORITHM, self.amz_date, self.scope,
                              hashlib.sha256(creq.encode("utf-8", "surrogateescape"))
                              .hexdigest()))
-            want = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+            want = hmac.digest(key, sts.encode(), "sha256").hex()
             if hmac.compare_digest(want.encode(),
                                    self.signature.encode("utf-8", "surrogateescape")):
                 return key
@@ -256,7 +256,7 @@ class V4:
     def chunk_signature(self, key: bytes, previous: str, data_sha256: str) -> str:
         sts = "\n".join(("AWS4-HMAC-SHA256-PAYLOAD", self.amz_date, self.scope, previous,
                          EMPTY_SHA256, data_sha256))
-        return hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+        return hmac.digest(key, sts.encode(), "sha256").hex()
 
 
 def invalid_request(message: str) -> S3Error:

@@ -8,12 +8,14 @@ no key twice).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from urllib.parse import parse_qsl, quote, urlencode
 
 from aiohttp import web
 
 from swiftlite.common.sysmeta import MUTABLE_SYSMETA
 from swiftlite.proxy.s3 import xml
+from swiftlite.proxy.s3.bucket_settings import bucket_setting
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.documents import parse_xml, small_body, xml_response
 from swiftlite.proxy.s3.errors import S3Error, invalid_argument, malformed_xml
@@ -62,31 +64,26 @@ def tagging_document(tags: list[tuple[str, str]]) -> web.Response:
     return xml_response(root)
 
 
-@route("bucket", "PUT", "tagging")
-async def put_bucket_tagging(s3: S3Request) -> web.StreamResponse:
-    tags = parse_tagging(await small_body(s3))
-    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_TAGS: json.dumps(tags)})
-    return web.Response(status=204)
+async def _store_bucket_tags(s3: S3Request, body: bytes) -> dict[str, str]:
+    return {BUCKET_TAGS: json.dumps(parse_tagging(body))}
 
 
-@route("bucket", "GET", "tagging")
-async def get_bucket_tagging(s3: S3Request) -> web.StreamResponse:
-    head = await s3.swift_ok("HEAD", s3.bucket)
-    stored = head.headers.get(BUCKET_TAGS)
+def _bucket_tags(meta: Mapping[str, str]) -> list[tuple[str, str]] | None:
+    stored = meta.get(BUCKET_TAGS)
     if not stored:
-        raise S3Error("NoSuchTagSet", 404, "The TagSet does not exist",
-                      BucketName=s3.bucket)
+        return None
     try:
-        tags = [(str(k), str(v)) for k, v in json.loads(stored)]
+        return [(str(k), str(v)) for k, v in json.loads(stored)]
     except (ValueError, TypeError):
         raise invalid_argument("The stored tag set is unreadable") from None
-    return tagging_document(tags)
 
 
-@route("bucket", "DELETE", "tagging")
-async def delete_bucket_tagging(s3: S3Request) -> web.StreamResponse:
-    await s3.swift_ok("POST", s3.bucket, headers={BUCKET_TAGS: ""})
-    return web.Response(status=204)
+def _no_tag_set(bucket: str | None) -> S3Error:
+    return S3Error("NoSuchTagSet", 404, "The TagSet does not exist", BucketName=bucket)
+
+
+bucket_setting("tagging", BUCKET_TAGS, load=_bucket_tags, missing=_no_tag_set,
+               document=tagging_document, store=_store_bucket_tags, put_status=204)
 
 
 # ---- object tagging ---------------------------------------------------------------------------
