@@ -187,8 +187,10 @@ def test_a_grant_does_not_leak(s3, alt, peer, anon, cluster):
                       GrantFullControl="id=test:tester")
     alt.put_object(Bucket="granted", Key="theirs", Body=b"x")
     assert refused(peer.put_object, Bucket="granted", Key="peer", Body=b"x")[0] == 403
-    acl = s3.get_object_acl(Bucket="granted", Key="theirs")
+    acl = alt.get_object_acl(Bucket="granted", Key="theirs")
     assert acl["Owner"]["ID"] == "test2:tester2"
+    # Its ACL is test2's: the bucket's owner reads it only where test2 grants it.
+    assert refused(s3.get_object_acl, Bucket="granted", Key="theirs") == (403, "AccessDenied")
     assert refused(alt.list_objects, Bucket="granted") == (403, "AccessDenied")
 
 
@@ -227,7 +229,8 @@ def test_public_read_write_bucket(s3, alt, anon):
     # Each object is its writer's, private: the other writer cannot read it.
     assert refused(alt.get_object, Bucket="dropbox", Key="anon")[0] == 403
     assert s3.get_object(Bucket="dropbox", Key="alt")["Body"].read() == b"b"
-    assert s3.get_object_acl(Bucket="dropbox", Key="alt")["Owner"]["ID"] == "test2:tester2"
+    assert alt.get_object_acl(Bucket="dropbox", Key="alt")["Owner"]["ID"] == "test2:tester2"
+    assert refused(s3.get_object_acl, Bucket="dropbox", Key="alt")[0] == 403
 
 
 def test_reserved_namespace_is_unreachable(s3, cluster):

@@ -67,3 +67,16 @@ def test_expired_policy_is_denied():
 def test_failed_conditions_are_denied(fields):
     doc = {"expiration": LATER, "conditions": [["starts-with", "$key", "user/"]]}
     assert refusal(doc, fields) == (403, "AccessDenied")
+
+
+def test_empty_starts_with_matches_an_absent_field():
+    """["starts-with", "$f", ""] is "any value": a form without the field meets it too, while
+    an `eq` on an absent field, even to "", and a non-empty prefix still fail."""
+    conds = [["starts-with", "$key", "user/"], ["starts-with", "$x-amz-server-side-encryption", ""]]
+    doc = {"expiration": LATER, "conditions": conds}
+    policy(doc).check({"key": "user/a"})
+    policy(doc).check({"key": "user/a", "x-amz-server-side-encryption": "AES256"})
+    assert refusal({"expiration": LATER, "conditions": [["eq", "$acl", ""]]},
+                   {}) == (403, "AccessDenied")
+    assert refusal({"expiration": LATER, "conditions": [["starts-with", "$acl", "p"]]},
+                   {}) == (403, "AccessDenied")

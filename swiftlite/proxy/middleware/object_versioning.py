@@ -62,6 +62,7 @@ from swiftlite.proxy.middleware.version_names import (
     DELETE_MARKER,
     SYSMETA_CONT,
     SYSMETA_ENABLED,
+    WAS_NULL,
     auth_headers,
     listing_query,
     path_of,
@@ -71,6 +72,7 @@ from swiftlite.proxy.middleware.version_names import (
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
+    INTERNAL,
     TIMESTAMP,
     ApiPath,
     answer_of,
@@ -214,6 +216,8 @@ class ObjectVersioning(Middleware):
                 return resp
             for item in listing:
                 _mark_link(item, path.account, path.container or "")
+                if not request.get(INTERNAL):
+                    item.pop(WAS_NULL, None)  # for the S3 layer's listings only
             resp.body = json.dumps(listing).encode()
         return resp
 
@@ -486,6 +490,11 @@ class ObjectVersioning(Middleware):
                         "x-delete-at", "x-object-manifest", "cache-control",
                         "content-language", "expires"):
                     headers[k] = v
+            # The version's listing row says it was the null version (`was_null`), so an
+            # API that still calls it that (S3's versionId `null`) can find it.
+            etag = headers.get(OVERRIDE_ETAG) or src.headers.get("ETag", "").strip('"')
+            if etag and "was_null=" not in etag:
+                headers[OVERRIDE_ETAG] = f"{etag}; {WAS_NULL}=1"
             length = src.content_length or 0
             headers["Content-Length"] = str(length)
             assert isinstance(src, BodyResponse)

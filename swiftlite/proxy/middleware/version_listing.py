@@ -26,6 +26,7 @@ from swiftlite.proxy.middleware.version_names import (
     DELETE_MARKER,
     SYSMETA_CONT,
     SYSMETA_ENABLED,
+    WAS_NULL,
     auth_headers,
     listing_query,
     parse_version_object,
@@ -33,7 +34,7 @@ from swiftlite.proxy.middleware.version_names import (
     version_object,
     versions_container,
 )
-from swiftlite.proxy.request import ApiPath
+from swiftlite.proxy.request import INTERNAL, ApiPath
 from swiftlite.proxy.response import answer_body, close_answer
 
 
@@ -153,6 +154,9 @@ async def _merged(ov: Versioning, request: web.Request,
         broken.append(_listing_item(item, vid, is_latest))
     merged = null_items + versions + [{"subdir": s} for s in subdirs] + broken
     merged.sort(key=lambda i: i.get("subdir", i.get("name", "")), reverse=reverse)
+    if not request.get(INTERNAL):
+        for item in merged:
+            item.pop(WAS_NULL, None)
     out = json.dumps(merged[:limit]).encode()
     headers.pop("Content-Length", None)
     headers["Content-Type"] = "application/json; charset=utf-8"

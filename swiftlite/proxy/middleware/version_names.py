@@ -19,6 +19,9 @@ CLIENT_ENABLED = "X-Versions-Enabled"
 SYSMETA_ENABLED = "X-Container-Sysmeta-Versions-Enabled"
 SYSMETA_CONT = "X-Container-Sysmeta-Versions-Container"
 DELETE_MARKER = "application/x-deleted;swift_versions_deleted=1"
+# The listing parameter of a version that was the null object (an internal request's
+# listings show it: S3 still calls that version `null`; a client's never do).
+WAS_NULL = "was_null"
 MAX_TICKS = 10**15 - 1  # 9999999999.99999: versions are named by the inverse, newest first
 AUTH_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
 

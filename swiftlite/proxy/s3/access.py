@@ -8,7 +8,10 @@ and calls `authorize`. A handler that touches a second resource (CopyObject's so
 1. Each decider in DECIDERS (bucket policies plug in here) answers ALLOW, DENY or None
    (no opinion). Any DENY refuses the request, owner or not.
 2. The bucket's owner (who owns its Swift account, as tempauth judges: the account's `.admin`
-   users, a reseller admin, an account ACL's `admin`) may do anything.
+   users, a reseller admin, an account ACL's `admin`) may do anything, but for the ACL of
+   an object another account wrote and owns (ObjectWriter, BucketOwnerPreferred without
+   `bucket-owner-full-control`): that ACL decides who reads or changes it, the bucket's
+   owner and its policy's grantees included (check_foreign_acp).
 3. Anyone else is allowed by a decider's ALLOW or by the S3 ACL of the bucket (bucket
    actions, object writes) or of the object (object reads, its ACL): then the request's
    Swift sub-requests run with the owner's rights on that account only
@@ -271,6 +274,9 @@ async def check_request(s3: Any, level: str) -> None:
     expected = s3.request.headers.get("x-amz-expected-bucket-owner")
     if expected is not None:
         await check_expected_owner(s3, s3.bucket, s3.account, expected)
+    if s3.key and s3.query.get("versionId") == "null":
+        from swiftlite.proxy.s3 import versioned  # (it reads through context.py)
+        await versioned.resolve_null(s3, owner_rights(s3, s3.account))
     await authorize(s3, action, s3.key)
 
 
@@ -326,12 +332,14 @@ async def authorize(s3: Any, action: str, key: str | None = None,
         if DENY in verdicts:
             raise access_denied()
         if is_owner:
-            return
+            return await check_foreign_acp(s3, action, bucket, key, account)
         if ALLOW in verdicts:
+            # A policy is the bucket owner's: it grants no more than the owner holds.
+            await check_foreign_acp(s3, action, bucket, key, account)
             act_as_owner(s3, account)
             return
     elif is_owner:
-        return
+        return await check_foreign_acp(s3, action, bucket, key, account)
     info = await s3.proxy.container_info(s3.request, account, bucket)
     if info.status == 404:
         raise no_such_bucket(bucket)
@@ -362,6 +370,44 @@ async def authorize(s3: Any, action: str, key: str | None = None,
     if action in SWIFT_JUDGED and swift_grants(s3.ident, info, action):
         return  # a container ACL names the caller: Swift judges its own sub-requests
     raise access_denied()
+
+
+# The object actions an object's own ACL decides even for the bucket's owner (rule 2's
+# exception): S3 leaves an object's ACL to the object's owner.
+FOREIGN_ACP = {"s3:GetObjectAcl": "READ_ACP", "s3:GetObjectVersionAcl": "READ_ACP",
+               "s3:PutObjectAcl": "WRITE_ACP", "s3:PutObjectVersionAcl": "WRITE_ACP"}
+
+
+async def check_foreign_acp(s3: Any, action: str, bucket: str, key: str | None,
+                            account: str) -> None:
+    """The bucket's owner (or whoever its policy allows) reads or sets the ACL of an object
+    another account wrote (and still owns) only as that ACL grants: AccessDenied otherwise.
+    With BucketOwnerEnforced every object is the bucket owner's, and this does not apply."""
+    perm = FOREIGN_ACP.get(action)
+    if perm is None or key is None:
+        return
+    info = await s3.proxy.container_info(s3.request, account, bucket)
+    if info.status == 404:
+        return  # the handler answers NoSuchBucket
+    meta = {k.lower(): v for k, v in info.meta.items()}
+    if meta.get(OWNERSHIP.lower()) == "BucketOwnerEnforced":
+        return
+    obj_acl, exists = await object_acl(s3, account, bucket, key, meta)
+    if not exists or obj_acl is None or not foreign_owner(s3, obj_acl.owner, account):
+        return
+    if not obj_acl.permits(canonical_id(s3.ident), perm,
+                           public_block(meta).get("IgnorePublicAcls", False)):
+        raise access_denied()
+
+
+def foreign_owner(s3: Any, owner_id: str, account: str) -> bool:
+    """Whether an object owner's canonical id (`account:user`) is a user of another account
+    than `account` (an anonymous writer's object is the bucket owner's to manage)."""
+    if not owner_id or owner_id == "anonymous" or ":" not in owner_id:
+        return False
+    auth = s3.conf.creds.auth
+    prefix = auth.reseller_prefix if auth is not None else "AUTH_"
+    return prefix + owner_id.partition(":")[0] != account
 
 
 def swift_grants(ident: Identity | None, info: Any, action: str) -> bool:

@@ -257,7 +257,7 @@ async def object_create_headers(s3: Any) -> dict[str, str]:
     mode = ownership.mode_of(meta)
     writer = access.canonical_id(s3.ident) or "anonymous"
     new = from_headers(s3, writer, bucket_owner)
-    ownership.check_new_acl(meta, new, explicit=asked)
+    ownership.check_new_acl(meta, new, asked, bucket_owner, h.get("x-amz-acl"))
     if mode == "BucketOwnerEnforced" or (
             mode == "BucketOwnerPreferred" and
             h.get("x-amz-acl") == "bucket-owner-full-control"):
@@ -282,7 +282,7 @@ async def put_bucket_acl(s3: Any) -> web.StreamResponse:
     meta = await ownership.bucket_meta(s3)
     current = await bucket_acl(s3)
     new = await requested_acl(s3, current.owner)
-    ownership.check_new_acl(meta, new, explicit=True)
+    ownership.check_new_acl(meta, new, True, current.owner, s3.request.headers.get("x-amz-acl"))
     await s3.swift_ok("POST", s3.bucket, headers={BUCKET_ACL: new.dump()})
     return web.Response(status=200)
 
@@ -314,7 +314,7 @@ async def put_object_acl(s3: Any) -> web.StreamResponse:
     meta = await ownership.bucket_meta(s3)
     bucket_owner = (Acl.load(meta.get(BUCKET_ACL.lower())) or current).owner
     new = await requested_acl(s3, current.owner, bucket_owner)
-    ownership.check_new_acl(meta, new, explicit=True)
+    ownership.check_new_acl(meta, new, True, bucket_owner, s3.request.headers.get("x-amz-acl"))
     failed = await overrides.store(s3, access.owner_rights(s3, s3.account), s3.account,
                                    s3.bucket, s3.key, head.headers.get("X-Timestamp", ""),
                                    new.dump(), overrides.has_entries(meta))
@@ -353,6 +353,13 @@ async def upload_headers(s3: Any) -> dict[str, str]:
     out = await object_create_headers(s3)
     out[INITIATOR] = access.canonical_id(s3.ident) or "anonymous"
     return out
+
+
+def upload_owner(marker_headers: Any) -> str | None:
+    """Who will own an upload's object (ListParts' Owner): its ACL's owner, as ownership
+    controls decided when it began; else (the owner's own upload) who initiated it."""
+    found = Acl.load(marker_headers.get(OBJECT_ACL))
+    return found.owner if found is not None else marker_headers.get(INITIATOR)
 
 
 async def initiators(s3: Any, hidden: str, markers: list[str]) -> list[str | None]:

@@ -34,6 +34,7 @@ from swiftlite.proxy.s3 import (
     postform,
     routes,
     sse_keys,
+    versioned,
 )
 from swiftlite.proxy.s3.context import S3Request
 from swiftlite.proxy.s3.credentials import Credentials
@@ -214,4 +215,4 @@ class S3Api(Middleware):
         level = "service" if s3.bucket is None else "bucket" if s3.key is None else "object"
         handler = routes.handler_for(level, s3.request.method, s3.query)
         await access.check_request(s3, level)
-        return await handler(s3)
+        return versioned.null_answer(s3, await handler(s3))

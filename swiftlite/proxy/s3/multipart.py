@@ -394,7 +394,7 @@ async def list_parts(s3: S3Request) -> web.StreamResponse:
     xml.sub(root, "Key", s3.key)
     xml.sub(root, "UploadId", upload_id)
     _initiator(root, s3, marker.headers.get(acl.INITIATOR))
-    owner(root, s3, marker.headers.get(acl.INITIATOR))
+    owner(root, s3, acl.upload_owner(marker.headers))
     xml.sub(root, "StorageClass", "STANDARD")
     xml.sub(root, "PartNumberMarker", int(after))
     numbers = [int(split_reserved(r["name"])[-1]) for r in rows]

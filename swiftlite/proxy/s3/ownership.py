@@ -70,18 +70,30 @@ def is_public(acl: Acl) -> bool:
                for kind, who, _ in acl.grants)
 
 
-def check_new_acl(meta: dict[str, str], acl: Acl | None, explicit: bool) -> None:
-    """Refuse an ACL the bucket's settings do not allow (`explicit`: the request named it)."""
+def check_new_acl(meta: dict[str, str], acl: Acl | None, explicit: bool,
+                  bucket_owner: str = "", canned: str | None = None) -> None:
+    """Refuse an ACL the bucket's settings do not allow (`explicit`: the request named it;
+    `canned`: its `x-amz-acl`, if any)."""
     if acl is None:
         return
-    if explicit and mode_of(meta) == "BucketOwnerEnforced":
-        # ACLs are off: only the owners' full control (private, bucket-owner-full-control).
-        if any(kind != "id" or perm != "FULL_CONTROL" for kind, _, perm in acl.grants) or \
-                len(acl.grants) > 2:
-            raise S3Error("AccessControlListNotSupported", 400,
-                          "The bucket does not allow ACLs")
+    if explicit and mode_of(meta) == "BucketOwnerEnforced" and \
+            not owner_full_control(acl, bucket_owner, canned):
+        raise S3Error("AccessControlListNotSupported", 400, "The bucket does not allow ACLs")
     if is_public(acl) and public_block(meta).get("BlockPublicAcls"):
         raise access_denied()
+
+
+def owner_full_control(acl: Acl, bucket_owner: str, canned: str | None) -> bool:
+    """Whether an ACL is the one BucketOwnerEnforced still accepts: the canned
+    `bucket-owner-full-control`, or grants (headers or a document) that say the same, full
+    control to the bucket owner and at most to the ACL's owner beside it. A canned `private`
+    is refused even where it means the same (S3 does so: ACLs are off)."""
+    if canned is not None:
+        return canned.strip() == "bucket-owner-full-control"
+    if not bucket_owner or ("id", bucket_owner, "FULL_CONTROL") not in acl.grants:
+        return False
+    return all(kind == "id" and perm == "FULL_CONTROL" and who in (bucket_owner, acl.owner)
+               for kind, who, perm in acl.grants)
 
 
 # ---- ownership controls --------------------------------------------------------------------

@@ -8,6 +8,11 @@
   is a delete marker, is restored (Swift's `PUT ?version-id=`, an empty body).
 - A DELETE that writes a delete marker answers `x-amz-delete-marker: true` with the marker's
   version id; deleting a delete marker by id answers `x-amz-delete-marker: true` too.
+- `versionId=null` names the object written before versioning was enabled even after object
+  versioning kept it as a version under a timestamp id (its listing row says `was_null`):
+  `resolve_null` sends the request to that id before it is authorized, and `null_answer`
+  says `null` again in the answer. (DeleteObjects and a copy source's `versionId=null`
+  reach only an unversioned current object.)
 """
 
 from __future__ import annotations
@@ -16,10 +21,16 @@ import json
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
+from multidict import CIMultiDict
 
+from swiftlite.proxy.auth import Identity
+from swiftlite.proxy.request import AUTHENTICATED, answer_of, sub_request
 from swiftlite.proxy.response import answer_body, close_answer
 from swiftlite.proxy.s3.context import S3Request, error_of
 from swiftlite.proxy.s3.errors import S3Error, no_such_bucket
+
+NULL_ALIAS = "null_alias"  # s3.extra: the version id `null` was resolved to
+NULL_SCAN = 1000  # the versions of one key searched for the one that was `null`
 
 DELETED = "application/x-deleted;swift_versions_deleted=1"
 MARKER = "x-amz-delete-marker"
@@ -87,3 +98,46 @@ def delete_headers(resp: web.StreamResponse, vid: str | None) -> dict[str, str]:
         out[MARKER] = "true"
         out["x-amz-version-id"] = resp.headers["X-Object-Version-Id"]
     return out
+
+
+async def resolve_null(s3: S3Request, ident: Identity) -> None:
+    """`versionId=null` on an object: where no unversioned object is current but a version
+    was the null one (object versioning kept it when versioning began), name that version
+    instead. Looked up as `ident` (the bucket owner's rights: the caller is judged after,
+    on the version it then names)."""
+    if s3.query.get("versionId") != "null" or not s3.key or not s3.bucket:
+        return
+    base = "/v1/" + quote(s3.account, safe="") + "/" + quote(s3.bucket, safe="")
+
+    async def ask(method: str, path: str, query: str) -> web.StreamResponse:
+        sub = sub_request(s3.request, method, path, CIMultiDict(), query=query)
+        sub[AUTHENTICATED] = ident
+        return await answer_of(s3.app, sub)
+    head = await ask("HEAD", base + "/" + quote(s3.key, safe="/"), "version-id=null")
+    close_answer(head)
+    if head.status != 404:
+        return
+    listing = await ask("GET", base, urlencode(
+        {"versions": "", "format": "json", "prefix": s3.key, "limit": str(NULL_SCAN)},
+        quote_via=quote))
+    if listing.status // 100 != 2:
+        close_answer(listing)
+        return
+    try:
+        rows = json.loads(await answer_body(listing) or b"[]")
+    except ValueError:
+        return
+    for row in rows:
+        vid = row.get("version_id")
+        if row.get("name") == s3.key and row.get("was_null") and vid and vid != "null":
+            s3.query["versionId"] = vid
+            s3.extra[NULL_ALIAS] = vid
+            return
+
+
+def null_answer(s3: S3Request, resp: web.StreamResponse) -> web.StreamResponse:
+    """The answer to a request whose `null` resolve_null resolved says `null` again."""
+    alias = s3.extra.get(NULL_ALIAS)
+    if alias and resp.headers.get("x-amz-version-id") == alias:
+        resp.headers["x-amz-version-id"] = "null"
+    return resp

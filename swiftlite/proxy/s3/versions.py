@@ -63,7 +63,7 @@ async def list_versions(s3: S3Request) -> web.StreamResponse:
         marker = row.get("content_type", "").startswith(DELETED)
         v = xml.sub(root, "DeleteMarker" if marker else "Version")
         xml.sub(v, "Key", enc(row["name"]))
-        xml.sub(v, "VersionId", row.get("version_id") or NULL)
+        xml.sub(v, "VersionId", NULL if row.get("was_null") else row.get("version_id") or NULL)
         xml.sub(v, "IsLatest", "true" if row.get("is_latest", True) else "false")
         xml.sub(v, "LastModified", iso_ms(row["last_modified"]))
         if marker:
