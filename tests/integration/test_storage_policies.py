@@ -1,0 +1,149 @@
+"""Storage policies on a real all-in-one cluster: `swiftlite up --policies silver`.
+
+Containers on Policy-0 (the default) and on silver (index 1, ring object-1.ring.gz); each
+policy's objects land under its own data dir (`objects`, `objects-1`) on the same devices.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+import requests
+
+from swiftlite.common import hashing
+from swiftlite.common.config import load_sections
+from swiftlite.ring import Ring
+from tests.cluster import start_cluster
+from tests.helpers import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start_cluster(str(tmp_path_factory.mktemp("policies")), nodes=1, devices=4,
+                      replicas=3, part_power=6, extra_args=["--policies", "silver"])
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def api(cluster):
+    r = requests.get(cluster.auth_url, headers={"X-Auth-User": "test:tester",
+                                                "X-Auth-Key": "testing"})
+    assert r.status_code == 200
+    url, token = r.headers["X-Storage-Url"], r.headers["X-Auth-Token"]
+
+    def call(method: str, path: str = "", headers: dict | None = None, **kw):
+        return requests.request(method, url + path, headers={"X-Auth-Token": token,
+                                                             **(headers or {})}, **kw)
+    call.account = url.rsplit("/", 1)[1]  # type: ignore[attr-defined]
+    return call
+
+
+def hash_path(cluster, *names: str) -> str:
+    load_sections(cluster.nodes[0]["conf"])  # the cluster's [hash] affixes (conftest resets)
+    return hashing.hash_path(*names)
+
+
+def _object_files(cluster, datadir: str, account: str, cont: str, name: str) -> list[str]:
+    """The .data files of one object under `datadir` on every device of the cluster."""
+    hexhash = hash_path(cluster, account, cont, name)
+    out = []
+    for node in cluster.nodes:
+        out += glob.glob(os.path.join(node["devices_root"], "*", datadir, "*",
+                                      hexhash[-3:], hexhash, "*.data"))
+    return out
+
+
+def test_info_lists_both_policies(cluster, api):
+    info = requests.get(cluster.proxy_url + "/info").json()
+    pols = info["swift"]["policies"]
+    assert [p["name"] for p in pols] == ["Policy-0", "silver"]
+    assert pols[0].get("default") is True and "default" not in pols[1]
+
+
+def test_container_keeps_its_policy(api):
+    assert api("PUT", "/gold1").status_code == 201
+    assert api("PUT", "/silver1", {"X-Storage-Policy": "silver"}).status_code == 201
+    assert api("HEAD", "/gold1").headers["X-Storage-Policy"] == "Policy-0"
+    assert api("HEAD", "/silver1").headers["X-Storage-Policy"] == "silver"
+    assert api("GET", "/silver1").headers["X-Storage-Policy"] == "silver"
+    # Names are case-insensitive; naming the same policy again is fine, another is a 409.
+    assert api("PUT", "/silver1", {"X-Storage-Policy": "SILVER"}).status_code == 202
+    r = api("PUT", "/silver1", {"X-Storage-Policy": "Policy-0"})
+    assert r.status_code == 409
+    assert api("PUT", "/gold1", {"X-Storage-Policy": "silver"}).status_code == 409
+    # A re-PUT that names no policy keeps the container's.
+    assert api("PUT", "/silver1").status_code == 202
+    assert api("HEAD", "/silver1").headers["X-Storage-Policy"] == "silver"
+
+
+def test_unknown_policy_is_400_and_creates_nothing(api):
+    r = api("PUT", "/nowhere", {"X-Storage-Policy": "bronze"})
+    assert r.status_code == 400
+    assert "bronze" in r.text
+    assert api("HEAD", "/nowhere").status_code == 404
+
+
+def test_objects_land_in_their_policy_data_dir(cluster, api):
+    api("PUT", "/gold2")
+    api("PUT", "/silver2", {"X-Storage-Policy": "silver"})
+    acct = api.account
+    for cont, datadir, other in (("gold2", "objects", "objects-1"),
+                                 ("silver2", "objects-1", "objects")):
+        body = os.urandom(3000)
+        assert api("PUT", f"/{cont}/o", data=body).status_code == 201
+        assert len(_object_files(cluster, datadir, acct, cont, "o")) == 3
+        assert _object_files(cluster, other, acct, cont, "o") == []
+        r = api("GET", f"/{cont}/o")
+        assert r.status_code == 200 and r.content == body
+        assert api("POST", f"/{cont}/o", {"X-Object-Meta-A": "b"}).status_code == 202
+        assert api("HEAD", f"/{cont}/o").headers["X-Object-Meta-A"] == "b"
+        listing = api("GET", f"/{cont}?format=json").json()
+        assert [o["name"] for o in listing] == ["o"]
+        assert api("DELETE", f"/{cont}/o").status_code == 204
+        assert api("GET", f"/{cont}/o").status_code == 404
+        assert _object_files(cluster, datadir, acct, cont, "o") == []
+
+
+def test_silver_objects_are_placed_by_its_own_ring(cluster, api):
+    api("PUT", "/silver3", {"X-Storage-Policy": "silver"})
+    assert api("PUT", "/silver3/placed", data=b"x").status_code == 201
+    hash_path(cluster, "a")
+    ring = Ring(os.path.join(cluster.etc_dir, "object-1.ring.gz"))
+    part, nodes = ring.get_nodes(api.account, "silver3", "placed")
+    root = cluster.nodes[0]["devices_root"]
+    hexhash = hash_path(cluster, api.account, "silver3", "placed")
+    for n in nodes:
+        hdir = os.path.join(root, n["device"], "objects-1", str(part), hexhash[-3:], hexhash)
+        assert glob.glob(os.path.join(hdir, "*.data")), hdir
+
+
+def test_account_stats_per_policy(api):
+    api("PUT", "/stats-gold")
+    api("PUT", "/stats-silver", {"X-Storage-Policy": "silver"})
+    api("PUT", "/stats-silver/a", data=b"12345")
+    api("PUT", "/stats-silver/b", data=b"123")
+
+    def reported():
+        h = api("HEAD").headers
+        return h.get("X-Account-Storage-Policy-Silver-Object-Count") not in (None, "0") and h
+
+    h = wait_for(reported, 20, what="per-policy account stats")
+    objs = int(h["X-Account-Storage-Policy-Silver-Object-Count"])
+    assert objs >= 2
+    assert int(h["X-Account-Storage-Policy-Silver-Bytes-Used"]) >= 8
+    assert int(h["X-Account-Storage-Policy-Silver-Container-Count"]) >= 1
+    assert int(h["X-Account-Storage-Policy-Policy-0-Container-Count"]) >= 1
+    listing = api("GET", "?format=json").json()
+    by_name = {c["name"]: c for c in listing}
+    assert by_name["stats-silver"]["storage_policy"] == "silver"
+    assert by_name["stats-gold"]["storage_policy"] == "Policy-0"
+
+
+def test_swiftlite_conf_names_the_policies(cluster):
+    with open(os.path.join(cluster.etc_dir, "swiftlite.conf")) as f:
+        text = f.read()
+    assert "[storage-policy:1]" in text and "name = silver" in text
+    assert os.path.exists(os.path.join(cluster.etc_dir, "object-1.ring.gz"))
