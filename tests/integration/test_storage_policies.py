@@ -149,3 +149,27 @@ def test_swiftlite_conf_names_the_policies(cluster):
         text = f.read()
     assert "[storage-policy:1]" in text and "name = silver" in text
     assert os.path.exists(os.path.join(cluster.etc_dir, "object-1.ring.gz"))
+
+
+def test_replicator_restores_a_lost_replica_in_policy_1(cluster, api):
+    api("PUT", "/silver-rep", {"X-Storage-Policy": "silver"})
+    body = os.urandom(5000)
+    assert api("PUT", "/silver-rep/obj", data=body).status_code == 201
+    files = _object_files(cluster, "objects-1", api.account, "silver-rep", "obj")
+    assert len(files) == 3
+    lost = files[0]
+    os.unlink(lost)
+    # The digest still says the object is there: drop the partition's digests as a lost
+    # disk would (a new device holds nothing), so the replicator sees the difference.
+    part_dir = os.path.dirname(os.path.dirname(os.path.dirname(lost)))
+    for name in os.listdir(part_dir):
+        if name.startswith("hashes."):
+            os.unlink(os.path.join(part_dir, name))
+    os.rmdir(os.path.dirname(lost))
+    cluster.run_daemon(0, "object-replicator")
+    restored = _object_files(cluster, "objects-1", api.account, "silver-rep", "obj")
+    assert lost in restored and len(restored) == 3
+    with open(lost, "rb") as f:
+        assert f.read(len(body)) == body
+    # Nothing of policy 1 leaked into policy 0's data dir.
+    assert _object_files(cluster, "objects", api.account, "silver-rep", "obj") == []
