@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 
 import pytest
 import requests
@@ -173,3 +174,36 @@ def test_replicator_restores_a_lost_replica_in_policy_1(cluster, api):
         assert f.read(len(body)) == body
     # Nothing of policy 1 leaked into policy 0's data dir.
     assert _object_files(cluster, "objects", api.account, "silver-rep", "obj") == []
+
+
+def test_auditor_quarantines_a_corrupt_policy_1_object(cluster, api):
+    api("PUT", "/silver-aud", {"X-Storage-Policy": "silver"})
+    assert api("PUT", "/silver-aud/obj", data=b"a" * 4000).status_code == 201
+    files = _object_files(cluster, "objects-1", api.account, "silver-aud", "obj")
+    bad = files[0]
+    with open(bad, "r+b") as f:
+        f.write(b"b")  # the body no longer matches its ETag
+    cluster.run_daemon(0, "object-auditor")
+    assert not os.path.exists(bad)
+    dev = bad.split(os.sep + "objects-1" + os.sep)[0]
+    assert glob.glob(os.path.join(dev, "quarantined", "objects", "*", "*.data"))
+    # The two good replicas still serve it.
+    r = api("GET", "/silver-aud/obj")
+    assert r.status_code == 200 and r.content == b"a" * 4000
+
+
+def test_expirer_expires_a_policy_1_object(cluster, api):
+    api("PUT", "/silver-exp", {"X-Storage-Policy": "silver"})
+    at = int(time.time()) + 1
+    assert api("PUT", "/silver-exp/obj", {"X-Delete-At": str(at)},
+               data=b"soon").status_code == 201
+    assert len(_object_files(cluster, "objects-1", api.account, "silver-exp", "obj")) == 3
+    wait_for(lambda: time.time() > at + 0.5, 5, what="X-Delete-At to pass")
+    cluster.run_daemon(0, "object-expirer")
+    assert _object_files(cluster, "objects-1", api.account, "silver-exp", "obj") == []
+    hexhash = hash_path(cluster, api.account, "silver-exp", "obj")
+    tombstones = glob.glob(os.path.join(cluster.nodes[0]["devices_root"], "*", "objects-1",
+                                        "*", hexhash[-3:], hexhash, "*.ts"))
+    assert len(tombstones) == 3
+    wait_for(lambda: api("GET", "/silver-exp?format=json").json() == [], 20,
+             what="the expired object to leave the listing")
