@@ -55,7 +55,13 @@ class PolicyPart(int):
         return obj
 
     def __eq__(self, other: object) -> bool:
-        return int(self) == other and getattr(other, "policy", 0) == self.policy
+        if not isinstance(other, int):
+            return NotImplemented
+        return int(self) == int(other) and getattr(other, "policy", 0) == self.policy
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
     def __hash__(self) -> int:
         return hash((int(self), self.policy))
