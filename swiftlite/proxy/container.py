@@ -64,9 +64,9 @@ def _policy_headers(proxy, request: web.Request, headers: dict[str, str]) -> Non
         return
     policy = proxy.policies.by_name(name)
     if policy is None:
-        raise HTTPError(400, f'Invalid X-Storage-Policy "{name}"')
+        raise HTTPError(400, f"Invalid X-Storage-Policy '{name}'")
     if policy.is_deprecated:
-        raise HTTPError(400, f'Storage Policy "{name}" is deprecated')
+        raise HTTPError(400, f"Storage Policy '{name}' is deprecated")
     headers[POLICY_INDEX_HEADER] = str(policy.index)
 
 
