@@ -98,6 +98,19 @@ def _ini(sections: dict[str, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def _policy_sections(extra: list[str]) -> dict[str, dict[str, Any]]:
+    """swiftlite.conf's policies: none without extras (policy 0 alone, the default), else
+    Policy-0 (the default) and each extra name as a replicated policy 1, 2, ..."""
+    if not extra:
+        return {}
+    out: dict[str, dict[str, Any]] = {
+        "storage-policy:0": {"name": "Policy-0", "default": "yes",
+                             "policy_type": "replication"}}
+    for i, name in enumerate(extra, 1):
+        out[f"storage-policy:{i}"] = {"name": name, "policy_type": "replication"}
+    return out
+
+
 def _write(path: str, text: str, private: bool = False) -> None:
     """`private`: readable by its owner only (a config holding a secret)."""
     atomic_write(path, text.encode(), mode=None if private else 0o644, fsync=False)
@@ -152,7 +165,10 @@ def build(args: Namespace) -> dict[str, Any]:
     random_ports = args.port == 0
     hash_conf = {"hash_path_prefix": secrets.token_hex(8),
                  "hash_path_suffix": secrets.token_hex(8)}
-    _write(os.path.join(etc, "swiftlite.conf"), _ini({"hash": hash_conf}), private=True)
+    extra_policies = [n.strip() for n in (getattr(args, "policies", "") or "").split(",")
+                      if n.strip()]
+    _write(os.path.join(etc, "swiftlite.conf"),
+           _ini({"hash": hash_conf, **_policy_sections(extra_policies)}), private=True)
     # The proxy and the object servers carry every byte: one process per CPU each (an
     # object server is one GIL, and its replica writes queue behind it). Container and
     # account servers stay single: their SQLite group commit batches best in one process.
@@ -208,12 +224,13 @@ def build(args: Namespace) -> dict[str, Any]:
         # S3 SSE-KMS / SSE-S3 keys derive from this cluster's own random secret.
         "filter:s3api": {"kms_root_secret": secrets.token_urlsafe(32)},
     }), private=True)
-    for kind, role in (("object", "object"), ("container", "container"),
-                       ("account", "account")):
+    object_rings = [("object" if i == 0 else f"object-{i}", "object")
+                    for i in range(len(extra_policies) + 1)]
+    for kind, role in (*object_rings, ("container", "container"), ("account", "account")):
         builder = RingBuilder(args.part_power, args.replicas, 1)
         for node in nodes:
             # DBs live on the meta devices when the node has them; objects never do.
-            devs = node["devices"] if kind == "object" else \
+            devs = node["devices"] if role == "object" else \
                 node.get("meta_devices") or node["devices"]
             for dev in devs:
                 builder.add_dev({"region": 1, "zone": node["zone"], "ip": node["ip"],

@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "objects, under <root>/meta/; default 0: DBs on the object devices); "
                         "read when the root is first built")
     u.add_argument("--replicas", type=int, default=3)
+    u.add_argument("--policies", default="",
+                   help="names of extra replicated storage policies (comma-separated, e.g. "
+                        "silver), indexes 1, 2, ...: each gets its own object ring over the "
+                        "same devices; read when the root is first built")
     u.add_argument("--part-power", type=int, default=10)
     u.add_argument("--workers", type=int, default=None,
                    help="proxy and object server workers (default: CPUs)")

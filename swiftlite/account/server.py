@@ -16,11 +16,13 @@ from typing import Any
 from aiohttp import web
 
 from swiftlite.account.broker import AccountBroker
+from swiftlite.common import policies
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import ACCOUNT_LISTING_LIMIT
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
+from swiftlite.db import listing
 from swiftlite.db.broker import ZERO_TS, DatabaseNotFound, MetadataLimit
 from swiftlite.db.headers import meta_headers, req_int, req_metadata, req_timestamp
 from swiftlite.db.server import DBServer, backend_ts, make_db_app
@@ -37,6 +39,12 @@ def info_headers(info: dict[str, Any]) -> dict[str, str]:
         "X-Put-Timestamp": Timestamp.parse(info["put_timestamp"]).normal,
         **backend_ts(info),
     }
+    for index, st in sorted(info.get("policy_stats", {}).items()):
+        if st["container_count"] or st["object_count"] or st["bytes_used"]:
+            pre = f"X-Account-Storage-Policy-{listing.policy_name(index)}-"
+            h[pre + "Container-Count"] = str(st["container_count"])
+            h[pre + "Object-Count"] = str(st["object_count"])
+            h[pre + "Bytes-Used"] = str(st["bytes_used"])
     h.update(meta_headers(info["metadata"]))
     return h
 
@@ -53,6 +61,8 @@ class AccountServer(DBServer):
 
     def __init__(self, conf: Section) -> None:
         super().__init__(conf)
+        listing.set_policy_names(
+            {p.index: p.name for p in policies.load(conf.get_str("swift_dir", "/etc/swiftlite"))})
         self.item_handlers = {"PUT": self.container_update}
 
     def merge_function(self, broker: AccountBroker) -> Callable[..., int]:
@@ -82,7 +92,8 @@ class AccountServer(DBServer):
         row = {"name": container, "put_timestamp": put_ts, "delete_timestamp": del_ts,
                "stats_timestamp": stats_ts,
                "object_count": req_int(request, "X-Object-Count", 0),
-               "bytes_used": req_int(request, "X-Bytes-Used", 0), "report": True}
+               "bytes_used": req_int(request, "X-Bytes-Used", 0), "report": True,
+               "storage_policy_index": req_int(request, policies.POLICY_INDEX_HEADER, 0)}
         try:
             await self.commit_items(broker, [row])
         except DatabaseNotFound:

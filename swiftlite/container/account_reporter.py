@@ -19,6 +19,7 @@ import aiohttp
 from swiftlite.common.async_pending import save_update
 from swiftlite.common.client import node_path, node_url, quote_path
 from swiftlite.common.http import HTTPError
+from swiftlite.common.policies import CONTAINER_POLICY_KEY, POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.broker import DatabaseNotFound
@@ -53,6 +54,8 @@ def report_headers(info: dict[str, Any], stats_ts: str) -> dict[str, str]:
         "X-Object-Count": str(info["object_count"]),
         "X-Bytes-Used": str(info["bytes_used"]),
         "X-Timestamp": stats_ts,
+        # The container's storage policy: the account keeps its stats per policy.
+        POLICY_INDEX_HEADER: (info["metadata"].get(CONTAINER_POLICY_KEY) or ["0"])[0] or "0",
     }
 
 

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 import msgpack
 from aiohttp import web
 
+from swiftlite.common import policies
 from swiftlite.common.client import make_session
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import (
@@ -105,6 +106,35 @@ def check_policy(headers: Any) -> None:
     name = headers.get("X-Storage-Policy")
     if name and name.strip().lower() != POLICY_NAME.lower():
         raise HTTPError(400, f"Invalid X-Storage-Policy '{name.strip()}'")
+
+
+async def _policy_meta(request: web.Request, broker: ContainerBroker,
+                       ts: str) -> dict[str, list[str]] | None:
+    """The policy index to store with a container PUT, as its metadata ({} to keep it).
+
+    The proxy resolved the client's X-Storage-Policy to X-Backend-Storage-Policy-Index, or
+    sent the default's index as X-Backend-Storage-Policy-Default. A live container keeps its
+    policy: naming another one is a 409; a new (or deleted) one takes the named or the
+    default. None: the request carries neither header (not from a proxy)."""
+    asked = request.headers.get(policies.POLICY_INDEX_HEADER)
+    default = request.headers.get(policies.POLICY_DEFAULT_HEADER)
+    if asked is None and default is None:
+        return None
+    try:
+        chosen = policies.header_index({policies.POLICY_INDEX_HEADER: asked or default})
+    except ValueError as exc:
+        raise HTTPError(400, str(exc)) from None
+    try:
+        info = await run_blocking(broker.get_info)
+    except DatabaseNotFound:
+        info = None
+    if info is not None and not info["deleted"]:
+        stored = info["metadata"].get(policies.CONTAINER_POLICY_KEY)
+        current = int(stored[0]) if stored and stored[0] else 0
+        if asked is not None and chosen != current:
+            raise HTTPError(409, "Conflict: the container exists on another storage policy")
+        return {}
+    return {policies.CONTAINER_POLICY_KEY: [str(chosen), ts]}
 
 
 def _clean_str(value: str | None, what: str, max_len: int = 1024) -> str:
@@ -193,8 +223,12 @@ class ContainerServer(DBServer):
             return await self._put_ranges(request, broker, dev_path)
         ts = req_timestamp(request)
         assert ts is not None
-        check_policy(request.headers)
         meta = req_metadata(request, "container", ts, SAVED_HEADERS)
+        policy = await _policy_meta(request, broker, ts)
+        if policy is None:
+            check_policy(request.headers)  # a client of its own: the one policy's name only
+        else:
+            meta.update(policy)
         nodes = parse_account_nodes(request.headers)
         own: list[ShardRange] = []
         if SHARD_RANGE in request.headers:  # the sharder making a shard container

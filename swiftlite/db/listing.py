@@ -217,7 +217,19 @@ def _iso(ts: str) -> str:
     return f"{base}.{ts[11:16]}0"
 
 
-POLICY_NAME = "Policy-0"  # the one storage policy (see /info)
+POLICY_NAME = "Policy-0"  # policy 0's name when swiftlite.conf names no policies
+# Policy index -> name, as this server's swiftlite.conf says (set once at startup by the
+# account server: `set_policy_names`); an account listing row shows its container's.
+_POLICY_NAMES: dict[int, str] = {0: POLICY_NAME}
+
+
+def set_policy_names(names: dict[int, str]) -> None:
+    _POLICY_NAMES.clear()
+    _POLICY_NAMES.update(names)
+
+
+def policy_name(index: int) -> str:
+    return _POLICY_NAMES.get(index) or f"Policy-{index}"
 
 
 def container_json_row(row: tuple) -> dict[str, Any]:
@@ -256,9 +268,9 @@ def _with_params(name: str, created_at: str, size: int, content_type: str,
 def account_json_row(row: tuple) -> dict[str, Any]:
     if len(row) == 1:
         return {"subdir": row[0]}
-    name, count, nbytes, put_ts = row
+    name, count, nbytes, put_ts, index = row
     return {"name": name, "count": count, "bytes": nbytes, "last_modified": _iso(put_ts),
-            "storage_policy": POLICY_NAME}
+            "storage_policy": policy_name(index)}
 
 
 _XML_KEYS = {"container": ("name", "hash", "bytes", "content_type", "last_modified"),

@@ -26,10 +26,10 @@ import logging
 import os
 from typing import Any
 
-from swiftlite.common import daemon
+from swiftlite.common import daemon, policies
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import bodysum, digests, diskfile, expiring, sync
+from swiftlite.obj import bodysum, digests, diskfile, expiring, fileformat, sync
 
 log = logging.getLogger("swiftlite.object-auditor")
 NAME = "object-auditor"
@@ -74,12 +74,12 @@ def check_file(path: str) -> tuple[bool, int, dict[str, str] | None]:
         os.close(fd)
 
 
-def audit_suffix(device_path: str, part: str, suffix: str,
+def audit_suffix(device_path: str, part: int, suffix: str,
                  reclaim_age: float) -> dict[str, int]:
     """Audit every object of one suffix dir (one thread hop)."""
     out = {"objects": 0, "quarantined": 0, "bytes": 0, "reclaimed": 0, "expiring": 0,
            "hints": 0}
-    sdir = os.path.join(device_path, diskfile.OBJECTS, part, suffix)
+    sdir = os.path.join(fileformat.part_dir(device_path, part), suffix)
     queued: list[expiring.Entry] = []
     for h in _listdir(sdir):
         if len(h) != 32:
@@ -136,18 +136,24 @@ class Auditor:
                                   conf.get_size("max_bytes_per_second", 10 * 1024 * 1024))
         self._rehash_next: dict[str, int] = {}  # device -> index of next partition to rehash
 
-    def _walk(self) -> tuple[list[tuple[str, str, list[str]]], int]:
+    def _walk(self) -> tuple[list[tuple[str, int, list[str]]], int]:
         """(device, partition, suffixes) to audit, and how many stale digest temp files
-        (left by a crash) the partition listings found and removed."""
+        (left by a crash) the partition listings found and removed. Every storage policy's
+        data dir (`objects`, `objects-N`) is walked; its partitions carry their policy."""
         out = []
         removed = 0
         for d in _listdir(self.devices):
             dev_path = os.path.join(self.devices, d)
-            for p in _listdir(os.path.join(dev_path, diskfile.OBJECTS)):
-                if p.isdigit():
-                    names = _listdir(os.path.join(dev_path, diskfile.OBJECTS, p))
-                    out.append((dev_path, p, [s for s in names if len(s) == 3]))
-                    removed += digests.clean_stale_temps(dev_path, p, names)
+            for datadir in sorted(_listdir(dev_path)):
+                index = policies.index_of_datadir(datadir)
+                if index is None:
+                    continue
+                for p in _listdir(os.path.join(dev_path, datadir)):
+                    if p.isdigit():
+                        part = fileformat.policy_part(p, index)
+                        names = _listdir(fileformat.part_dir(dev_path, part))
+                        out.append((dev_path, part, [s for s in names if len(s) == 3]))
+                        removed += digests.clean_stale_temps(dev_path, part, names)
         return out, removed
 
     async def run_pass(self, stats: dict[str, Any]) -> None:
@@ -163,9 +169,9 @@ class Auditor:
                 await self.pacer.pace(res["objects"], res["bytes"])
         await self._rehash_some(work, stats)
 
-    async def _rehash_some(self, work: list[tuple[str, str, list[str]]],
+    async def _rehash_some(self, work: list[tuple[str, int, list[str]]],
                            stats: dict[str, Any]) -> None:
-        by_dev: dict[str, list[tuple[str, list[str]]]] = {}
+        by_dev: dict[str, list[tuple[int, list[str]]]] = {}
         for dev_path, part, sufs in work:
             by_dev.setdefault(dev_path, []).append((part, sufs))
         for dev_path, parts in by_dev.items():

@@ -80,7 +80,7 @@ def state_hash(hexhash: str, state: str) -> int:
 
 
 def _part_dir(device_path: str, part: int | str) -> str:
-    return os.path.join(device_path, fileformat.OBJECTS, str(part))
+    return fileformat.part_dir(device_path, part)
 
 
 class Journal:

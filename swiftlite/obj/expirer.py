@@ -61,7 +61,7 @@ from typing import Any
 
 import aiohttp
 
-from swiftlite.common import daemon
+from swiftlite.common import daemon, policies
 from swiftlite.common.client import node_path, node_url
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
@@ -135,7 +135,9 @@ class Expirer(daemon.PeerSession):
         ip, port = daemon.server_address(conf, "object")
         self.bind = (ip, port)
         self.server = {"ip": _WILDCARD.get(ip, ip), "port": port}  # this node's object server
-        self.object_ring = Ring.from_conf(conf, "object")
+        self.policies = policies.load(conf.get_str("swift_dir", "/etc/swiftlite"))
+        self.object_rings = {p.index: Ring.from_conf(conf, p.ring_name) for p in self.policies}
+        self.object_ring = self.object_rings[0]
         self.container_ring = Ring.from_conf(conf, "container")
         self.queues: dict[str, expiring.Queue] = {}
         self.clock = time.time  # what "due" means (tests move it forward)
@@ -163,7 +165,8 @@ class Expirer(daemon.PeerSession):
         stats.pop("synced", None)
         for k in ("devices", "expired", "skipped", "deferred", "queued", "folded"):
             stats[k] = 0
-        await self.object_ring.refresh()
+        for ring in self.object_rings.values():
+            await ring.refresh()
         await self.container_ring.refresh()
         now = self.clock() - self.delay_reaping
         for dev_path in await run_blocking(self._devices):
@@ -206,7 +209,7 @@ class Expirer(daemon.PeerSession):
         """Deal with one due entry; True when it can leave the queue."""
         stats["objects"] += 1
         await self.pacer.pace()
-        replica = await run_blocking(local_replica, dev_path, e.part, e.hash)
+        replica = await run_blocking(local_replica, dev_path, e.partition, e.hash)
         names = split_name(replica.metadata.get("name", "")) if replica else None
         if replica is None or replica.delete_at != e.delete_at or names is None:
             stats["skipped"] += 1
@@ -243,8 +246,8 @@ class Expirer(daemon.PeerSession):
         headers = {"X-Timestamp": Timestamp.parse(str(e.delete_at)).internal,
                    "X-If-Delete-At": str(e.delete_at),
                    "X-Trans-Id": f"tx-expirer-{os.urandom(8).hex()}",
-                   **self._container_headers(names[0], names[1])}
-        url = node_url(self.server, node_path({"device": device}, e.part, *names))
+                   **self._container_headers(names[0], names[1]), **_policy_header(e)}
+        url = node_url(self.server, node_path({"device": device}, e.partition, *names))
         try:
             async with self.session.delete(url, headers=headers) as resp:
                 await resp.read()
@@ -253,19 +256,21 @@ class Expirer(daemon.PeerSession):
             log.debug("DELETE %s failed: %r", url, exc)
             return 0
 
-    def _peers(self, device: str, part: int) -> list[dict[str, Any]]:
-        mine = {d["id"] for d in self.object_ring.devices_on(*self.bind)
-                if d["device"] == device}
-        return [n for n in self.object_ring.get_part_nodes(part) if n["id"] not in mine]
+    def _peers(self, device: str, e: expiring.Entry) -> list[dict[str, Any]]:
+        ring = self.object_rings.get(e.policy)
+        if ring is None:  # a policy this node's swiftlite.conf no longer lists
+            return []
+        mine = {d["id"] for d in ring.devices_on(*self.bind) if d["device"] == device}
+        return [n for n in ring.get_part_nodes(e.partition) if n["id"] not in mine]
 
     async def _newer_elsewhere(self, device: str, e: expiring.Entry,
                                names: tuple[str, str, str], replica: Replica) -> bool:
         """True when a peer holds a newer version with another X-Delete-At (our replica is
         stale: let replication fix it), or when no peer answers (cannot tell yet)."""
-        peers = self._peers(device, e.part)
+        peers = self._peers(device, e)
         if not peers:
             return False
-        answers = await asyncio.gather(*(self._peer_state(n, e.part, names) for n in peers))
+        answers = await asyncio.gather(*(self._peer_state(n, e, names) for n in peers))
         known = [a for a in answers if a is not None]
         if not known:
             return True
@@ -276,14 +281,15 @@ class Expirer(daemon.PeerSession):
                 return True
         return False
 
-    async def _peer_state(self, node: dict[str, Any], part: int,
+    async def _peer_state(self, node: dict[str, Any], e: expiring.Entry,
                           names: tuple[str, str, str]) -> tuple[str, int | None] | None:
         """(newest timestamp, X-Delete-At) of a peer's replica; ("", None) when it has no
         live one; None when it did not answer."""
         assert self.session is not None
-        url = node_url(node, node_path(node, part, *names))
+        url = node_url(node, node_path(node, e.partition, *names))
         try:
-            async with self.session.head(url, headers={"X-Open-Expired": "true"}) as resp:
+            async with self.session.head(url, headers={"X-Open-Expired": "true",
+                                                       **_policy_header(e)}) as resp:
                 await resp.read()
                 if resp.status == 404:
                     return "", None
@@ -297,6 +303,10 @@ class Expirer(daemon.PeerSession):
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.debug("HEAD %s failed: %r", url, exc)
             return None
+
+
+def _policy_header(e: expiring.Entry) -> dict[str, str]:
+    return {policies.POLICY_INDEX_HEADER: str(e.policy)} if e.policy else {}
 
 
 def run_daemon(conf: Section, once: bool = False) -> int:

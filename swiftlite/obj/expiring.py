@@ -45,6 +45,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from swiftlite.obj import fileformat
+
 log = logging.getLogger("swiftlite.object.expiring")
 
 JOURNAL = "expiring.journal"
@@ -55,7 +57,11 @@ _HEX = frozenset("0123456789abcdef")
 
 @dataclass(frozen=True, order=True)
 class Entry:
-    """One object replica due at `delete_at` (unix seconds); `name` is "/a/c/o" when known."""
+    """One object replica due at `delete_at` (unix seconds); `name` is "/a/c/o" when known.
+
+    `part` is the partition number plus its storage policy index times 2**32 (partitions are
+    below 2**32): policy 0's entries are the pre-policy ones, and the queue's records and DB
+    keep their format. `partition` is the part with its policy (fileformat.PolicyPart)."""
 
     delete_at: int
     part: int
@@ -66,6 +72,14 @@ class Entry:
     def key(self) -> tuple[int, int, str]:
         return self.delete_at, self.part, self.hash
 
+    @property
+    def policy(self) -> int:
+        return self.part >> 32
+
+    @property
+    def partition(self) -> int:
+        return fileformat.policy_part(self.part & 0xFFFFFFFF, self.part >> 32)
+
 
 def entry_for(part: int | str, hexhash: str, metadata: Mapping[str, str],
               current: Mapping[str, str] | None = None) -> Entry | None:
@@ -75,7 +89,7 @@ def entry_for(part: int | str, hexhash: str, metadata: Mapping[str, str],
     if not value or not str(value).isdigit():
         return None
     name = metadata.get("name") or (current or {}).get("name") or ""
-    return Entry(int(value), int(part), hexhash, name)
+    return Entry(int(value), int(part) + (fileformat.policy_of(part) << 32), hexhash, name)
 
 
 def _record(e: Entry) -> bytes:

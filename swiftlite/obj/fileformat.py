@@ -19,6 +19,7 @@ import time
 
 import msgpack
 
+from swiftlite.common.policies import data_dir
 from swiftlite.common.sysmeta import MUTABLE_SYSMETA
 
 FOOTER = struct.Struct("<I4s")
@@ -38,8 +39,54 @@ class CorruptFile(Exception):
 
 # ---- names and state ------------------------------------------------------------------------
 
+class PolicyPart(int):
+    """Partition `part` of storage policy `policy` > 0: the number, plus its data dir.
+
+    Partition numbers are per policy ring, so a partition of policy N lives under
+    `objects-N/` (its own digests and journal). Policy 0's partitions stay plain ints, which
+    keeps its layout exactly the pre-policy one; `policy_part` makes the right kind.
+    """
+
+    policy: int
+
+    def __new__(cls, part: int | str, policy: int) -> PolicyPart:
+        obj = int.__new__(cls, part)
+        obj.policy = policy
+        return obj
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, int):
+            return NotImplemented
+        return int(self) == int(other) and getattr(other, "policy", 0) == self.policy
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash((int(self), self.policy))
+
+    def __str__(self) -> str:
+        return str(int(self))
+
+    __repr__ = __str__
+
+
+def policy_part(part: int | str, policy: int) -> int:
+    return int(part) if not policy else PolicyPart(part, policy)
+
+
+def policy_of(part: int | str) -> int:
+    return getattr(part, "policy", 0)
+
+
+def part_dir(device_path: str, part: int | str) -> str:
+    """`<device>/objects[-N]/<part>`: a partition's dir in its policy's data dir."""
+    return os.path.join(device_path, data_dir(policy_of(part)), str(part))
+
+
 def hash_dir(device_path: str, part: int | str, hexhash: str) -> str:
-    return os.path.join(device_path, OBJECTS, str(part), hexhash[-3:], hexhash)
+    return os.path.join(part_dir(device_path, part), hexhash[-3:], hexhash)
 
 
 def _split(name: str) -> tuple[str, str]:

@@ -24,11 +24,11 @@ from typing import Any
 import aiohttp
 import msgpack
 
-from swiftlite.common import daemon
+from swiftlite.common import daemon, policies
 from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import digests, diskfile, sync
+from swiftlite.obj import digests, diskfile, fileformat, sync
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.object-replicator")
@@ -40,12 +40,13 @@ class PeerError(Exception):
     pass
 
 
-def local_partitions(device_path: str) -> list[int]:
+def local_partitions(device_path: str, policy: int = 0) -> list[int]:
+    """The partitions of one policy on a device (PolicyParts for a policy > 0)."""
     try:
-        names = os.listdir(os.path.join(device_path, diskfile.OBJECTS))
+        names = os.listdir(os.path.join(device_path, policies.data_dir(policy)))
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(int(n) for n in names if n.isdigit())
+    return sorted(fileformat.policy_part(n, policy) for n in names if n.isdigit())
 
 
 def local_view(device_path: str, part: int, suffixes: list[str], reclaim_age: float,
@@ -71,7 +72,7 @@ def remove_handoff(device_path: str, part: int, verified: dict[str, bytes]) -> i
 
 
 def remove_empty_partition(device_path: str, part: int) -> bool:
-    part_dir = os.path.join(device_path, diskfile.OBJECTS, str(part))
+    part_dir = fileformat.part_dir(device_path, part)
     if digests.get_digests(device_path, part):
         return False
     with digests.journal(device_path, part, exclusive=True):
@@ -100,16 +101,22 @@ class ObjectReplicator(daemon.PeerSession):
         # Benchmark only: derive our digests by listing every suffix (Swift's way) instead of
         # reading the incremental ones, to compare the two under the same replicator.
         self.listing_digests = conf.get_bool("listing_digests", False)
-        self.ring = Ring.from_conf(conf, "object")
+        # One ring per storage policy; each policy's partitions replicate by its own.
+        self.policies = policies.load(conf.get_str("swift_dir", "/etc/swiftlite"))
+        self.rings = {p.index: Ring.from_conf(conf, p.ring_name) for p in self.policies}
+        self.ring = self.rings[0]
         self.session: aiohttp.ClientSession | None = None
 
     # ---- peer requests ------------------------------------------------------------------
 
     async def _request(self, method: str, node: dict[str, Any], path: str,
-                       body: Any = None) -> Any:
+                       body: Any = None, part: int = 0) -> Any:
         assert self.session is not None
+        index = fileformat.policy_of(part)
+        headers = {policies.POLICY_INDEX_HEADER: str(index)} if index else None
         try:
-            async with self.session.request(method, node_url(node, path), data=body) as resp:
+            async with self.session.request(method, node_url(node, path), data=body,
+                                            headers=headers) as resp:
                 data = await resp.read()
                 if resp.status != 200:
                     raise PeerError(f"{method} {node['ip']}:{node['port']}{path} -> "
@@ -121,13 +128,14 @@ class ObjectReplicator(daemon.PeerSession):
     async def peer_digests(self, node: dict[str, Any], part: int,
                            suffixes: list[str] | None = None) -> dict[str, bytes]:
         return await self._request(sync.SYNC_METHOD, node,
-                                   sync.digests_path(node["device"], part, suffixes))
+                                   sync.digests_path(node["device"], part, suffixes),
+                                   part=part)
 
     async def peer_states(self, node: dict[str, Any], part: int,
                           suffixes: list[str]) -> dict[str, dict[str, str]]:
         return await self._request(sync.SYNC_METHOD, node,
                                    quote_path(node["device"], part, "states"),
-                                   msgpack.packb(suffixes))
+                                   msgpack.packb(suffixes), part)
 
     async def _frames(self, device_path: str, part: int, wanted: list[tuple[str, str]],
                       sent: dict[str, int]) -> AsyncIterator[bytes]:
@@ -171,7 +179,7 @@ class ObjectReplicator(daemon.PeerSession):
         sent = {"files": 0, "bytes": 0}
         counts = await self._request(sync.SYNC_METHOD, node,
                                      quote_path(node["device"], part, "sync"),
-                                     self._frames(device_path, part, wanted, sent))
+                                     self._frames(device_path, part, wanted, sent), part)
         counts.update(sent)
         return counts
 
@@ -180,7 +188,7 @@ class ObjectReplicator(daemon.PeerSession):
     async def replicate_part(self, dev: dict[str, Any], part: int,
                              stats: dict[str, Any]) -> None:
         device_path = os.path.join(self.devices, dev["device"])
-        primaries = self.ring.get_part_nodes(part)
+        primaries = self.rings[fileformat.policy_of(part)].get_part_nodes(part)
         is_primary = any(n["id"] == dev["id"] for n in primaries)
         peers = [n for n in primaries if n["id"] != dev["id"]]
         local = await run_blocking(
@@ -260,17 +268,19 @@ class ObjectReplicator(daemon.PeerSession):
 
     def _jobs(self) -> list[tuple[dict[str, Any], int]]:
         jobs = []
-        for dev in self.ring.devices_on(*daemon.server_address(self.conf, "object")):
-            path = os.path.join(self.devices, dev["device"])
-            if os.path.isdir(path):
-                jobs.extend((dev, p) for p in local_partitions(path))
+        for index, ring in self.rings.items():
+            for dev in ring.devices_on(*daemon.server_address(self.conf, "object")):
+                path = os.path.join(self.devices, dev["device"])
+                if os.path.isdir(path):
+                    jobs.extend((dev, p) for p in local_partitions(path, index))
         return jobs
 
     async def run_pass(self, stats: dict[str, Any]) -> None:
         for k in ("handoff_partitions", "handoff_removed", "suffixes_synced", "reclaimed",
                   "bytes"):
             stats[k] = 0
-        await self.ring.refresh()  # a changed ring file is read in the thread pool
+        for ring in self.rings.values():
+            await ring.refresh()  # a changed ring file is read in the thread pool
         jobs = await run_blocking(self._jobs)
         sem = asyncio.Semaphore(self.concurrency)
 

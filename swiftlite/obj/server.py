@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common import constraints, recon
+from swiftlite.common import constraints, policies, recon
 from swiftlite.common.config import Section, config_true
 from swiftlite.common.devices import DeviceChecker, device_roots
 from swiftlite.common.hashing import hash_path
@@ -35,7 +35,16 @@ from swiftlite.common.sysmeta import (
 )
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import bodysum, digests, diskfile, durability, page_cache, read_plan, sync
+from swiftlite.obj import (
+    bodysum,
+    digests,
+    diskfile,
+    durability,
+    fileformat,
+    page_cache,
+    read_plan,
+    sync,
+)
 from swiftlite.obj.batch_commit import LARGE_BODY, MAX_JOBS, BatchCommitter
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
 from swiftlite.obj.read_plan import DEFAULT_CT, PASSED_HEADERS
@@ -85,6 +94,7 @@ def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str
 class ObjectServer:
     def __init__(self, conf: Section) -> None:
         self.devices = conf.get_str("devices", "/srv/node")
+        self.policies = policies.load(conf.get_str("swift_dir", "/etc/swiftlite"))
         self.device_roots = device_roots(conf)
         # Stat calls (isdir, or ismount with mount_check) in the thread pool, cached briefly.
         self.device_checker = DeviceChecker(self.devices, conf.get_bool("mount_check", False))
@@ -157,7 +167,17 @@ class ObjectServer:
             if bad:
                 raise HTTPError(400, bad)
         dev_path = await self.device_path(dev)
-        return dev_path, self.partition(part), acc, cont, obj
+        return dev_path, self.policy_partition(request, part), acc, cont, obj
+
+    def policy_partition(self, request: web.Request, part: str) -> int:
+        """The URL's partition, of the policy X-Backend-Storage-Policy-Index names."""
+        try:
+            idx = policies.header_index(request.headers)
+        except ValueError as exc:
+            raise HTTPError(400, str(exc)) from None
+        if self.policies.get(idx) is None:
+            raise HTTPError(400, f"No storage policy with index {idx}")
+        return fileformat.policy_part(self.partition(part), idx)
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         handler = {"GET": self.GET, "HEAD": self.GET, "PUT": self.PUT, "POST": self.POST,

@@ -38,13 +38,14 @@ from typing import Any
 import msgpack
 from aiohttp import web
 
+from swiftlite.common import policies
 from swiftlite.common.client import quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import bodysum, digests, diskfile
+from swiftlite.obj import bodysum, digests, diskfile, fileformat
 
 log = logging.getLogger("swiftlite.object.sync")
 
@@ -224,14 +225,19 @@ class SyncReceiver:
                                      conf.get_bool("mount_check", False))
         self.fsync = conf.get_bool("fsync", True)
 
-    async def _target(self, dev: str, part: str) -> tuple[str, int]:
+    async def _target(self, request: web.Request, dev: str, part: str) -> tuple[str, int]:
+        """The device's path and the partition, of the policy the request names."""
         if not part.isdigit() or int(part) >= 2**32:
             raise HTTPError(400, "Invalid partition")
-        return await self.devices.check(dev), int(part)
+        try:
+            index = policies.header_index(request.headers)
+        except ValueError as exc:
+            raise HTTPError(400, str(exc)) from None
+        return await self.devices.check(dev), fileformat.policy_part(part, index)
 
     async def digests(self, request: web.Request, dev: str, part_s: str,
                       sufs: str | None) -> web.Response:
-        dev_path, part = await self._target(dev, part_s)
+        dev_path, part = await self._target(request, dev, part_s)
         if sufs is not None and not _SUFFIXES_RE.fullmatch(sufs):
             raise HTTPError(400, "Invalid suffix list")
         if sufs:
@@ -242,7 +248,7 @@ class SyncReceiver:
         return web.Response(status=200, body=body, content_type="application/x-msgpack")
 
     async def states(self, request: web.Request, dev: str, part_s: str) -> web.Response:
-        dev_path, part = await self._target(dev, part_s)
+        dev_path, part = await self._target(request, dev, part_s)
         try:
             sufs = msgpack.unpackb(await request.read(), raw=False)
         except Exception:
@@ -258,7 +264,7 @@ class SyncReceiver:
         return web.Response(body=msgpack.packb(result), content_type="application/x-msgpack")
 
     async def sync(self, request: web.Request, dev: str, part_s: str) -> web.Response:
-        dev_path, part = await self._target(dev, part_s)
+        dev_path, part = await self._target(request, dev, part_s)
         counts = {"stored": 0, "stale": 0, "bad": 0}
         content = request.content
         while True:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from swiftlite.common.client import node_path
-from swiftlite.common.http import method_not_allowed, query_str
+from swiftlite.common.http import HTTPError, method_not_allowed, query_str
+from swiftlite.common.policies import POLICY_DEFAULT_HEADER, POLICY_INDEX_HEADER
 from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
 from swiftlite.proxy import account, shard_listing
 from swiftlite.proxy.backend import best_response
@@ -48,13 +49,32 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
     else:
         answer = relay(resp, request)
     answer.headers["Accept-Ranges"] = "bytes"  # as Swift says (clients check it)
+    if resp.status // 100 == 2:  # the policy's configured name, from its index
+        index = int(resp.headers.get(POLICY_INDEX_HEADER, 0) or 0)
+        answer.headers["X-Storage-Policy"] = proxy.policies.name_of(index)
     return answer
+
+
+def _policy_headers(proxy, request: web.Request, headers: dict[str, str]) -> None:
+    """A container PUT's X-Storage-Policy (a name or alias) as the index the servers keep."""
+    headers.pop("X-Storage-Policy", None)
+    name = request.headers.get("X-Storage-Policy", "").strip()
+    if not name:
+        headers[POLICY_DEFAULT_HEADER] = str(proxy.policies.default.index)
+        return
+    policy = proxy.policies.by_name(name)
+    if policy is None:
+        raise HTTPError(400, f"Invalid X-Storage-Policy '{name}'")
+    if policy.is_deprecated:
+        raise HTTPError(400, f"Storage Policy '{name}' is deprecated")
+    headers[POLICY_INDEX_HEADER] = str(policy.index)
 
 
 async def _write(proxy, request: web.Request, target, method: str) -> web.Response:
     acct, cont = target.account, target.container
     headers = metadata_headers(request, "container") if method != "DELETE" else {}
     if method == "PUT":
+        _policy_headers(proxy, request, headers)
         await account.ensure_account(proxy, request, acct)
     ts = proxy.next_timestamp()
     base = {**proxy.backend_headers(request, ts), **headers}

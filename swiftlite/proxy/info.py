@@ -51,6 +51,7 @@ class ContainerInfo:
     object_count: int = 0
     bytes_used: int = 0
     meta: dict[str, str] = field(default_factory=dict)
+    policy_index: int = 0
 
 
 @dataclass

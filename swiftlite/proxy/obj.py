@@ -24,8 +24,10 @@ from swiftlite.common import metrics
 from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import ConnectError, Response
 from swiftlite.common.http import HTTPError, error, method_not_allowed
+from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.obj.fileformat import policy_part
 from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
 from swiftlite.proxy.backend import (
     NETWORK_ERRORS,
@@ -54,6 +56,7 @@ log = logging.getLogger("swiftlite.proxy")
 MAX_DELETE_AT = 9999999999
 GET_PASS_HEADERS = RANGE_AND_CONDITIONS  # what a GET asks its replicas along with the name
 STREAM_CHUNK = 64 * 1024
+OBJECT_POLICY = "swiftlite.object_policy"  # request key: the container's policy index
 QUEUE_DEPTH = 4
 # A replica's answer: from its object server, or read here (proxy.local_reads).
 Answer = Response | LocalResponse
@@ -66,6 +69,8 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
         return await _get(proxy, request, target)
     if method in ("PUT", "POST", "DELETE"):
         await proxy.authorize_container(request, target, write=True)
+        request[OBJECT_POLICY] = await proxy.object_policy(
+            request, target.account, target.container)
         try:
             if method == "PUT":
                 return await _put(proxy, request, target)
@@ -145,9 +150,13 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     as Swift; else 503: replicas
     that could not be reached must not make an object look deleted.
     """
-    ring = proxy.object_ring
-    part = ring.get_part(acct, cont, name)
+    index = await proxy.object_policy(request, acct, cont)
+    ring = proxy.object_ring_for(index)
+    # A policy's partition names its data dir too (local reads open its files).
+    part = policy_part(ring.get_part(acct, cont, name), index)
     headers = proxy.backend_headers(request)
+    if index:
+        headers[POLICY_INDEX_HEADER] = str(index)
     if extra:
         headers.update(extra)
     order = read_order(ring, part)
@@ -279,7 +288,14 @@ def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str
     if "ETag" in request.headers:
         headers["ETag"] = request.headers["ETag"].strip('"').lower()
     headers.update(request.get(BACKEND_PUT_HEADERS) or {})
+    if request.get(OBJECT_POLICY):
+        headers[POLICY_INDEX_HEADER] = str(request[OBJECT_POLICY])
     return headers
+
+
+def _ring_of(proxy, headers: dict[str, str]):
+    """The object ring of the policy the backend headers name (policy 0 without one)."""
+    return proxy.object_ring_for(int(headers.get(POLICY_INDEX_HEADER, 0)))
 
 
 async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
@@ -333,7 +349,7 @@ async def _store(proxy, target, headers: dict[str, str], body, length: int | Non
     """Write one object to its replicas from `body`: bytes (one buffer for all replicas) or
     an async iterator of chunks (streamed). Answers as the client's PUT response."""
     acct, cont, name = target.account, target.container, target.obj
-    ring = proxy.object_ring
+    ring = _ring_of(proxy, headers)
     part = ring.get_part(acct, cont, name)
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
     headers_for = _container_headers(headers, cpart, cnodes)
@@ -415,7 +431,7 @@ class _Feed:
 
 async def _put_streaming(proxy, chunks, target, part, headers, headers_for, length):
     acct, cont, name = target.account, target.container, target.obj
-    ring = proxy.object_ring
+    ring = _ring_of(proxy, headers)
     primaries = ring.get_part_nodes(part)
     handoffs = write_handoffs(ring, part, proxy.limiter)
     if length is not None:
@@ -495,7 +511,7 @@ async def _post(proxy, request: web.Request, target) -> web.Response:
     _pass_open_expired(proxy, request, headers)
     if "Content-Type" not in request.headers:
         headers.pop("Content-Type", None)
-    ring = proxy.object_ring
+    ring = _ring_of(proxy, headers)
     part = ring.get_part(acct, cont, name)
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
     responses = await proxy.backend.fan_out(
@@ -518,7 +534,9 @@ async def _delete(proxy, request: web.Request, target) -> web.Response:
             raise HTTPError(400, "Bad X-If-Delete-At header value")
         extra["X-If-Delete-At"] = if_delete_at.strip()
     ts = _write_timestamp(proxy, request)
-    ring = proxy.object_ring
+    if request.get(OBJECT_POLICY):
+        extra[POLICY_INDEX_HEADER] = str(request[OBJECT_POLICY])
+    ring = _ring_of(proxy, extra)
     part = ring.get_part(acct, cont, name)
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
     responses = await proxy.backend.fan_out(

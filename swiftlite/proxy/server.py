@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common import constraints, empty_length
+from swiftlite.common import constraints, empty_length, policies
 from swiftlite.common.config import Section
 from swiftlite.common.fastclient import Pool
 from swiftlite.common.http import HTTPError, error, txid
@@ -59,7 +59,11 @@ class Proxy:
         self.conf = conf
         swift_dir = conf.get_str("swift_dir", "/etc/swiftlite")
         reload = conf.get_float("ring_reload_interval", 15.0)
-        self.object_ring = Ring.load(os.path.join(swift_dir, "object.ring.gz"), reload)
+        # One object ring per storage policy (swiftlite/common/policies.py).
+        self.policies = policies.load(swift_dir)
+        self.object_rings = {p.index: Ring.load(os.path.join(swift_dir, f"{p.ring_name}.ring.gz"),
+                                                reload) for p in self.policies}
+        self.object_ring = self.object_rings[0]
         self.container_ring = Ring.load(os.path.join(swift_dir, "container.ring.gz"), reload)
         self.account_ring = Ring.load(os.path.join(swift_dir, "account.ring.gz"), reload)
         self.auth: TempAuth | None = None  # set by the tempauth feature when it is in use
@@ -273,6 +277,18 @@ class Proxy:
                 synced.keep(acct, cont, info, since)
         return info
 
+    async def object_policy(self, request: web.Request, acct: str, cont: str) -> int:
+        """The storage policy index of a container's objects (from its cached info)."""
+        if len(self.policies) == 1:
+            return 0  # no info lookup where there is one policy only
+        return (await self.container_info(request, acct, cont)).policy_index
+
+    def object_ring_for(self, index: int) -> Ring:
+        ring = self.object_rings.get(index)
+        if ring is None:  # a container of a policy this proxy's swiftlite.conf lacks
+            raise HTTPError(503, f"No object ring for storage policy {index}")
+        return ring
+
     async def account_info(self, request: web.Request, acct: str) -> AccountInfo:
         """The account's counts and metadata (for ACLs and quotas); status 404 if missing."""
         return await self._cached_info(request, self.account_cache, ("info", acct),
@@ -327,7 +343,7 @@ class Proxy:
                 "valid_api_versions": ["v1", "v1.0"],
                 "allow_open_expired": self.allow_open_expired,
                 "strict_cors_mode": self.conf.get_bool("strict_cors_mode", True),
-                "policies": [{"name": "Policy-0", "default": True}],
+                "policies": self.policies.info(),
             },
             "swiftlite": {"replicas": self.object_ring.replica_count,
                           "part_power": self.object_ring.part_power},
@@ -349,7 +365,8 @@ def _container_fields(h: Any) -> tuple:
             int(h.get("X-Container-Object-Count", 0) or 0),
             int(h.get("X-Container-Bytes-Used", 0) or 0),
             {k: v for k, v in h.items()
-             if k.lower().startswith(("x-container-meta-", "x-container-sysmeta-"))})
+             if k.lower().startswith(("x-container-meta-", "x-container-sysmeta-"))},
+            int(h.get(policies.POLICY_INDEX_HEADER, 0) or 0))
 
 
 def _account_fields(h: Any) -> tuple:

@@ -216,7 +216,11 @@ def gate(tests: str) -> int:
             # Expired objects stay readable (X-Open-Expired) for a while, as the suite's
             # open-expired tests expect: else an expirer pass landing between expiry and the
             # read fails them.
-            proc, info = harness.start_cluster(r, "--delay-reaping", "300")
+            # CONFORMANCE_POLICIES=silver: a second replicated storage policy, so the
+            # suite's multi-policy tests run instead of skipping.
+            pols = os.environ.get("CONFORMANCE_POLICIES")
+            proc, info = harness.start_cluster(r, "--delay-reaping", "300",
+                                               *(("--policies", pols) if pols else ()))
             procs.append((proc, r))
             clusters.append(info)
             print(f"conformance: cluster at {info['proxy']['url']}; running FUNC_TESTS={part}",

@@ -120,3 +120,48 @@ def test_a_container_db_made_before_the_stats_stamp_gets_it(tmp_path):
     assert again.get_info()["stats_timestamp"] == "0000000000.00000"
     again.merge_items([_obj("o2", T[2])])
     assert again.get_info()["stats_timestamp"] == T[2]
+
+
+def test_stats_per_policy(broker):
+    broker.merge_items([{**rep("g", count=2, nbytes=20)},
+                        {**rep("s", count=3, nbytes=30), "storage_policy_index": 1}])
+    ps = broker.get_info()["policy_stats"]
+    assert ps[0] == {"container_count": 1, "object_count": 2, "bytes_used": 20}
+    assert ps[1] == {"container_count": 1, "object_count": 3, "bytes_used": 30}
+    # Deleted, then made again on policy 0: its stats move with it.
+    broker.merge_items([rep("s", put=T[0], delete=T[1], stats=T[1])])
+    broker.merge_items([rep("s", put=T[2], stats=T[2], count=1, nbytes=5)])
+    ps = broker.get_info()["policy_stats"]
+    assert ps[1] == {"container_count": 0, "object_count": 0, "bytes_used": 0}
+    assert ps[0] == {"container_count": 2, "object_count": 3, "bytes_used": 25}
+
+
+def test_db_from_before_policies_is_migrated(tmp_path):
+    path = str(tmp_path / "old.db")
+
+    class Old(AccountBroker):  # the container table as it was before storage policies
+        ITEMS_SCHEMA = """
+CREATE TABLE container (
+    ROWID INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE,
+    put_timestamp TEXT NOT NULL, delete_timestamp TEXT NOT NULL,
+    stats_timestamp TEXT NOT NULL, object_count INTEGER NOT NULL,
+    bytes_used INTEGER NOT NULL, deleted INTEGER NOT NULL DEFAULT 0);
+"""
+
+        def _connect(self, p):
+            return super(AccountBroker, self)._connect(p)
+
+        def _info_locked(self, conn):
+            return super(AccountBroker, self)._info_locked(conn)
+
+    old = Old(path, account="AUTH_t")
+    old.put_db(T[0], {})
+    old._get_conn().execute(
+        "INSERT INTO container (name, put_timestamp, delete_timestamp, stats_timestamp,"
+        " object_count, bytes_used) VALUES ('c', ?, '0', ?, 4, 40)", (T[1], T[1]))
+    old.close()
+    b = AccountBroker(path, account="AUTH_t")
+    assert b.get_info()["policy_stats"] == {
+        0: {"container_count": 1, "object_count": 4, "bytes_used": 40}}
+    _, rows = b.list_containers(ListingParams(10, None, None, None, None, False, "json"))
+    assert rows == [("c", 4, 40, T[1], 0)]

@@ -202,14 +202,14 @@ def test_xml_is_swifts():
         "<bytes>3</bytes><content_type>image/png</content_type>"
         "<last_modified>2023-11-14T22:13:20.500000</last_modified></object>"
         '<subdir name="d/"><name>d/</name></subdir></container>')
-    body, _ = render_body([("日本", 2, 9, "1700000000.00000"), ("x-",)], "xml", "account",
+    body, _ = render_body([("日本", 2, 9, "1700000000.00000", 0), ("x-",)], "xml", "account",
                           "AUTH_t")
     assert body.decode() == (
         decl + '<account name="AUTH_t">\n<container><name>日本</name><count>2</count>'
         "<bytes>9</bytes><last_modified>2023-11-14T22:13:20.000000</last_modified>"
         "<storage_policy>Policy-0</storage_policy></container>\n"
         '<subdir name="x-" />\n</account>')
-    body, _ = render_body([("日本", 2, 9, "1700000000.00000")], "json", "account", "AUTH_t")
+    body, _ = render_body([("日本", 2, 9, "1700000000.00000", 0)], "json", "account", "AUTH_t")
     assert body == (b'[{"name": "\\u65e5\\u672c", "count": 2, "bytes": 9, '
                     b'"last_modified": "2023-11-14T22:13:20.000000", '
                     b'"storage_policy": "Policy-0"}]')
