@@ -37,9 +37,10 @@ test: conformance-suites $(STAMP) test-services
 	$(TEST_ENV) $(PY) tests/conformance/run_s3.py
 
 # Starts tests/conformance/prepare.py and returns: run.py and run_s3.py later find their suite
-# installed, or wait for the install (a lock), or retry it themselves where it failed.
+# installed, or wait for the install (a lock), or retry it themselves where it failed. At the
+# lowest priority: the tests running meanwhile (some time-bounded) come first.
 conformance-suites:
-	@$(PYTHON) tests/conformance/prepare.py --detach
+	@nice -n 19 $(PYTHON) tests/conformance/prepare.py --detach
 
 # The cache and info-coherence tests run a real memcached; a fresh Debian machine has none,
 # so install it where we may (root, apt), else those tests say they are skipped.

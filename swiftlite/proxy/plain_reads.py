@@ -147,6 +147,7 @@ def replaying(core: Handler) -> Handler:
                 return primed
         return await core(request)
 
+    handle.__wrapped__ = core  # type: ignore[attr-defined]
     return handle
 
 
