@@ -18,7 +18,8 @@ data, and each version keeps the timestamp it was written with: its version id.
 - POST updates the link and the version it points to (no new version); a feature's patch
   of mutable sysmeta (common/sysmeta.py) may name one version (`POST ?version-id=<id>`).
 - A version under retention or a legal hold (common/sysmeta.py) cannot be deleted, through
-  any API; a container marked SYSMETA_LOCKED cannot have versioning turned off.
+  any API; a container marked SYSMETA_LOCKED (version_containers.py) cannot have versioning
+  turned off.
 - `GET <container>?versions` lists every version (JSON only, as Swift), with `version_id`,
   `is_latest` and the `version_marker` pagination parameter (version_listing.py).
 - An object written while versioning was off is the `null` version; the next versioned
@@ -35,7 +36,6 @@ stored as a version is followed by that middleware too.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 from urllib.parse import quote, unquote
@@ -45,34 +45,30 @@ from multidict import CIMultiDict
 
 from swiftlite.common.config import TRUE_VALUES
 from swiftlite.common.http import HTTPError
-from swiftlite.common.reserved import RESERVED, reserved_name, split_reserved
+from swiftlite.common.reserved import RESERVED
 from swiftlite.common.sysmeta import (
     BYPASS_GOVERNANCE,
     LISTING_BYTES,
     OVERRIDE_ETAG,
-    VERSIONS_LOCKED,
     is_patch,
     retention_refusal,
 )
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.proxy import link_cache
-from swiftlite.proxy.middleware.version_listing import list_versions
+from swiftlite.proxy.middleware.version_containers import VersionedContainers
 from swiftlite.proxy.middleware.version_names import (
-    CLIENT_ENABLED,
     DELETE_MARKER,
     SYSMETA_CONT,
     SYSMETA_ENABLED,
     WAS_NULL,
     auth_headers,
-    listing_query,
     path_of,
+    plain_text,
     version_object,
-    versions_container,
 )
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
-    INTERNAL,
     TIMESTAMP,
     ApiPath,
     answer_of,
@@ -80,9 +76,8 @@ from swiftlite.proxy.request import (
     clone,
     sub_request,
 )
-from swiftlite.proxy.response import BodyResponse, answer_body, close_answer
+from swiftlite.proxy.response import BodyResponse, close_answer
 
-SYSMETA_LOCKED = VERSIONS_LOCKED  # set by S3 object lock: versioning stays on
 # On a version link: the id of the version it points to (same account, same name).
 LINK = "X-Object-Sysmeta-Versions-Link"
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
@@ -91,7 +86,6 @@ NO_VERSIONS_CONT = ("The versions container does not exist. You may want to re-e
 # Headers a version does not take from the client's PUT: expiry belongs to the link (an
 # expired link hides the object; its versions stay).
 EXPIRY = ("x-delete-at", "x-delete-after")
-LEGACY = ("X-Versions-Location", "X-History-Location")
 SYMLINK_TARGET = "X-Object-Sysmeta-Symlink-Target"
 
 
@@ -104,11 +98,6 @@ def _valid_version(version_id: str, allow_null: bool = True) -> None:
         raise HTTPError(400, "Invalid version parameter") from None
     if ts.offset:
         raise HTTPError(400, "Invalid version parameter")
-
-
-def _text(status: int, body: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, body=body.encode(),
-                        headers={"Content-Type": "text/plain", **(headers or {})})
 
 
 def _meta(meta: dict[str, str], key: str) -> str | None:
@@ -125,7 +114,7 @@ def _versions_of(info: Any) -> str | None:
     return unquote(raw) if raw else None
 
 
-class ObjectVersioning(Middleware):
+class ObjectVersioning(VersionedContainers, Middleware):
     name = "object_versioning"
     plain_reads = HOOKS
 
@@ -175,160 +164,6 @@ class ObjectVersioning(Middleware):
                               container: str) -> web.StreamResponse:
         return await self._send(request, "HEAD", path_of(path.version, path.account, container),
                                 reserved=container.startswith(RESERVED))
-
-    # ---- containers ------------------------------------------------------------------------
-
-    async def container_request(self, request: web.Request,
-                                path: ApiPath) -> web.StreamResponse:
-        method = request.method
-        if method in ("PUT", "POST") and CLIENT_ENABLED in request.headers:
-            return await self.enable(request, path)
-        if method == "DELETE":
-            return await self.delete_container(request, path)
-        if method not in ("GET", "HEAD"):
-            return await self.app(request)
-        if method == "GET" and "versions" in request.query:
-            return await list_versions(self, request, path)
-        resp = await self.app(request)
-        return await self._annotate_container(request, path, resp)
-
-    async def _annotate_container(self, request: web.Request, path: ApiPath,
-                                  resp: web.StreamResponse) -> web.StreamResponse:
-        """X-Versions-Enabled from sysmeta; bytes used include the versions'; a JSON
-        listing marks version links."""
-        enabled = resp.headers.get(SYSMETA_ENABLED)
-        if enabled is not None:
-            resp.headers[CLIENT_ENABLED] = enabled
-        vcont = resp.headers.get(SYSMETA_CONT)
-        if not vcont or resp.status // 100 != 2:
-            return resp
-        head = await self._container_head(request, path, unquote(vcont))
-        close_answer(head)
-        if head.status // 100 == 2 and "X-Container-Bytes-Used" in resp.headers:
-            resp.headers["X-Container-Bytes-Used"] = str(
-                int(resp.headers["X-Container-Bytes-Used"])
-                + int(head.headers.get("X-Container-Bytes-Used", "0")))
-        if request.method == "GET" and resp.content_type == "application/json" \
-                and isinstance(resp, web.Response) and isinstance(resp.body, bytes):
-            try:
-                listing = json.loads(resp.body)
-            except ValueError:
-                return resp
-            for item in listing:
-                _mark_link(item, path.account, path.container or "")
-                if not request.get(INTERNAL):
-                    item.pop(WAS_NULL, None)  # for the S3 layer's listings only
-            resp.body = json.dumps(listing).encode()
-        return resp
-
-    async def enable(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
-        assert path.container is not None
-        head = await self._container_head(request, path, path.container)
-        close_answer(head)
-        if head.status // 100 == 2:
-            if any(head.headers.get(h) for h in LEGACY) or any(
-                    request.headers.get(h) for h in LEGACY):
-                raise HTTPError(400, "Cannot enable object versioning on a container that is "
-                                "already using the legacy versioned writes feature.")
-            if head.headers.get("X-Container-Sync-To"):
-                raise HTTPError(400, "Cannot enable object versioning on a container "
-                                "configured as source of container syncing.")
-        is_enabled = request.headers[CLIENT_ENABLED].strip().lower() in TRUE_VALUES
-        if not is_enabled and head.status // 100 == 2 and \
-                (head.headers.get(SYSMETA_LOCKED) or "").lower() in TRUE_VALUES:
-            raise HTTPError(409, "Object versioning cannot be turned off in a container whose "
-                            "versions may be under retention.")
-        headers = CIMultiDict(request.headers)
-        headers[SYSMETA_ENABLED] = "True" if is_enabled else "False"
-        vcont = versions_container(path.container)
-        created = False
-        if is_enabled:
-            if not await self._authorized_write(request, path):
-                return await self.app(request)  # the core answers 401/403 as it should
-            made = await self._send(request, "PUT", path_of(path.version, path.account, vcont))
-            close_answer(made)
-            if made.status // 100 != 2 and made.status != 409:
-                raise HTTPError(500, "Error enabling object versioning")
-            created = made.status == 201
-            headers[SYSMETA_CONT] = quote(vcont, safe="")
-        resp = await self.app(clone(request, headers=headers))
-        if resp.status // 100 != 2 and created:
-            gone = await self._send(request, "DELETE", path_of(path.version, path.account, vcont))
-            close_answer(gone)
-        return resp
-
-    async def _authorized_write(self, request: web.Request, path: ApiPath) -> bool:
-        """Whether the caller may change the container itself (the owner, or an account
-        ACL that allows it); the versions container is made only for such callers."""
-        target = self.proxy.target(request, path.account, path.container, None)
-        if target.is_owner:
-            return True
-        authorizer = request.get("swiftlite.authorizer")
-        if authorizer is None:
-            return False
-        try:
-            authorizer.authorize_account(request, target.ident, path.account, path.container)
-        except HTTPError:
-            return False
-        return True
-
-    async def delete_container(self, request: web.Request,
-                               path: ApiPath) -> web.StreamResponse:
-        assert path.container is not None
-        head = await self._container_head(request, path, path.container)
-        close_answer(head)
-        vcont = head.headers.get(SYSMETA_CONT) if head.status // 100 == 2 else None
-        if vcont:
-            if not await self._authorized_write(request, path):
-                return await self.app(request)
-            vpath = path_of(path.version, path.account, unquote(vcont))
-            vhead = await self._send(request, "HEAD", vpath)
-            close_answer(vhead)
-            if vhead.status // 100 == 2 and \
-                    int(vhead.headers.get("X-Container-Object-Count", "0")) > 0:
-                return _text(409, "Delete all versions before deleting container.")
-            if vhead.status // 100 != 2 and vhead.status != 404:
-                raise HTTPError(500, "Error deleting versioned container")
-            gone = await self._send(request, "DELETE", vpath)
-            close_answer(gone)
-            if gone.status // 100 != 2 and gone.status != 404:
-                raise HTTPError(500, "Error deleting versioned container")
-        return await self.app(request)
-
-    # ---- account listings ------------------------------------------------------------------
-
-    async def account_listing(self, request: web.Request, path: ApiPath) -> web.StreamResponse:
-        """A container's versions count toward its listed bytes (as Swift shows them)."""
-        resp = await self.app(request)
-        if resp.status != 200 or resp.content_type != "application/json" or \
-                not isinstance(resp, web.Response) or not isinstance(resp.body, bytes):
-            return resp
-        try:
-            listing = json.loads(resp.body)
-        except ValueError:
-            return resp
-        names = [i["name"] for i in listing if "name" in i]
-        if not names:
-            return resp
-        query = [("format", "json"), ("prefix", reserved_name("versions", ""))]
-        vresp = await self._send(request, "GET", path_of(path.version, path.account),
-                                 auth_headers(request), query=listing_query(query))
-        if vresp.status != 200:
-            close_answer(vresp)
-            return resp
-        try:
-            hidden = {split_reserved(i["name"])[1]: i for i in json.loads(await answer_body(vresp))
-                      if "name" in i}
-        except (ValueError, IndexError):
-            return resp
-        if not hidden:
-            return resp
-        for item in listing:
-            extra = hidden.get(item.get("name"))
-            if extra is not None:
-                item["bytes"] += extra.get("bytes", 0)
-        resp.body = json.dumps(listing).encode()
-        return resp
 
     # ---- objects ---------------------------------------------------------------------------
 
@@ -460,7 +295,7 @@ class ObjectVersioning(Middleware):
             close_answer(head)
             if head.status // 100 == 2 and LINK in head.headers:
                 close_answer(resp)  # the current object has a real version id, not null
-                return _text(404, "Not Found")
+                return plain_text(404, "Not Found")
             resp.headers["X-Object-Version-Id"] = "null"
         return resp
 
@@ -567,7 +402,8 @@ class ObjectVersioning(Middleware):
         assert path.obj is not None
         headers[SYMLINK_TARGET] = quote(f"{vcont}/{version_object(path.obj, vid)}")
         # The listing shows the version's ETag (with its parameters: an SLO's slo_etag)
-        # and names the version, which ?versions listings and _mark_link read back.
+        # and names the version, which ?versions listings and mark_link
+        # (version_containers.py) read back.
         headers[OVERRIDE_ETAG] = f"{etag}; ov_version_id={vid}"
         headers[LISTING_BYTES] = str(size)
         return await self._send(request, "PUT", request.rel_url.raw_path, headers, b"",
@@ -617,7 +453,7 @@ class ObjectVersioning(Middleware):
         else:
             has_body = request.content_length != 0
         if has_body:
-            return _text(400, "PUT version-id requests require a zero byte body")
+            return plain_text(400, "PUT version-id requests require a zero byte body")
         vhead = await self._send(request, "HEAD", self._vpath(path, vcont, version_id),
                                  query="symlink=get")
         close_answer(vhead)
@@ -625,8 +461,8 @@ class ObjectVersioning(Middleware):
             cinfo = await self._container_head(request, path, vcont)
             close_answer(cinfo)
             if cinfo.status // 100 == 2:
-                return _text(404, "The specified version does not exist")
-            return _text(500, NO_VERSIONS_CONT)
+                return plain_text(404, "The specified version does not exist")
+            return plain_text(500, NO_VERSIONS_CONT)
         _check(vhead)
         etag = vhead.headers.get(OVERRIDE_ETAG) or vhead.headers.get("ETag", "").strip('"')
         size = vhead.headers.get(LISTING_BYTES) or vhead.headers.get("Content-Length", "0")
@@ -648,7 +484,7 @@ class ObjectVersioning(Middleware):
                                  query="symlink=get")
         close_answer(vhead)
         if vhead.status // 100 != 2 or vhead.headers.get("Content-Type") == DELETE_MARKER:
-            return _text(404, "The specified version does not exist")
+            return plain_text(404, "The specified version does not exist")
         headers = CIMultiDict((k, v) for k, v in request.headers.items()
                               if k.lower() not in EXPIRY)
         return await self._send(request, "POST", self._vpath(path, vcont, version_id),
@@ -719,13 +555,3 @@ def _without_version_id(request: web.Request) -> web.Request:
     sub = clone(request, rel_url=URL.build(path=request.rel_url.raw_path, query_string=query,
                                            encoded=True))
     return sub
-
-
-def _mark_link(item: dict, account: str, container: str) -> None:
-    """A primary listing row of a version link, as Swift shows it."""
-    vid = item.pop("ov_version_id", None)
-    if vid is None or "name" not in item:
-        return
-    item["symlink_path"] = quote(f"/v1/{account}/{container}/{item['name']}") + \
-        f"?version-id={vid}"
-    item["version_symlink"] = True

@@ -59,3 +59,10 @@ def auth_headers(request: web.Request) -> CIMultiDict[str]:
 
 def listing_query(params: list[tuple[str, str]]) -> str:
     return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params)
+
+
+def plain_text(status: int, body: str,
+               headers: dict[str, str] | None = None) -> web.Response:
+    """A short text/plain answer, as Swift words versioning's refusals."""
+    return web.Response(status=status, body=body.encode(),
+                        headers={"Content-Type": "text/plain", **(headers or {})})
