@@ -94,6 +94,7 @@ class PlainReads:
         try:
             path = api_path(request)
         except HTTPError:
+            metrics.tally("plain_reads", "declined")
             return None  # the full pipeline gives each feature's own answer
         if path is None or path.obj is None:
             return None  # not an object (an S3 request, say): nothing to take back
