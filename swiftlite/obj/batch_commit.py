@@ -26,8 +26,10 @@ import asyncio
 import contextlib
 import functools
 import os
+import queue as queues
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from swiftlite.common import metrics
@@ -98,42 +100,119 @@ def put_batch(jobs: list[Job], direct_body: int = 0,
     Jobs must not share a hash dir (the committer never batches two such jobs): this thread
     would wait on its own flock. A job that names one hash dir twice is refused.
     """
-    for job in jobs:
-        if len(job.keys) < len(job.writers):
-            job.error = ValueError("two writers for one hash dir")
-    jobs = [job for job in jobs if job.error is None]
-    # Each filesystem's epoch from before any write: a failed flush that ends after it may
-    # have lost this batch's pages, even if a later one succeeds.
-    syncers = {id(g): (g, g.epoch()) for g in (durability.syncer(w.device_path)
-                                               for job in jobs for w in job.writers)
-               if g is not None}
-
-    def flush_all() -> None:
-        if not any(w.fsync for job in jobs for w in job.writers):
-            return  # fsync = false (tests only): nothing to wait for
-        for g, since in syncers.values():
-            g.sync(since)
-
-    live: list[tuple[Job, int]] = []
-    with contextlib.ExitStack() as stack:
-        for g, _ in syncers.values():  # once per batch: a flush leader waits for each writer
-            stack.enter_context(g.writing())
-        for job in jobs:
-            for w in job.writers:
-                stack.enter_context(w.claim())  # an abort from the server waits for us
-            live += _write_job(job, direct_body)
-        if not live:
+    batch = Batch()
+    with batch.stack:
+        batch.write(jobs, direct_body, announce=True)
+        if not batch.live:
             return
         try:
-            flush_all()  # every data file, before any rename
+            batch.flush()  # every data file, before any rename
         except BaseException as exc:
-            for job, i in live:
-                job.results[i] = exc
-                job.writers[i].discard()
+            batch.fail_written(exc)
             return
-        for job, i in live:
-            job.writers[i].close_flushed()
-        _commit_all(live, flush_all, window)
+        batch.publish()
+        if not batch.renamed:
+            return
+        try:
+            batch.flush()
+        except BaseException as exc:
+            batch.fail_renamed(exc)
+            return
+        batch.finish(window)
+
+
+class Batch:
+    """One batch on its way: written, flushed, renamed, flushed, answered. It holds what
+    the way needs until `stack` closes: every writer's claim (an abort from the server waits
+    for us) and, once renamed, every hash dir's lock. `syncers` are the filesystems it
+    writes, each with its epoch from before this batch's first write there: a failed flush
+    that ends after it may have lost this batch's pages, even if a later one succeeds."""
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+        self.stack = contextlib.ExitStack()
+        self.live: list[tuple[Job, int]] = []  # written, not yet renamed
+        self.renamed: list[tuple[Job, int, Renamed]] = []
+        self.syncers: dict[int, tuple[durability.GroupSync, int]] = {}
+        self.fsync = False  # some writer flushes (fsync = false: tests only)
+        self.started = time.monotonic()
+
+    def write(self, jobs: list[Job], direct_body: int = 0, announce: bool = False) -> None:
+        """Write the jobs' temp files (more can be added until the first flush). `announce`
+        tells each filesystem's flush leaders a commit is on its way (see GroupSync)."""
+        for job in jobs:
+            if len(job.keys) < len(job.writers):
+                job.error = ValueError("two writers for one hash dir")
+        self.jobs += jobs
+        jobs = [job for job in jobs if job.error is None]
+        for job in jobs:
+            for w in job.writers:
+                self.fsync = self.fsync or w.fsync
+                g = durability.syncer(w.device_path)
+                if g is not None and id(g) not in self.syncers:
+                    self.syncers[id(g)] = (g, g.epoch())
+                    if announce:
+                        self.stack.enter_context(g.writing())
+        for job in jobs:
+            for w in job.writers:
+                self.stack.enter_context(w.claim())
+            self.live += _write_job(job, direct_body)
+
+    def flush(self) -> None:
+        flush(self.syncers, self.fsync)
+
+    def fail_written(self, exc: BaseException) -> None:
+        """A flush that covered the data failed: nothing written is kept."""
+        for job, i in self.live:
+            job.results[i] = exc
+            job.writers[i].discard()
+        self.live = []
+
+    def publish(self) -> None:
+        """The data is durable: rename every file into its hash dir, each held locked until
+        `stack` closes. A refused or failed rename fails only its own job."""
+        for job, i in self.live:
+            w = job.writers[i]
+            w.close_flushed()
+            try:
+                self.renamed.append((job, i, self.stack.enter_context(
+                    w.publish(job.timestamp, job.metadata))))
+            except BaseException as exc:
+                job.results[i] = exc
+                w.discard()
+        self.live = []
+
+    def fail_renamed(self, exc: BaseException) -> None:
+        """The flush of the renames failed: none is reported committed, and none removes
+        the older files it replaced."""
+        for job, i, _ in self.renamed:
+            job.results[i] = exc
+            job.writers[i].discard()
+        self.renamed = []
+
+    def finish(self, window: page_cache.WrittenWindow | None = None) -> None:
+        """The renames are durable: older files go, each job hears its outcome."""
+        for job, i, r in self.renamed:
+            try:
+                job.results[i] = job.writers[i].committed(r.finish(), job.metadata)
+            except BaseException as exc:  # noqa: BLE001 - durable; only the cleanup failed
+                job.results[i] = exc
+            if window is not None and job.buffered:
+                window.add(os.path.join(r.held.path, f"{job.timestamp}.data"), job.size)
+        self.renamed = []
+
+    def fail(self, exc: BaseException) -> None:
+        """Something unexpected: every job not yet answered hears of it."""
+        for job in self.jobs:
+            if job.error is None:
+                job.error = exc
+
+
+def flush(syncers: dict[int, tuple[durability.GroupSync, int]], fsync: bool = True) -> None:
+    """Flush each filesystem once; raise if a flush since its epoch failed."""
+    if fsync:
+        for g, since in syncers.values():
+            g.sync(since)
 
 
 def _write_job(job: Job, direct_body: int = 0) -> list[tuple[Job, int]]:
@@ -169,43 +248,6 @@ def _write_job(job: Job, direct_body: int = 0) -> list[tuple[Job, int]]:
     return live
 
 
-def _commit_all(live: list[tuple[Job, int]], flush_all,
-                window: page_cache.WrittenWindow | None = None) -> None:
-    """Rename every live file into its hash dir, all of them held locked, then flush once
-    for all; older files go only after that flush. One loop and one ExitStack, however big
-    the batch (the stack holds the locks, not the call depth).
-
-    A refused or failed rename fails only its own job. A failed final flush fails every
-    rename it was to make durable: none removes the older files it replaced.
-    """
-    with contextlib.ExitStack() as stack:
-        renamed: list[tuple[Job, int, Renamed]] = []
-        for job, i in live:
-            w = job.writers[i]
-            try:
-                r = stack.enter_context(w.publish(job.timestamp, job.metadata))
-                renamed.append((job, i, r))
-            except BaseException as exc:
-                job.results[i] = exc
-                w.discard()
-        if not renamed:
-            return
-        try:
-            flush_all()
-        except BaseException as exc:
-            for job, i, _ in renamed:
-                job.results[i] = exc
-                job.writers[i].discard()
-            return
-        for job, i, r in renamed:
-            try:
-                job.results[i] = job.writers[i].committed(r.finish(), job.metadata)
-            except BaseException as exc:  # noqa: BLE001 - durable; only the cleanup failed
-                job.results[i] = exc
-            if window is not None and job.buffered:
-                window.add(os.path.join(r.held.path, f"{job.timestamp}.data"), job.size)
-
-
 class BatchCommitter:
     """Committer threads (per process); `put` hands them a job and awaits the outcome.
 
@@ -224,8 +266,9 @@ class BatchCommitter:
 
     def __init__(self, max_jobs: int = MAX_JOBS, threads: int = 1, large_threads: int = 2,
                  large_body: int = LARGE_BODY, direct_body: int = 0,
-                 written_cache: int | None = None) -> None:
+                 written_cache: int | None = None, pipeline: bool = True) -> None:
         self.max_jobs = max(1, max_jobs)
+        self.pipeline = pipeline  # small-body threads overlap batches (see _run_pipelined)
         # The page cache keeps this many bytes of the files written last (None: all).
         self.window = None if written_cache is None else page_cache.WrittenWindow(written_cache)
         self.direct_body = direct_body  # see _write_job
@@ -287,7 +330,8 @@ class BatchCommitter:
                 limit = LARGE_BATCH_BYTES if large else 0
                 for n in range(self.large_threads if large else self.threads):
                     name = f"swiftlite-commit-{len(self._queues)}{'L' if large else ''}.{n + 1}"
-                    threading.Thread(target=self._run, args=(queue, limit), daemon=True,
+                    run = self._run_pipelined if self.pipeline and not large else self._run
+                    threading.Thread(target=run, args=(queue, limit), daemon=True,
                                      name=name).start()
             queue.append(job)
             self._cv.notify_all()
@@ -305,27 +349,97 @@ class BatchCommitter:
                 for job in batch:
                     if job.error is None:
                         job.error = exc
-            with self._cv:
-                for job in batch:
-                    self._held -= job.keys
-                self.batches += 1
-                self.jobs += len(batch)
-                self._cv.notify_all()  # jobs that waited for these hash dirs
-            for job in batch:
-                assert job.loop is not None and job.future is not None
-                deliver(job.loop, job.future, None, None)
-            if self.window is not None:  # after the answers: no PUT waits for this
-                metrics.written_dropped(self.window.drop_overflow())
+            self._answer(batch)
 
-    def _take(self, queue: list[Job], max_bytes: int = 0) -> list[Job]:
+    def _run_pipelined(self, queue: list[Job], max_bytes: int = 0) -> None:
+        """Batches overlap: batch n+1 is written while the flush that makes batch n's data
+        durable runs (in a flusher thread of this one), and the next flush covers batch n's
+        renames and batch n+1's data at once. Each batch still goes write, flush, rename,
+        flush, answer, in that order, but a busy filesystem sees one flush per batch instead
+        of two, and the committer writes while the disk flushes instead of waiting on it.
+        A lone PUT takes the same two flushes as ever, with no delay.
+
+        A failed flush fails both batches it covered, and the epochs (see Batch) fail a
+        batch whose writes a failed flush overlapped, even when a later flush succeeds."""
+        flusher = _Flusher(threading.current_thread().name + "f")
+        fresh: Batch | None = None  # being written while `flushing` runs
+        written: Batch | None = None  # its data is what `flushing` makes durable
+        renamed: Batch | None = None  # its renames are
+        flushing: Future | None = None
+        while True:
+            with self._cv:
+                while True:
+                    room = self.max_jobs - (len(fresh.jobs) if fresh else 0)
+                    jobs = self._take(queue, max_bytes, room) if room > 0 else []
+                    if jobs or (flushing is None and fresh is not None) or \
+                            (flushing is not None and flushing.done()):
+                        break
+                    self._cv.wait()
+            if jobs:
+                fresh = fresh or Batch()
+                try:
+                    fresh.write(jobs, self.direct_body)
+                except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
+                    fresh.fail(exc)
+                continue  # more may come while the flush runs
+            error = flushing.exception() if flushing is not None else None
+            if renamed is not None:
+                if error is None:
+                    _step(renamed, renamed.finish, self.window)
+                else:
+                    _step(renamed, renamed.fail_renamed, error)
+                self._answered(renamed)
+            renamed = None
+            if written is not None:
+                ok = _step(written, written.publish) if error is None else \
+                    _step(written, written.fail_written, error)
+                if ok and written.renamed:
+                    renamed = written
+                else:
+                    self._answered(written)
+            written, fresh = fresh, None
+            if written is not None and not written.live:  # every job refused: no flush
+                self._answered(written)
+                written = None
+            syncers, fsync = _union(written, renamed)
+            flushing = None
+            if written is not None or renamed is not None:
+                flushing = flusher.submit(flush, syncers, fsync)
+                flushing.add_done_callback(self._wake)
+
+    def _answered(self, batch: Batch) -> None:
+        """A pipelined batch is done: release what it holds and answer its jobs."""
+        batch.stack.close()
+        metrics.batch_committed(len(batch.jobs), time.monotonic() - batch.started)
+        self._answer(batch.jobs)
+
+    def _wake(self, _future: Future) -> None:
+        with self._cv:
+            self._cv.notify_all()
+
+    def _answer(self, batch: list[Job]) -> None:
+        """Free the batch's hash dirs for jobs queued behind it and wake its PUTs."""
+        with self._cv:
+            for job in batch:
+                self._held -= job.keys
+            self.batches += 1
+            self.jobs += len(batch)
+            self._cv.notify_all()  # jobs that waited for these hash dirs
+        for job in batch:
+            assert job.loop is not None and job.future is not None
+            deliver(job.loop, job.future, None, None)
+        if self.window is not None:  # after the answers: no PUT waits for this
+            metrics.written_dropped(self.window.drop_overflow())
+
+    def _take(self, queue: list[Job], max_bytes: int = 0, room: int = 0) -> list[Job]:
         """The next batch from `queue`, in order, sharing no hash dir with a batch in
         progress (lock held), and (`max_bytes`) not much past that many bytes; the rest
-        stays queued."""
+        stays queued. `room`: at most that many jobs instead of max_jobs."""
         batch: list[Job] = []
         later: list[Job] = []
         nbytes = 0
         for job in queue:
-            if len(batch) < self.max_jobs and not job.keys & self._held and \
+            if len(batch) < (room or self.max_jobs) and not job.keys & self._held and \
                     not (max_bytes and batch and nbytes >= max_bytes):
                 batch.append(job)
                 nbytes += job.nbytes
@@ -334,3 +448,51 @@ class BatchCommitter:
                 later.append(job)
         queue[:] = later
         return batch
+
+
+def _union(*batches: Batch | None) -> tuple[dict[int, tuple[durability.GroupSync, int]], bool]:
+    """The filesystems that batches in flight write, each with the oldest of their epochs."""
+    syncers: dict[int, tuple[durability.GroupSync, int]] = {}
+    fsync = False
+    for batch in batches:
+        if batch is None:
+            continue
+        fsync = fsync or batch.fsync
+        for key, (g, since) in batch.syncers.items():
+            syncers[key] = (g, min(since, syncers.get(key, (g, since))[1]))
+    return syncers, fsync
+
+
+def _step(batch: Batch, step, *args) -> bool:
+    """One step of a pipelined batch; False when it broke (every job then hears of it)."""
+    try:
+        step(*args)
+        return True
+    except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
+        batch.fail(exc)
+        batch.live, batch.renamed = [], []
+        return False
+
+
+class _Flusher:
+    """A pipelined committer's flushes run here, one at a time, while it writes. A daemon
+    thread, like the committer's own: a flush hung on a dead disk must not hold up exit."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queues.SimpleQueue = queues.SimpleQueue()
+        threading.Thread(target=self._run, daemon=True, name=name).start()
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, fn, args = self._jobs.get()
+            try:
+                fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - the committer reads it
+                future.set_exception(exc)
+            else:
+                future.set_result(None)

@@ -112,7 +112,8 @@ class ObjectServer:
                                         conf.get_size("large_commit_body", LARGE_BODY),
                                         self.direct_body,
                                         conf.get_size("written_cache_size", page_cache.WINDOW)
-                                        if conf.get_bool("drop_written_cache", True) else None)
+                                        if conf.get_bool("drop_written_cache", True) else None,
+                                        conf.get_bool("commit_pipeline", True))
         self._folding: set[tuple[str, int]] = set()
 
     # ---- plumbing ---------------------------------------------------------------------------

@@ -134,7 +134,7 @@ async def test_committer_thread_per_process_survives_a_failed_flush(devs, monkey
     _, res = await committer.put([diskfile.DataWriter(devs[0], 2, _hash(6))], [b"b"],
                                  {"name": "/a/c/o6"}, ts)
     assert isinstance(res[0], OSError)  # nothing acknowledged without its flush
-    assert calls == ["swiftlite-commit-1.1"]
+    assert calls == ["swiftlite-commit-1.1f"]  # the committer's flusher thread
     assert not os.path.exists(diskfile.hash_dir(devs[0], 2, _hash(6)))
     assert os.listdir(os.path.join(devs[0], "tmp")) == []
     monkeypatch.undo()
