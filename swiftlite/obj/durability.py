@@ -22,6 +22,8 @@ Where syncfs is unavailable (not Linux), `sync_mode = file` keeps per-file fsync
 Fault injection (tests only): `SWIFTLITE_FAIL_FLUSHES="3"` (or "3,5") in a process's
 environment, read by `configure`, makes that process's 3rd (and 5th) group flush raise EIO
 instead of flushing, the way a real one reports a writeback error.
+`SWIFTLITE_FLUSH_DELAY_MS="300"` makes each of its filesystem flushes take that much longer,
+the way a slow disk's do (so a test can catch batches in flight).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def syncfs_available() -> bool:
 
 
 FAIL_ENV = "SWIFTLITE_FAIL_FLUSHES"
+DELAY_ENV = "SWIFTLITE_FLUSH_DELAY_MS"
+_delay = [0.0]  # seconds added to every flush: tests only
 _fail_at: frozenset[int] = frozenset()  # group flush numbers (1-based) that fail: tests only
 _flush_count = [0]  # group flushes of this process (counted under each GroupSync's lock)
 _count_lock = threading.Lock()
@@ -80,6 +84,8 @@ def set_failing_flushes(spec: str | None) -> None:
 
 
 def syncfs(fd: int) -> None:
+    if _delay[0]:
+        time.sleep(_delay[0])
     fn = _syncfs_fn()
     if fn is None:
         os.sync()  # flushes everything; correct, only slower
@@ -265,6 +271,7 @@ def configure(mode: str, gather_ms: float = 2.0) -> str:
         raise ValueError(f"sync_mode must be 'batch' or 'file', not {mode!r}")
     if os.environ.get(FAIL_ENV):
         set_failing_flushes(os.environ[FAIL_ENV])
+    _delay[0] = float(os.environ.get(DELAY_ENV) or 0) / 1000
     SYNCERS.gather = max(0.0, gather_ms) / 1000
     MODE = mode if mode == "file" or syncfs_available() else "file"
     return MODE
