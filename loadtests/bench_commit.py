@@ -10,11 +10,8 @@ Modes, interleaved round by round at each worker count (A B C, then C B A, ...):
   sequence every acknowledged swiftlite PUT pays, with no hashing, journal or locks.
 - `serial`: `BatchCommitter(pipeline=False)`, one batch at a time (write, flush, rename,
   flush, answer), as before the pipeline.
-- `pipeline`: `BatchCommitter()`: batch n+1 is written while batch n's flush runs, and one
-  flush covers batch n's renames and batch n+1's data; each worker flushes for itself.
-- `shared`: `pipeline` with flushes shared across the workers (`durability.SharedFlush`),
-  as the object server runs by default: a flush one worker starts covers every worker's
-  writes made before it.
+- `pipeline`: `BatchCommitter()` as the object server runs it: batch n+1 is written while
+  batch n's flush runs, and one flush covers batch n's renames and batch n+1's data.
 
 In the committer modes each worker runs `--concurrency` PUTs at once, each writing one body
 to `--replicas` of `--devices` device directories (as one object server writes a grouped
@@ -23,7 +20,7 @@ replicas) and flushes per second, summed over the workers.
 
     .venv/bin/python loadtests/bench_commit.py [--workers 1,2,4,8,16] [--seconds 5] \\
         [--rounds 2] [--size 64k] [--replicas 3] [--devices 4] [--concurrency 32] \\
-        [--modes ceiling,serial,pipeline,shared] [--root DIR]
+        [--modes ceiling,serial,pipeline] [--root DIR]
 
 `--root` must be on the disk to measure (default: a temp dir under the current directory;
 tmpfs makes every flush free and the figures meaningless, which the output says).
@@ -49,7 +46,7 @@ from swiftlite.common.config import parse_size  # noqa: E402
 from swiftlite.obj import diskfile, durability  # noqa: E402
 from swiftlite.obj.batch_commit import BatchCommitter  # noqa: E402
 
-MODES = ("ceiling", "serial", "pipeline", "shared")
+MODES = ("ceiling", "serial", "pipeline")
 
 
 def _fs_type(path: str) -> str:
@@ -101,7 +98,7 @@ async def _committer(devs: list[str], n: int, size: int, conc: int, replicas: in
     body = os.urandom(size)
     etag = hashlib.md5(body).hexdigest()
     syncer = durability.SYNCERS.for_device(devs[0])
-    before = syncer.flushes if syncer.shared is None else syncer.shared.flushes
+    before = syncer.flushes
     done = [0]
     counter = [0]
 
@@ -121,12 +118,11 @@ async def _committer(devs: list[str], n: int, size: int, conc: int, replicas: in
             done[0] += 1
 
     await asyncio.gather(*(client() for _ in range(conc)))
-    # The syncfs calls this worker made (shared: not those another worker made for it).
-    return done[0], (syncer.flushes if syncer.shared is None else syncer.shared.flushes) - before
+    return done[0], syncer.flushes - before
 
 
 def _worker(mode: str, devs: list[str], n: int, args, barrier, out) -> None:
-    durability.configure("batch", shared=mode == "shared")
+    durability.configure("batch")
     barrier.wait()
     deadline = time.monotonic() + args.seconds
     if mode == "ceiling":
@@ -138,7 +134,7 @@ def _worker(mode: str, devs: list[str], n: int, args, barrier, out) -> None:
         except ImportError:
             runner = asyncio.run
         res = runner(_committer(devs, n, args.size, args.concurrency, args.replicas, deadline,
-                                mode != "serial"))
+                                mode == "pipeline"))
     out.put(res)
 
 
@@ -207,15 +203,16 @@ def main() -> None:
                 rows.append((workers, mode, med))
                 print(f"workers={workers:<3} {mode:<9} " + "  ".join(
                     f"{k}={v:,.1f}" for k, v in med.items()), flush=True)
-        ratios = [m for m in ("pipeline", "shared") if m in modes and "serial" in modes]
         print("\n| workers | " + " | ".join(f"{m} objects/s" for m in modes)
-              + "".join(f" | {m}/serial" for m in ratios) + " |")
-        print("|---:|" + "---:|" * (len(modes) + len(ratios)))
+              + " | pipeline/serial |")
+        print("|---:|" + "---:|" * (len(modes) + 1))
         for workers in sorted({w for w, _, _ in rows}):
             by = {m: r for w, m, r in rows if w == workers}
+            ratio = (f"{by['pipeline']['objects/s'] / by['serial']['objects/s']:.2f}x"
+                     if "pipeline" in by and "serial" in by and by["serial"]["objects/s"]
+                     else "-")
             print(f"| {workers} | " + " | ".join(f"{by[m]['objects/s']:,.0f}" for m in modes)
-                  + "".join(f" | {by[m]['objects/s'] / max(by['serial']['objects/s'], 1e-9):.2f}x"
-                            for m in ratios) + " |")
+                  + f" | {ratio} |")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

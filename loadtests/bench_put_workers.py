@@ -1,16 +1,14 @@
 """Does PUT throughput grow with cores? 64 KiB PUT/s and GET/s through one all-in-one node
 (`swiftlite up --nodes 1 --devices 4 --workers N --no-daemons`: four devices on one
-filesystem, 3 replicas, N proxy and N object-server workers) at each N, in three modes:
-`serial` (`commit_pipeline = false`, `shared_flush = false`: one batch at a time, each worker
-flushing for itself, as before), `pipeline` (pipelined committers, flushes per worker) and
-`shared` (pipelined, flushes shared by the workers: the defaults).
+filesystem, 3 replicas, N proxy and N object-server workers) at each N, with the object
+servers' committers pipelined (`commit_pipeline = true`, the default) and not (`false`).
 
 Several client processes (--clients, each --concurrency requests in flight, aiohttp) PUT
 fresh objects for --seconds, then GET what they stored for --seconds; their counts are
-summed. Modes take turns at each N (A B C, then C B A, ...).
+summed. Modes take turns at each N (pipeline, serial, then serial, pipeline, ...).
 
     .venv/bin/python loadtests/bench_put_workers.py [--workers 1,2,8,16] [--seconds 6] \\
-        [--rounds 1] [--clients 4] [--concurrency 16] [--size 64k] [--modes shared,pipeline,serial]
+        [--rounds 1] [--clients 4] [--concurrency 16] [--size 64k] [--modes pipeline,serial]
         [--root DIR]
 
 `--root` must be on the disk to measure (default: the current directory's filesystem).
@@ -21,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import configparser
-import glob
 import multiprocessing
 import os
 import shutil
@@ -38,7 +35,7 @@ from loadtests.bench_commit import _fs_type  # noqa: E402
 from loadtests.up import start_cluster, stop_cluster  # noqa: E402
 from swiftlite.common.config import parse_size  # noqa: E402
 
-MODES = ("shared", "pipeline", "serial")
+MODES = ("pipeline", "serial")
 
 
 def set_option(root: str, section: str, key: str, value: str) -> None:
@@ -115,8 +112,7 @@ def _client_proc(proxy: str, n: int, args, t_put: float, out) -> None:
 
 
 def run_one(root: str, workers: int, mode: str, args) -> dict[str, float]:
-    set_option(root, "object-server", "commit_pipeline", str(mode != "serial").lower())
-    set_option(root, "object-server", "shared_flush", str(mode == "shared").lower())
+    set_option(root, "object-server", "commit_pipeline", str(mode == "pipeline").lower())
     os.unlink(os.path.join(root, "cluster.json"))  # the last start's ports
     proc, cluster = start_cluster(root, ["--workers", str(workers)])
     try:
@@ -179,11 +175,6 @@ def main() -> int:
                    for m in modes}
             table.append((workers, med))
             shutil.rmtree(root, ignore_errors=True)
-    except BaseException:
-        for log in sorted(glob.glob(os.path.join(base, "*.log"))):  # why a start failed
-            with open(log, errors="replace") as f:
-                print(f"--- {log}\n" + "".join(f.readlines()[-30:]), file=sys.stderr)
-        raise
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print("\n| workers | " + " | ".join(f"{m} PUT/s | {m} GET/s" for m in modes) + " |")

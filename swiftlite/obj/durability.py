@@ -31,10 +31,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import fcntl
-import mmap
 import os
-import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -108,11 +105,9 @@ class GroupSync:
     writing, so a lone PUT pays no delay.
     """
 
-    def __init__(self, path: str, gather: float = 0.002, shared: bool = False) -> None:
+    def __init__(self, path: str, gather: float = 0.002) -> None:
         self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         self.gather = gather
-        # Flushes shared with this filesystem's other processes (see SharedFlush).
-        self.shared = SharedFlush(os.fstat(self.fd).st_dev) if shared else None
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # flush finished
         self._arrived = threading.Condition(self._lock)  # a writer reached sync()
@@ -192,10 +187,7 @@ class GroupSync:
         try:
             error = _injected_failure()
             if error is None:
-                if self.shared is not None:
-                    self.shared.flush(self.fd)
-                else:
-                    syncfs(self.fd)
+                syncfs(self.fd)
         except OSError as exc:
             error = exc
         finally:
@@ -226,106 +218,6 @@ class GroupSync:
 
     def close(self) -> None:
         os.close(self.fd)
-        if self.shared is not None:
-            self.shared.close()
-
-
-class SharedFlush:
-    """Group commit across processes: every worker of every server on a host that writes
-    to one filesystem shares its flushes.
-
-    A syncfs flushes the whole filesystem whoever calls it, but each call also walks every
-    inode the filesystem has in flight, and the kernel runs them one after another: sixteen
-    object-server workers each flushing for their own batch made the disk do sixteen walks
-    where one would have covered them all. Here a flush starts only under an exclusive flock
-    of a small file in shared memory (/dev/shm, one per filesystem, whoever's devices are on
-    it: sharing a flush is right for any writer); its first bytes, mapped shared, count
-    flushes started and finished, and the last failed one. A caller needs a flush that starts
-    after its call: it notes the count started, takes the lock (waiting while another
-    process flushes), and if a flush started since has finished meanwhile, it is covered and
-    flushes nothing; otherwise it flushes, counted, itself. A process killed while it holds
-    the lock releases it (the kernel drops the flock), and the next caller flushes.
-
-    A failed flush (EIO) is recorded, so every process it covered fails too. Whenever the
-    file cannot be used safely (no /dev/shm, another user's file, a link), flushes stay per
-    process: a count another user could write must never stand in for a flush.
-    """
-
-    DIR = "/dev/shm"
-    NAME = "swiftlite-flush-{dev:x}"
-    _FIELDS = struct.Struct("<QQQQ")  # started, done, last failed generation, its errno
-
-    def __init__(self, st_dev: int) -> None:
-        self.path = os.path.join(self.DIR, self.NAME.format(dev=st_dev))
-        self._pid = -1
-        self._fd = -1
-        self._map: mmap.mmap | None = None
-        self.flushes = 0  # this process's own syncfs calls: for tests and stats
-        self.covered = 0  # flushes another process did for this one
-
-    def _open(self) -> bool:
-        """Open (again after a fork: a flock is shared with the parent's open file) the
-        counter file; False where it cannot be trusted."""
-        if self._pid == os.getpid():
-            return self._map is not None
-        self._pid = os.getpid()
-        self._map = None
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o600)
-        except OSError:
-            return False
-        try:
-            st = os.fstat(fd)
-            if st.st_uid != os.geteuid() or st.st_mode & 0o077:
-                raise OSError(errno.EPERM, "not this user's own file")  # counts to trust
-            if st.st_size < mmap.PAGESIZE:
-                os.ftruncate(fd, mmap.PAGESIZE)
-            self._map = mmap.mmap(fd, mmap.PAGESIZE)
-            self._fd = fd
-            return True
-        except OSError:
-            os.close(fd)
-            return False
-
-    def flush(self, fd: int) -> None:
-        """Return once a flush of the filesystem (`fd` on it) that started after this call
-        has finished; raise if one that did failed."""
-        if not self._open():
-            syncfs(fd)
-            return
-        m = self._map
-        assert m is not None
-        target = self._FIELDS.unpack_from(m)[0] + 1  # the first flush to start from now
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            started, done, failed, err = self._FIELDS.unpack_from(m)
-            if done >= target and done == started:
-                self.covered += 1
-                if target <= failed <= done:
-                    raise OSError(err or errno.EIO,
-                                  f"{os.strerror(err or errno.EIO)} (a shared flush failed)")
-                return
-            gen = started + 1
-            self._FIELDS.pack_into(m, 0, gen, done, failed, err)
-            try:
-                syncfs(fd)
-            except OSError as exc:
-                self._FIELDS.pack_into(m, 0, gen, gen, gen, exc.errno or errno.EIO)
-                raise
-            finally:
-                self.flushes += 1
-            self._FIELDS.pack_into(m, 0, gen, gen, failed, err)
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        if self._pid == os.getpid() and self._map is not None:
-            self._map.close()
-            os.close(self._fd)
-        self._map = None
-        self._fd = -1
-        self._pid = -1
 
 
 _KEEP_FAILED = 256  # failed generations remembered per filesystem
@@ -340,7 +232,6 @@ class Syncers:
         self._by_path: dict[str, GroupSync] = {}
         self._by_dev: dict[int, GroupSync] = {}
         self.gather = 0.002
-        self.shared = True  # share flushes with other processes (SharedFlush)
 
     def known(self, device_path: str) -> GroupSync | None:
         """The device's syncer if it was used before; None means `for_device` would stat
@@ -354,7 +245,7 @@ class Syncers:
             with self._lock:
                 gs = self._by_dev.get(dev)
                 if gs is None:
-                    gs = GroupSync(device_path, self.gather, self.shared)
+                    gs = GroupSync(device_path, self.gather)
                     self._by_dev[dev] = gs
                 self._by_path[device_path] = gs
         return gs
@@ -374,13 +265,10 @@ SYNCERS = Syncers()
 MODE = "batch"
 
 
-def configure(mode: str, gather_ms: float = 2.0, shared: bool = True) -> str:
-    """Set the process's sync mode; `shared`: flushes shared across processes (SharedFlush),
-    for syncers made from now on."""
+def configure(mode: str, gather_ms: float = 2.0) -> str:
     global MODE
     if mode not in ("batch", "file"):
         raise ValueError(f"sync_mode must be 'batch' or 'file', not {mode!r}")
-    SYNCERS.shared = shared
     if os.environ.get(FAIL_ENV):
         set_failing_flushes(os.environ[FAIL_ENV])
     _delay[0] = float(os.environ.get(DELAY_ENV) or 0) / 1000

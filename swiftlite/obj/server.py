@@ -564,8 +564,7 @@ OBJECT_SERVER = web.AppKey("object_server", object)
 
 async def create_app(conf: Section) -> web.Application:
     durability.configure(conf.get_str("sync_mode", "batch"),
-                         conf.get_float("sync_gather_ms", 2.0),
-                         conf.get_bool("shared_flush", True))
+                         conf.get_float("sync_gather_ms", 2.0))
     server = ObjectServer(conf)
     app = make_app(backend=True)  # answers only signed requests from the cluster
     app[OBJECT_SERVER] = server

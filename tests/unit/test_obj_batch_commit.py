@@ -17,15 +17,12 @@ from swiftlite.obj.batch_commit import BatchCommitter, put_many
 
 
 @pytest.fixture
-def devs(tmp_path, monkeypatch):
+def devs(tmp_path):
     assert durability.configure("batch") == "batch"
     out = []
     for d in ("d1", "d2", "d3"):
         (tmp_path / d).mkdir()
         out.append(str(tmp_path / d))
-    # Flushes of this process only: the tests below fail some on purpose, and a failure
-    # shared with other processes' flushes (SharedFlush) would fail their writes too.
-    monkeypatch.setattr(durability.SYNCERS.for_device(out[0]), "shared", None)
     return out
 
 
