@@ -8,9 +8,14 @@ Modes, interleaved round by round at each worker count (A B C, then C B A, ...):
   as possible. Each worker writes `--concurrency` files of `--size` bytes to tmp/, flushes
   the filesystem (syncfs), renames them into place, flushes again, and goes on: the
   sequence every acknowledged swiftlite PUT pays, with no hashing, journal or locks.
+- `layout`: `ceiling`, but each object's files go where swiftlite puts them, a hash dir of
+  their own (`objects/<part>/<suffix>/<hash>/`, made as needed): the disk's ceiling for
+  this on-disk layout, whose directories cost metadata writes of their own.
 - `serial`: `BatchCommitter(pipeline=False)`, one batch at a time (write, flush, rename,
   flush, answer), as before the pipeline.
-- `pipeline`: `BatchCommitter()` as the object server runs it: batch n+1 is written while
+- `threads2`: `serial` with two committer threads per worker (`commit_threads = 2`): one
+  batch's syscalls run while the other's wait on the disk.
+- `pipeline`: `BatchCommitter(pipeline=True)`: batch n+1 is written while
   batch n's flush runs, and one flush covers batch n's renames and batch n+1's data.
 
 In the committer modes each worker runs `--concurrency` PUTs at once, each writing one body
@@ -20,7 +25,7 @@ replicas) and flushes per second, summed over the workers.
 
     .venv/bin/python loadtests/bench_commit.py [--workers 1,2,4,8,16] [--seconds 5] \\
         [--rounds 2] [--size 64k] [--replicas 3] [--devices 4] [--concurrency 32] \\
-        [--modes ceiling,serial,pipeline] [--root DIR]
+        [--modes ceiling,layout,serial,threads2,pipeline] [--root DIR]
 
 `--root` must be on the disk to measure (default: a temp dir under the current directory;
 tmpfs makes every flush free and the figures meaningless, which the output says).
@@ -46,7 +51,7 @@ from swiftlite.common.config import parse_size  # noqa: E402
 from swiftlite.obj import diskfile, durability  # noqa: E402
 from swiftlite.obj.batch_commit import BatchCommitter  # noqa: E402
 
-MODES = ("ceiling", "serial", "pipeline")
+MODES = ("ceiling", "layout", "serial", "threads2", "pipeline")
 
 
 def _fs_type(path: str) -> str:
@@ -58,8 +63,9 @@ def _fs_type(path: str) -> str:
 
 
 def _ceiling(devs: list[str], n: int, size: int, conc: int, replicas: int,
-             deadline: float) -> tuple[int, int]:
-    """Write, flush, rename, flush, `conc` objects (of `replicas` files) at a time."""
+             deadline: float, layout: bool = False) -> tuple[int, int]:
+    """Write, flush, rename, flush, `conc` objects (of `replicas` files) at a time; with
+    `layout`, each into a hash dir of its own."""
     body = os.urandom(size)
     fd_root = os.open(devs[0], os.O_RDONLY | os.O_DIRECTORY)
     done = flushes = 0
@@ -75,7 +81,12 @@ def _ceiling(devs: list[str], n: int, size: int, conc: int, replicas: int,
                     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                     os.write(fd, body)
                     os.close(fd)
-                    final = os.path.join(dev, "objects", f"w{n}", f"{k % 4096:03x}")
+                    if layout:
+                        h = hashlib.md5(f"w{n}-{k}".encode()).hexdigest()
+                        final = os.path.join(dev, "objects", str(int(h[:4], 16) % 64),
+                                             h[-3:], h)
+                    else:
+                        final = os.path.join(dev, "objects", f"w{n}", f"{k % 4096:03x}")
                     moves.append((tmp, final))
             durability.syncfs(fd_root)
             for tmp, final in moves:
@@ -93,8 +104,8 @@ def _ceiling(devs: list[str], n: int, size: int, conc: int, replicas: int,
 
 
 async def _committer(devs: list[str], n: int, size: int, conc: int, replicas: int,
-                     deadline: float, pipeline: bool) -> tuple[int, int]:
-    committer = BatchCommitter(pipeline=pipeline)
+                     deadline: float, pipeline: bool, threads: int = 1) -> tuple[int, int]:
+    committer = BatchCommitter(threads=threads, pipeline=pipeline)
     body = os.urandom(size)
     etag = hashlib.md5(body).hexdigest()
     syncer = durability.SYNCERS.for_device(devs[0])
@@ -125,8 +136,9 @@ def _worker(mode: str, devs: list[str], n: int, args, barrier, out) -> None:
     durability.configure("batch")
     barrier.wait()
     deadline = time.monotonic() + args.seconds
-    if mode == "ceiling":
-        res = _ceiling(devs, n, args.size, args.concurrency, args.replicas, deadline)
+    if mode in ("ceiling", "layout"):
+        res = _ceiling(devs, n, args.size, args.concurrency, args.replicas, deadline,
+                       mode == "layout")
     else:
         try:
             import uvloop
@@ -134,7 +146,7 @@ def _worker(mode: str, devs: list[str], n: int, args, barrier, out) -> None:
         except ImportError:
             runner = asyncio.run
         res = runner(_committer(devs, n, args.size, args.concurrency, args.replicas, deadline,
-                                mode == "pipeline"))
+                                mode == "pipeline", 2 if mode == "threads2" else 1))
     out.put(res)
 
 
@@ -203,16 +215,15 @@ def main() -> None:
                 rows.append((workers, mode, med))
                 print(f"workers={workers:<3} {mode:<9} " + "  ".join(
                     f"{k}={v:,.1f}" for k, v in med.items()), flush=True)
+        ratios = [m for m in ("threads2", "pipeline") if m in modes and "serial" in modes]
         print("\n| workers | " + " | ".join(f"{m} objects/s" for m in modes)
-              + " | pipeline/serial |")
-        print("|---:|" + "---:|" * (len(modes) + 1))
+              + "".join(f" | {m}/serial" for m in ratios) + " |")
+        print("|---:|" + "---:|" * (len(modes) + len(ratios)))
         for workers in sorted({w for w, _, _ in rows}):
             by = {m: r for w, m, r in rows if w == workers}
-            ratio = (f"{by['pipeline']['objects/s'] / by['serial']['objects/s']:.2f}x"
-                     if "pipeline" in by and "serial" in by and by["serial"]["objects/s"]
-                     else "-")
             print(f"| {workers} | " + " | ".join(f"{by[m]['objects/s']:,.0f}" for m in modes)
-                  + f" | {ratio} |")
+                  + "".join(f" | {by[m]['objects/s'] / max(by['serial']['objects/s'], 1e-9):.2f}x"
+                            for m in ratios) + " |")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

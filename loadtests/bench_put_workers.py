@@ -1,15 +1,17 @@
 """Does PUT throughput grow with cores? 64 KiB PUT/s and GET/s through one all-in-one node
 (`swiftlite up --nodes 1 --devices 4 --workers N --no-daemons`: four devices on one
-filesystem, 3 replicas, N proxy and N object-server workers) at each N, with the object
-servers' committers pipelined (`commit_pipeline = true`, the default) and not (`false`).
+filesystem, 3 replicas, N proxy and N object-server workers) at each N, in three modes of
+the object servers' committers: `serial` (`commit_pipeline = false`: one batch at a time),
+`threads2` (`commit_threads = 2`: two such committers per worker) and `pipeline`
+(`commit_pipeline = true`).
 
 Several client processes (--clients, each --concurrency requests in flight, aiohttp) PUT
 fresh objects for --seconds, then GET what they stored for --seconds; their counts are
-summed. Modes take turns at each N (pipeline, serial, then serial, pipeline, ...).
+summed. Modes take turns at each N (A B C, then C B A, ...).
 
     .venv/bin/python loadtests/bench_put_workers.py [--workers 1,2,8,16] [--seconds 6] \\
-        [--rounds 1] [--clients 4] [--concurrency 16] [--size 64k] [--modes pipeline,serial]
-        [--root DIR]
+        [--rounds 1] [--clients 4] [--concurrency 16] [--size 64k] \\
+        [--modes serial,threads2,pipeline] [--root DIR]
 
 `--root` must be on the disk to measure (default: the current directory's filesystem).
 """
@@ -35,7 +37,7 @@ from loadtests.bench_commit import _fs_type  # noqa: E402
 from loadtests.up import start_cluster, stop_cluster  # noqa: E402
 from swiftlite.common.config import parse_size  # noqa: E402
 
-MODES = ("pipeline", "serial")
+MODES = ("serial", "threads2", "pipeline")
 
 
 def set_option(root: str, section: str, key: str, value: str) -> None:
@@ -113,6 +115,7 @@ def _client_proc(proxy: str, n: int, args, t_put: float, out) -> None:
 
 def run_one(root: str, workers: int, mode: str, args) -> dict[str, float]:
     set_option(root, "object-server", "commit_pipeline", str(mode == "pipeline").lower())
+    set_option(root, "object-server", "commit_threads", "2" if mode == "threads2" else "1")
     os.unlink(os.path.join(root, "cluster.json"))  # the last start's ports
     proc, cluster = start_cluster(root, ["--workers", str(workers)])
     try:
