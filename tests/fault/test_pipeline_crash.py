@@ -113,9 +113,9 @@ class Rig:
         return {w.name for w in self.writes if os.path.exists(os.path.join(
             hash_dir(self.dev, PART, hash_path("a", "c", w.name)), f"{w.ts}.data"))}
 
-    def pending(self, writes: list[Write]) -> list[str]:
-        """Those of `writes` not answered yet."""
-        return [w.name for w in writes if w.task is not None and not w.task.done()]
+    def answered(self, writes: list[Write]) -> list[str]:
+        """Those of `writes` answered already."""
+        return [w.name for w in writes if w.task is not None and w.task.done()]
 
     # ---- after -------------------------------------------------------------------------------
 
@@ -180,17 +180,20 @@ async def _two_batches_in_flight(rig: Rig, s: aiohttp.ClientSession
                                 what="the second burst's temp files") == "ok", \
         "the second burst was not written while flush 2 ran"
     # The lead's rename is not flushed yet (flush 2 runs), so nothing may be answered.
-    assert rig.pending([lead, *first, *second]) == [w.name for w in [lead, *first, *second]]
+    answered = rig.answered([lead, *first, *second])
+    assert not answered, f"answered while flush 2 ran: {answered}"
     return lead, first, second
 
 
 async def _kill_and_check(rig: Rig, s: aiohttp.ClientSession, monkeypatch,
                           expect_renamed: set[str], expect_tmp: set[str]) -> None:
-    """kill -9 now. The disk must show `expect_renamed` renamed and `expect_tmp` in tmp/:
-    the state the test waited for. Every write in tmp/, and every renamed one whose batch's
-    rename flush was still running (those of `expect_renamed` but the lead when the first
-    burst is still in tmp/, the first burst when the second is), must be unanswered. Then
-    restart without the delay: acknowledged writes are whole, the rest whole or gone."""
+    """kill -9 now. The disk must show `expect_renamed` renamed and `expect_tmp` in tmp/
+    (the state the test waited for), and no write may be answered whose rename was not
+    flushed: those in tmp/, and the renamed batch whose rename flush still ran (the lead
+    while the first burst is in tmp/, the first burst while the second is). Any answer is
+    a 201 that took two whole flushes. Then restart without the delay: tmp/ is emptied, the
+    renamed writes (every acknowledged one among them) are whole, the others are 404, and
+    the digests are exact."""
     rig.proc.kill()
     await asyncio.wait_for(asyncio.gather(*(w.task for w in rig.writes)), 20)
     renamed, in_tmp = rig.renamed(), rig.in_tmp()
@@ -260,7 +263,8 @@ async def test_kill_while_a_renamed_batch_waits_for_its_rename_flush(tmp_path, m
                                     what="the first burst renamed") == "ok", \
             "flush 3 ended before the test saw the first burst renamed"
         # Renamed, but the flush that makes the renames durable (flush 3) still runs.
-        assert rig.pending(first + second) == [w.name for w in first + second]
+        answered = rig.answered(first + second)
+        assert not answered, f"answered while flush 3 ran: {answered}"
         await _kill_and_check(rig, s, monkeypatch, {"lead"} | names1, names2)
         assert not [w.name for w in first + second if w.status]
 
