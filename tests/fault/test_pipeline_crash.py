@@ -186,23 +186,18 @@ async def _two_batches_in_flight(rig: Rig, s: aiohttp.ClientSession
 
 
 async def _kill_and_check(rig: Rig, s: aiohttp.ClientSession, monkeypatch,
-                          expect_renamed: set[str], expect_tmp: set[str]) -> None:
+                          expect_renamed: set[str], expect_tmp: set[str],
+                          unflushed: set[str]) -> None:
     """kill -9 now. The disk must show `expect_renamed` renamed and `expect_tmp` in tmp/
-    (the state the test waited for), and no write may be answered whose rename was not
-    flushed: those in tmp/, and the renamed batch whose rename flush still ran (the lead
-    while the first burst is in tmp/, the first burst while the second is). Any answer is
-    a 201 that took two whole flushes. Then restart without the delay: tmp/ is emptied, the
-    renamed writes (every acknowledged one among them) are whole, the others are 404, and
-    the digests are exact."""
+    (the state the test waited for), and none of `unflushed` (those whose rename was not
+    flushed when the server died) may be answered; any answer is a 201 that took two whole
+    flushes. Then restart without the delay: tmp/ is emptied, the renamed writes (every
+    acknowledged one among them) are whole, the others are 404, the digests are exact."""
     rig.proc.kill()
     await asyncio.wait_for(asyncio.gather(*(w.task for w in rig.writes)), 20)
     renamed, in_tmp = rig.renamed(), rig.in_tmp()
     assert (renamed, in_tmp) == (expect_renamed, expect_tmp), \
         "the kill did not land where the test waited"
-    # Renamed while the next batch was in tmp/: flush 2 or 3 (the one that next batch's
-    # data waits on) had not ended, and it is the renamed batch's rename flush.
-    unflushed = in_tmp | ({"lead"} if any(n.startswith("first") for n in in_tmp)
-                          else {n for n in renamed if n.startswith("first")})
     for w in rig.writes:
         # Any answer is a 201 that took at least two whole flushes (data, then rename).
         assert w.status in (None, 201), (w.name, w.status)
@@ -213,18 +208,15 @@ async def _kill_and_check(rig: Rig, s: aiohttp.ClientSession, monkeypatch,
 
     monkeypatch.delenv(durability.DELAY_ENV)
     rig.proc.start()
-    try:
-        assert os.listdir(os.path.join(rig.dev, "tmp")) == []  # dead temp files removed
-        for w in rig.writes:
-            status, body = await rig.get(s, w)
-            if w.name in renamed:  # whole, never partial (kill -9 keeps the page cache)
-                assert (status, body) == (200, w.body), (w.name, status, len(body))
-            else:
-                assert w.name not in acked and status == 404, (w.name, status)
-        await rig.check_digests(s)
-        await rig.serves_a_new_put(s)
-    finally:
-        rig.proc.stop()
+    assert os.listdir(os.path.join(rig.dev, "tmp")) == []  # dead temp files removed
+    for w in rig.writes:
+        status, body = await rig.get(s, w)
+        if w.name in renamed:  # whole, never partial (kill -9 keeps the page cache)
+            assert (status, body) == (200, w.body), (w.name, status, len(body))
+        else:
+            assert w.name not in acked and status == 404, (w.name, status)
+    await rig.check_digests(s)
+    await rig.serves_a_new_put(s)
 
 
 @pytest.mark.slow
@@ -235,11 +227,15 @@ async def test_kill_while_a_batch_is_written_during_the_flush_of_the_one_before(
     monkeypatch.setenv(durability.DELAY_ENV, str(int(DELAY * 1000)))
     rig = Rig(tmp_path)
     rig.proc.start()
-    async with aiohttp.ClientSession() as s:
-        lead, first, second = await _two_batches_in_flight(rig, s)
-        await _kill_and_check(rig, s, monkeypatch, {"lead"},
-                              {w.name for w in first + second})
-        assert [w.name for w in rig.writes if w.status] == ["after"]
+    try:
+        async with aiohttp.ClientSession() as s:
+            lead, first, second = await _two_batches_in_flight(rig, s)
+            in_tmp = {w.name for w in first + second}
+            # Flush 2 still runs (the first burst is in tmp/): it is the lead's rename flush.
+            await _kill_and_check(rig, s, monkeypatch, {"lead"}, in_tmp, {"lead"} | in_tmp)
+            assert [w.name for w in rig.writes if w.status] == ["after"]
+    finally:
+        rig.proc.stop()
 
 
 @pytest.mark.slow
@@ -249,24 +245,30 @@ async def test_kill_while_a_renamed_batch_waits_for_its_rename_flush(tmp_path, m
     monkeypatch.setenv(durability.DELAY_ENV, str(int(DELAY * 1000)))
     rig = Rig(tmp_path)
     rig.proc.start()
-    async with aiohttp.ClientSession() as s:
-        lead, first, second = await _two_batches_in_flight(rig, s)
-        names1, names2 = {w.name for w in first}, {w.name for w in second}
+    try:
+        async with aiohttp.ClientSession() as s:
+            lead, first, second = await _two_batches_in_flight(rig, s)
+            names1, names2 = {w.name for w in first}, {w.name for w in second}
 
-        def first_renamed() -> str | None:
-            renamed = rig.renamed()
-            if renamed & names2:
-                return "missed"  # flush 3 ended before the kill
-            return "ok" if names1 <= renamed and names2 <= rig.in_tmp() else None
+            def first_renamed() -> str | None:
+                renamed = rig.renamed()
+                if renamed & names2:
+                    return "missed"  # flush 3 ended before the kill
+                return "ok" if names1 <= renamed and names2 <= rig.in_tmp() else None
 
-        assert await async_wait_for(first_renamed, 20, 0.01,
-                                    what="the first burst renamed") == "ok", \
-            "flush 3 ended before the test saw the first burst renamed"
-        # Renamed, but the flush that makes the renames durable (flush 3) still runs.
-        answered = rig.answered(first + second)
-        assert not answered, f"answered while flush 3 ran: {answered}"
-        await _kill_and_check(rig, s, monkeypatch, {"lead"} | names1, names2)
-        assert not [w.name for w in first + second if w.status]
+            assert await async_wait_for(first_renamed, 20, 0.01,
+                                        what="the first burst renamed") == "ok", \
+                "flush 3 ended before the test saw the first burst renamed"
+            # Renamed, but the flush that makes the renames durable (flush 3) still runs.
+            answered = rig.answered(first + second)
+            assert not answered, f"answered while flush 3 ran: {answered}"
+            # Flush 3 still runs (the second burst is in tmp/): the first burst's renames
+            # are not durable. The lead's were (flush 2): it may have its 201.
+            await _kill_and_check(rig, s, monkeypatch, {"lead"} | names1, names2,
+                                  names1 | names2)
+            assert not [w.name for w in first + second if w.status]
+    finally:
+        rig.proc.stop()
 
 
 @pytest.mark.slow
@@ -289,7 +291,8 @@ async def test_failed_flush_covering_two_batches_acknowledges_neither(tmp_path, 
                 assert (await rig.get(s, w))[0] == 404, w.name
             for w in first:
                 # Its data was flushed (flush 2) and renamed; only the flush of the rename
-                # failed. Not acknowledged, so it may stay or go, but never partial.
+                # failed, and that leaves the renamed file in place (as put_batch and
+                # diskfile._commit do). Not acknowledged: it may stay or go, never partial.
                 status, body = await rig.get(s, w)
                 assert (status, body) == (200, w.body) or status == 404, (w.name, status)
             await rig.serves_a_new_put(s)
