@@ -113,7 +113,7 @@ class ObjectServer:
                                         self.direct_body,
                                         conf.get_size("written_cache_size", page_cache.WINDOW)
                                         if conf.get_bool("drop_written_cache", True) else None,
-                                        conf.get_bool("commit_pipeline", True))
+                                        conf.get_bool("commit_pipeline", False))
         self._folding: set[tuple[str, int]] = set()
 
     # ---- plumbing ---------------------------------------------------------------------------

@@ -60,10 +60,12 @@ def test_put_many_one_hop_two_flushes_and_outcomes_per_device(tmp_path):
     assert os.listdir(tmp_path / "d2" / "tmp") == []
 
 
-async def test_concurrent_puts_share_batches_and_flushes(devs):
+@pytest.mark.parametrize("pipeline", [False, True], ids=["serial", "pipeline"])
+async def test_concurrent_puts_share_batches_and_flushes(devs, pipeline):
     """40 grouped PUTs at once (two of them the same object, newest last): each is committed
-    on every device, in fewer batches than jobs, with exactly two flushes per batch."""
-    committer = BatchCommitter()
+    on every device, in fewer batches than jobs, with at most two flushes per batch
+    (pipelined, one flush may cover one batch's renames and the next one's data)."""
+    committer = BatchCommitter(pipeline=pipeline)
     gs = durability.SYNCERS.for_device(devs[0])
     before = gs.flushes
     base = Timestamp.now().ticks
@@ -122,8 +124,10 @@ async def test_one_bad_job_leaves_its_batch_alone(devs):
     assert isinstance(res[0], diskfile.CommitResult)
 
 
-async def test_committer_thread_per_process_survives_a_failed_flush(devs, monkeypatch):
-    committer = BatchCommitter()
+@pytest.mark.parametrize("pipeline", [False, True], ids=["serial", "pipeline"])
+async def test_committer_thread_per_process_survives_a_failed_flush(devs, monkeypatch,
+                                                                   pipeline):
+    committer = BatchCommitter(pipeline=pipeline)
     ts = Timestamp.now().internal
     calls = []
 
@@ -134,7 +138,8 @@ async def test_committer_thread_per_process_survives_a_failed_flush(devs, monkey
     _, res = await committer.put([diskfile.DataWriter(devs[0], 2, _hash(6))], [b"b"],
                                  {"name": "/a/c/o6"}, ts)
     assert isinstance(res[0], OSError)  # nothing acknowledged without its flush
-    assert calls == ["swiftlite-commit-1.1f"]  # the committer's flusher thread
+    # The committer's thread flushes (pipelined: its flusher thread).
+    assert calls == ["swiftlite-commit-1.1" + ("f" if pipeline else "")]
     assert not os.path.exists(diskfile.hash_dir(devs[0], 2, _hash(6)))
     assert os.listdir(os.path.join(devs[0], "tmp")) == []
     monkeypatch.undo()
