@@ -305,18 +305,17 @@ def test_range_plan_edges():
 
 # --- disk overhead (the "within 2% of (k+m)/k") ---
 
-def test_archives_within_two_percent_of_k_plus_m_over_k(capsys):
+def test_archives_within_two_percent_of_k_plus_m_over_k():
+    # Measured with pyeclib 1.8.0: 80 header bytes per fragment, so 1.50046 disk bytes per
+    # body byte (+0.031% over 1.5); bench_ec.py prints the ratio too.
     scheme = ECScheme(4, 2, segment_size=1 << 20)
     body = os.urandom(8 << 20)
     archives, _ = encode(scheme, body, chunk=64 << 10)
     ratio = sum(map(len, archives)) / len(body)
     ideal = scheme.n / scheme.k
-    assert ratio <= ideal * 1.02
+    assert ratio <= ideal * 1.02, ratio
     header = scheme.fragment_size() - scheme.segment_size // scheme.k
-    with capsys.disabled():
-        print(f"\n4+2, 1 MiB segments, 8 MiB body: {ratio:.5f} disk bytes per body byte "
-              f"(ideal {ideal}), +{(ratio / ideal - 1) * 100:.3f}%; {header} header bytes "
-              "per fragment")
+    assert 0 < header <= 128, header
     # and where the headers alone would break 2%: segments well under 16 KiB at 4+2
     for seg in (1024, 4096, 16384, 65536):
         s = ECScheme(4, 2, segment_size=seg)
