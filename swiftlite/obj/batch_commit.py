@@ -385,6 +385,7 @@ class BatchCommitter:
                 try:
                     fresh.write(jobs, self.direct_body)
                 except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
+                    _step(fresh, fresh.fail_written, exc)  # nothing of it gets renamed
                     fresh.fail(exc)
                 continue  # more may come while the flush runs
             error = flushing.exception() if flushing is not None else None
