@@ -267,8 +267,8 @@ class ObjectServer:
             return await self._put_grouped(request, dev_path, part, (acc, cont, obj), ts, cl,
                                            metadata, hexhash, also)
         writer = writing.DataWriter(dev_path, part, hexhash, fsync=self.fsync,
-                                     refuse_existing=request.headers.get("If-None-Match") == "*",
-                                     direct=self.direct_body > 0, if_match=_if_match(request))
+                                    refuse_existing=request.headers.get("If-None-Match") == "*",
+                                    direct=self.direct_body > 0, if_match=_if_match(request))
         try:
             res = await self._receive(request, writer, cl, metadata, ts)
         except hashdir.Conflict as exc:
@@ -316,7 +316,7 @@ class ObjectServer:
             except HTTPError as exc:
                 devices.append((None, exc.status, hdrs))
         writers = {i: writing.DataWriter(dp, part, hexhash, fsync=self.fsync,
-                                          refuse_existing=refuse, if_match=_if_match(request))
+                                         refuse_existing=refuse, if_match=_if_match(request))
                    for i, (dp, _, _) in enumerate(devices) if dp is not None}
         outcomes: dict[int, Any] = {}
         try:

@@ -164,7 +164,7 @@ def test_corrupt_replica_quarantined_and_restored(four_nodes):
         assert conn.get_object(CONT, "victim")[1] == good
     replicate_all(c)
     with open(reading.current_paths(where.dev_path(bad_dev), part,
-                                     where.hash("victim"))[0], "rb") as f:
+                                    where.hash("victim"))[0], "rb") as f:
         assert f.read().startswith(good)
     for _ in range(10):
         assert conn.get_object(CONT, "victim")[1] == good

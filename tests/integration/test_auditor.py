@@ -85,7 +85,7 @@ async def test_old_tombstones_reclaimed_and_drift_healed(node):
         st = await audit(node)
         assert st["reclaimed"] == 1 and st["rehashed"] == 1
         assert not os.path.exists(fileformat.hash_dir(node.dev_path(), 0,
-                                                    hash_path("a", "c", "dead")))
+                                                      hash_path("a", "c", "dead")))
         assert digests.get_digests(node.dev_path(), 0) == digests.recompute(node.dev_path(), 0)
 
 

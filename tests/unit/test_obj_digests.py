@@ -20,7 +20,7 @@ def put(dev: str, part: int, name: str, ts: float, body: bytes = b"x") -> None:
 
 def marker(dev: str, part: int, name: str, ts: float, ext: str) -> None:
     writing.write_marker(dev, part, hash_path("a", "c", name), f"{ts:016.5f}", ext,
-                          {"name": f"/a/c/{name}"}, fsync=False)
+                         {"name": f"/a/c/{name}"}, fsync=False)
 
 
 def test_put_delete_post_track_recompute(tmp_path):

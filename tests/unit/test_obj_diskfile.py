@@ -107,7 +107,7 @@ def test_markers_and_merge(dev):
     with pytest.raises(hashdir.Conflict):
         writing.write_marker(dev, 0, H, "0000000002.00000", "meta", {})
     writing.write_marker(dev, 0, H, "0000000003.00000", "meta",
-                          {"X-Object-Meta-B": "2", "Content-Type": "new/type"})
+                         {"X-Object-Meta-B": "2", "Content-Type": "new/type"})
     info = reading.open_object(dev, 0, H, read_whole=100)
     assert info.metadata["X-Object-Meta-B"] == "2"
     assert "X-Object-Meta-A" not in info.metadata and "X-Delete-At" not in info.metadata
@@ -221,7 +221,7 @@ def test_if_match(dev):
     with pytest.raises(writing.Exists):  # nothing to match
         writing.DataWriter(dev, 0, H, if_match=(etag_a, "")).put([b"x"], {}, "0000000001.00000")
     writing.DataWriter(dev, 0, H).put([b"a"], {"X-Object-Sysmeta-S3api-Etag": "abc-2"},
-                                       "0000000002.00000")
+                                      "0000000002.00000")
     with pytest.raises(writing.Exists):  # another ETag
         writing.DataWriter(dev, 0, H, if_match=(md5(b"z").hexdigest(), "")).put(
             [b"x"], {}, "0000000003.00000")

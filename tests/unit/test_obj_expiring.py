@@ -146,7 +146,7 @@ def test_put_and_post_queue_their_delete_at(dev):
     put(dev, T1, part=4, **{"X-Delete-At": "100"})
     # A POST's .meta has no name: it comes from the object it joins.
     writing.write_marker(dev, 4, H, T2, "meta", {"X-Delete-At": "200"}, fsync=False,
-                          open_expired=True)
+                         open_expired=True)
     assert queued(dev) == [expiring.Entry(100, 4, H), expiring.Entry(200, 4, H)]
     assert {e.name for e in queued(dev)} == {"/a/c/o"}
 
@@ -210,7 +210,7 @@ def test_if_delete_at_checks_under_the_lock(dev):
         writing.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=99)
     # A POST that moved the time wins over the .data's.
     writing.write_marker(dev, 0, H, T2, "meta", {"X-Delete-At": "200"}, fsync=False,
-                          open_expired=True)
+                         open_expired=True)
     with pytest.raises(writing.DeleteAtMismatch):
         writing.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=100)
     with pytest.raises(hashdir.Conflict):  # not newer than the stored object
