@@ -48,7 +48,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from swiftlite.common.config import parse_size  # noqa: E402
-from swiftlite.obj import diskfile, durability  # noqa: E402
+from swiftlite.obj import durability, writing  # noqa: E402
 from swiftlite.obj.batch_commit import BatchCommitter  # noqa: E402
 
 MODES = ("ceiling", "layout", "serial", "threads2", "pipeline")
@@ -118,7 +118,7 @@ async def _committer(devs: list[str], n: int, size: int, conc: int, replicas: in
             counter[0] += 1
             h = hashlib.md5(f"w{n}-{counter[0]}".encode()).hexdigest()
             first = int(h[:4], 16)
-            writers = [diskfile.DataWriter(devs[(first + r) % len(devs)], first % 64, h)
+            writers = [writing.DataWriter(devs[(first + r) % len(devs)], first % 64, h)
                        for r in range(replicas)]
             ts = f"{time.time():016.5f}"
             _, results = await committer.put(writers, [body], {"name": f"/a/c/{h}"}, ts,

@@ -34,7 +34,7 @@ import msgpack  # noqa: E402
 
 from swiftlite.common.hashing import hash_path, partition_of  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
-from swiftlite.obj import digests, diskfile  # noqa: E402
+from swiftlite.obj import digests, writing  # noqa: E402
 from tests.helpers import ServerProcess, free_port  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def fill(dev: str, start: int, end: int, part_power: int, body: bytes) -> None:
     for i in range(start, end):
         name = f"fill-{i}"
         h = hash_path("a", "c", name)
-        w = diskfile.DataWriter(dev, partition_of(h, part_power), h, fsync=False)
+        w = writing.DataWriter(dev, partition_of(h, part_power), h, fsync=False)
         w.put([body], dict(md, name=f"/a/c/{name}"), Timestamp(t0 + i).internal)
 
 

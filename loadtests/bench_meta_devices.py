@@ -68,7 +68,7 @@ from swiftlite.common.hashing import hash_path, partition_of  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
 from swiftlite.container.broker import ContainerBroker  # noqa: E402
 from swiftlite.db.paths import db_file  # noqa: E402
-from swiftlite.obj import batch_commit, digests, diskfile  # noqa: E402
+from swiftlite.obj import batch_commit, digests, hashdir, writing  # noqa: E402
 from swiftlite.ring import Ring  # noqa: E402
 
 CONFIGS = ("same-disk", "meta-tmpfs", "meta-disk")
@@ -221,13 +221,13 @@ def journal_run(t: JournalTarget, args: argparse.Namespace) -> dict[str, float]:
                 h = hash_path(ACCOUNT, "journal", name)
                 part = partition_of(h, 8)
                 jobs.append(batch_commit.Job(
-                    [diskfile.DataWriter(d, part, h) for d in t.devices], body,
+                    [writing.DataWriter(d, part, h) for d in t.devices], body,
                     {"Content-Type": "x/y", "name": f"/{ACCOUNT}/journal/{name}"},
                     ts.internal))
             batch_commit.put_batch(jobs)
             for job in jobs:
                 for w, r in zip(job.writers, job.results, strict=True):
-                    if not isinstance(r, diskfile.CommitResult):
+                    if not isinstance(r, hashdir.CommitResult):
                         raise SystemExit(f"journal run: write failed: {r!r}")
                     if r.journal_size > digests.FOLD_BYTES:
                         digests.fold(w.device_path, w.part)

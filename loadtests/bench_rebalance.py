@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from swiftlite.common import hashing  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
-from swiftlite.obj import diskfile  # noqa: E402
+from swiftlite.obj import writing  # noqa: E402
 from tests.helpers import wait_for  # noqa: E402
 from tests.multihost import KINDS, MultiHost, host_ip  # noqa: E402
 
@@ -57,7 +57,7 @@ def fill(builders: str, hosts_root: str, hash_conf: dict[str, str], start: int, 
         md = {"name": f"/{ACCOUNT}/{CONTAINER}/{name}", "Content-Type": "image/jpeg"}
         for node in nodes:
             dev = os.path.join(by_ip[node["ip"]], node["device"])
-            diskfile.DataWriter(dev, part, h, fsync=False).put([body], md, ts, etag)
+            writing.DataWriter(dev, part, h, fsync=False).put([body], md, ts, etag)
     return end - start
 
 

@@ -40,7 +40,7 @@ import aiohttp  # noqa: E402
 from swiftlite.common.config import load_sections  # noqa: E402
 from swiftlite.common.hashing import hash_path, partition_of  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
-from swiftlite.obj import digests, diskfile  # noqa: E402
+from swiftlite.obj import digests, writing  # noqa: E402
 from swiftlite.ring import RingData, write_ring  # noqa: E402
 from tests.helpers import free_port, healthy, wait_for  # noqa: E402
 
@@ -58,7 +58,7 @@ def fill_range(devs: list[str], start: int, end: int, part_power: int, size: int
         ts = Timestamp(1_700_000_000_00000 + i).internal
         md = {"name": f"/a/c/{name}", "Content-Type": "image/jpeg"}
         for dev in devs:
-            w = diskfile.DataWriter(dev, part, h, fsync=False)
+            w = writing.DataWriter(dev, part, h, fsync=False)
             w.put([body], md, ts, etag)
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from swiftlite.db.broker import ZERO_TS, DatabaseBroker, write_txn
+from swiftlite.db.broker import ZERO_TS, DatabaseBroker
 from swiftlite.db.listing import ListingParams
+from swiftlite.db.transactions import write_txn
 
 CONTAINER_SCHEMA = """
 CREATE TABLE container (

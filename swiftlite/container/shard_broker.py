@@ -26,7 +26,7 @@ from swiftlite.container.shard_ranges import (
     merge_range,
     split_points,
 )
-from swiftlite.db.broker import write_txn
+from swiftlite.db.transactions import write_txn
 
 ROOT_KEY = "x-container-sysmeta-shard-root"  # a shard's root, quoted (set when made)
 _PROGRESS_SCHEMA = ("CREATE TABLE IF NOT EXISTS shard_progress "

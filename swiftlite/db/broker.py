@@ -18,22 +18,19 @@ Shape kept for the DB replicator and the sharder:
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from swiftlite.common.constraints import check_stored_metadata
 from swiftlite.common.fsutil import fsync_dir
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
-
-log = logging.getLogger("swiftlite.db.broker")
+from swiftlite.db.transactions import begin_write, write_txn
 
 ZERO_TS = Timestamp(0).internal
 
@@ -103,34 +100,6 @@ def merge_metadata(current: Metadata, incoming: Mapping[str, Any]) -> bool:
             current[key] = [value, ts]
             changed = True
     return changed
-
-
-# A write that waited this long for a DB's lock is logged: another writer (a replicator, the
-# sharder, a listing's held rows, another process) kept it from committing.
-SLOW_LOCK_WAIT = 1.0
-
-
-def begin_write(conn: sqlite3.Connection, db_file: str) -> None:
-    """BEGIN IMMEDIATE (take the DB's write lock), logging a long wait for it."""
-    started = time.monotonic()
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    finally:
-        waited = time.monotonic() - started
-        if waited >= SLOW_LOCK_WAIT:
-            log.warning("waited %.1fs for the write lock of %s", waited, db_file)
-
-
-@contextmanager
-def write_txn(conn: sqlite3.Connection, db_file: str) -> Iterator[None]:
-    """BEGIN IMMEDIATE; COMMIT when the block ends, ROLLBACK if it (or the COMMIT) raises."""
-    begin_write(conn, db_file)
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 class Busy(Exception):

@@ -4,7 +4,7 @@ Each pass walks every partition of every device under ``devices``. For each obje
 the current files (at most ``max_bytes_per_second``, ``max_files_per_second``): a .data's body
 must match its ETag and Content-Length and its metadata must carry name, X-Timestamp, ETag;
 a .ts/.meta must have a readable trailer. A bad object's hash dir moves to
-``quarantined/objects/`` through ``diskfile.quarantine``, which updates the suffix digest, so
+``quarantined/objects/`` through ``reading.quarantine``, which updates the suffix digest, so
 the replicator sees the difference and restores a good copy from a peer. Tombstones older than
 ``reclaim_age`` are removed on the way. As a safety net against digest drift, the digests of
 ``rehash_partitions_per_pass`` partitions per device (round-robin) are re-derived per pass.
@@ -29,7 +29,7 @@ from typing import Any
 from swiftlite.common import daemon, policies
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import bodysum, digests, diskfile, expiring, fileformat, sync
+from swiftlite.obj import bodysum, digests, expiring, fileformat, reading, sync
 
 log = logging.getLogger("swiftlite.object-auditor")
 NAME = "object-auditor"
@@ -54,8 +54,8 @@ def check_file(path: str) -> tuple[bool, int, dict[str, str] | None]:
     try:
         size = os.fstat(fd).st_size
         try:
-            md, body_len = diskfile.read_fd_metadata(fd, size)
-        except diskfile.CorruptFile:
+            md, body_len = fileformat.read_fd_metadata(fd, size)
+        except fileformat.CorruptFile:
             return False, 0, None
         if not path.endswith(".data"):
             return "X-Timestamp" in md, size - body_len, md
@@ -86,7 +86,7 @@ def audit_suffix(device_path: str, part: int, suffix: str,
             continue
         hdir = os.path.join(sdir, h)
         names = _listdir(hdir)
-        state = diskfile.state_of(names)
+        state = fileformat.state_of(names)
         if not state:
             continue
         out["objects"] += 1
@@ -94,9 +94,9 @@ def audit_suffix(device_path: str, part: int, suffix: str,
             out["reclaimed"] += sync.remove_if_unchanged(device_path, part, h, state)
             continue
         names = state.split("|")
-        if diskfile.read_hint(hdir) != names:
+        if fileformat.read_hint(hdir) != names:
             try:
-                out["hints"] += diskfile.refresh_hint(device_path, part, h)
+                out["hints"] += reading.refresh_hint(device_path, part, h)
             except OSError:
                 log.exception("could not set the state hint of %s", hdir)
         merged: dict[str, str] | None = None
@@ -105,14 +105,14 @@ def audit_suffix(device_path: str, part: int, suffix: str,
             out["bytes"] += n
             if not ok:
                 log.error("quarantining %s/%s (bad %s)", hdir, name, name.rsplit(".", 1)[1])
-                if diskfile.quarantine(device_path, part, h):
+                if reading.quarantine(device_path, part, h):
                     out["quarantined"] += 1
                 merged = None
                 break
             if name.endswith(".data"):
                 merged = md
             elif name.endswith(".meta") and merged is not None and md is not None:
-                merged = diskfile.merge_metadata(merged, md)
+                merged = fileformat.merge_metadata(merged, md)
         if merged and "X-Delete-At" in merged:
             entry = expiring.entry_for(part, h, merged)
             if entry is not None:

@@ -15,7 +15,7 @@ answer) with the same two flushes, shared by the whole batch, and hardly any GIL
 the committer's only rival for the GIL is the event loop. While one batch commits, the next
 one queues.
 
-Lock order stays the writers' order (journal shared, then hash dir, see `diskfile`); a batch
+Lock order stays the writers' order (journal shared, then hash dir, see `hashdir`); a batch
 holds the hash dirs of all its jobs until its final flush. Other writers hold one hash dir
 at a time and never wait on the committer, so no cycle can form.
 """
@@ -36,7 +36,9 @@ from swiftlite.common import metrics
 from swiftlite.common.threadpool import deliver
 from swiftlite.obj import bodysum, durability, page_cache
 from swiftlite.obj.direct_io import aligned_image
-from swiftlite.obj.diskfile import CommitResult, DataWriter, ETagMismatch, Renamed, pack_trailer
+from swiftlite.obj.fileformat import pack_trailer
+from swiftlite.obj.hashdir import CommitResult, Renamed
+from swiftlite.obj.writing import DataWriter, ETagMismatch
 
 MAX_JOBS = 32  # per batch: bounds the hash dirs (fds, flocks) one batch holds at once
 LARGE_BODY = 256 * 1024  # a body this big goes to the large lane (see BatchCommitter)

@@ -9,7 +9,7 @@ daemon of each node expires the replicas on its own devices (see ``expirer``).
 On disk, in the device's root:
 
 - ``expiring.journal``: what writers append, one record per object file committed with an
-  X-Delete-At (client PUT or POST, a file received by replication: ``diskfile.renamed`` calls
+  X-Delete-At (client PUT or POST, a file received by replication: ``hashdir.renamed`` calls
   `note` for every one of them, the single point all those writes go through; the auditor
   re-adds what it meets, a safety net for a record lost in a crash). A record is
   ``"\\n" + JSON [delete_at, partition, hash, "/a/c/o" or ""]``: the leading newline keeps a

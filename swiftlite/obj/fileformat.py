@@ -3,7 +3,7 @@
 File format (every kind): ``body || metadata || footer``. ``metadata`` is a msgpack map of
 str -> str and ``footer`` is ``struct("<I4s")``: the metadata length and the magic ``b"SLO1"``.
 The metadata trails the body so a PUT can stream the body before its ETag is known; a reader
-finds it from the end of the file. (``diskfile`` describes what each kind of file carries.)
+finds it from the end of the file. (``writing`` describes what each kind of file carries.)
 
 Current files of an object (its ``state``): the newest .data or .ts (a .ts wins a tie), plus
 the newest .meta when it is newer than a .data (or when there is no .data/.ts at all). All
@@ -126,7 +126,7 @@ def state_of(names: list[str]) -> str:
 # The state an object's hash dir holds, kept on the dir itself so a read opens its files
 # without listing the dir: a listing was over half of a local read's pool time (six GIL
 # round trips for a one-file dir). Trusted only because every file added to a hash dir goes
-# through `diskfile.renamed`, which sets the hint (hash dir locked) before the rename, so the
+# through `hashdir.renamed`, which sets the hint (hash dir locked) before the rename, so the
 # hint never names an existing file older than the current one. A hint naming a file that is
 # not there (a crash between the two, a failed rename) only sends the read to a listing.
 HINT_XATTR = "user.swiftlite.state"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from swiftlite.common.config import config_true
 from swiftlite.common.sysmeta import OBJECT_SYSMETA
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import bodysum, diskfile, ranges
+from swiftlite.obj import bodysum, fileformat, ranges, reading
 
 # Stored with an object and answered with it (as Swift's default allowed_headers).
 PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest",
@@ -49,14 +49,14 @@ def _error(status: int, reason: str, headers: dict[str, str] | None = None) -> R
     return ReadPlan(status, headers or {}, reason=reason)
 
 
-def plan_read(request_headers: Mapping[str, str], info: diskfile.ObjectInfo, is_get: bool,
+def plan_read(request_headers: Mapping[str, str], info: reading.ObjectInfo, is_get: bool,
               full: bool) -> ReadPlan:
     """The answer to a GET (`is_get`) or HEAD of the object `info` describes; `full`: a GET
     without a Range, whose body was opened to be checked against its sums."""
     if info.status == "deleted":
         return _error(404, "Not Found", {"X-Backend-Timestamp": info.timestamp or ""})
     md = info.metadata
-    if info.status != "ok" or (diskfile.is_expired(md) and
+    if info.status != "ok" or (fileformat.is_expired(md) and
                                not config_true(request_headers.get("X-Open-Expired", ""))):
         return _error(404, "Not Found")
     assert info.timestamp is not None
@@ -74,7 +74,7 @@ def plan_read(request_headers: Mapping[str, str], info: diskfile.ObjectInfo, is_
     if info.meta_timestamp:
         headers["X-Backend-Meta-Timestamp"] = info.meta_timestamp
     for k, v in md.items():
-        if k.lower().startswith((diskfile.USER_META, OBJECT_SYSMETA)) or k in PASSED_HEADERS:
+        if k.lower().startswith((fileformat.USER_META, OBJECT_SYSMETA)) or k in PASSED_HEADERS:
             headers[k] = v
     cond_etag = etag
     etag_at = request_headers.get("X-Backend-Etag-Is-At")

@@ -28,7 +28,7 @@ from swiftlite.common import daemon, policies
 from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import digests, diskfile, fileformat, sync
+from swiftlite.obj import digests, fileformat, sync
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.object-replicator")
@@ -154,7 +154,7 @@ class ObjectReplicator(daemon.PeerSession):
 
     async def _big_file(self, device_path: str, part: int, h: str,
                         name: str) -> AsyncIterator[bytes]:
-        path = os.path.join(diskfile.hash_dir(device_path, part, h), name)
+        path = os.path.join(fileformat.hash_dir(device_path, part, h), name)
         try:
             fd = await run_blocking(os.open, path, os.O_RDONLY)
         except FileNotFoundError:

@@ -5,8 +5,9 @@ Paths: ``/{device}/{partition}/{account}/{container}/{object}``; the replication
 loop in as few hops as possible: a small PUT (its whole body read) is one job for the
 committer thread, written and flushed in a batch with every other queued PUT (see
 ``batch_commit``); a large PUT is one thread-pool hop per ``write_batch_size``; a small GET
-is one hop (list, open, read, MD5). The on-disk format is described in ``diskfile``, the
-suffix digests in ``digests``.
+is one hop (list, open, read, MD5). The on-disk format is described in ``writing`` (what
+each file carries), ``hashdir`` (how it is committed) and ``reading``, the suffix digests in
+``digests``.
 """
 
 from __future__ import annotations
@@ -38,12 +39,14 @@ from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj import (
     bodysum,
     digests,
-    diskfile,
     durability,
     fileformat,
+    hashdir,
     page_cache,
     read_plan,
+    reading,
     sync,
+    writing,
 )
 from swiftlite.obj.batch_commit import LARGE_BODY, MAX_JOBS, BatchCommitter
 from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
@@ -132,7 +135,7 @@ class ObjectServer:
                 devs = os.listdir(root)
             except FileNotFoundError:
                 continue
-            removed += sum(diskfile.clean_tmp(os.path.join(root, d)) for d in devs)
+            removed += sum(hashdir.clean_tmp(os.path.join(root, d)) for d in devs)
         return removed
 
     async def on_cleanup(self, app: web.Application) -> None:
@@ -187,10 +190,10 @@ class ObjectServer:
             return error(405, "Method not allowed")
         try:
             return await handler(request)
-        except diskfile.DeviceMissing:
+        except hashdir.DeviceMissing:
             return error(507, "Insufficient Storage")
         except OSError as exc:
-            if diskfile.is_enospc(exc):
+            if hashdir.is_enospc(exc):
                 return error(507, "Insufficient Storage")
             raise
 
@@ -230,7 +233,7 @@ class ObjectServer:
         if bad:
             raise HTTPError(400, bad)
         md = {k.title(): v for k, v in request.headers.items()
-              if k.lower().startswith(diskfile.USER_META)}
+              if k.lower().startswith(fileformat.USER_META)}
         for h in PASSED_HEADERS:
             if h != "X-Delete-At" and h in request.headers:  # X-Delete-At: checked below
                 md[h] = _utf8(h, request.headers[h])
@@ -263,16 +266,16 @@ class ObjectServer:
         if also is not None:
             return await self._put_grouped(request, dev_path, part, (acc, cont, obj), ts, cl,
                                            metadata, hexhash, also)
-        writer = diskfile.DataWriter(dev_path, part, hexhash, fsync=self.fsync,
-                                     refuse_existing=request.headers.get("If-None-Match") == "*",
-                                     direct=self.direct_body > 0, if_match=_if_match(request))
+        writer = writing.DataWriter(dev_path, part, hexhash, fsync=self.fsync,
+                                    refuse_existing=request.headers.get("If-None-Match") == "*",
+                                    direct=self.direct_body > 0, if_match=_if_match(request))
         try:
             res = await self._receive(request, writer, cl, metadata, ts)
-        except diskfile.Conflict as exc:
+        except hashdir.Conflict as exc:
             return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
-        except diskfile.ETagMismatch:
+        except writing.ETagMismatch:
             return error(422, "Unprocessable Entity: ETag mismatch")
-        except diskfile.Exists:
+        except writing.Exists:
             return error(412, "Precondition Failed")
         finally:
             if not writer.done:  # also waits out a write still in a pool thread
@@ -312,8 +315,8 @@ class ObjectServer:
                                 0, hdrs))
             except HTTPError as exc:
                 devices.append((None, exc.status, hdrs))
-        writers = {i: diskfile.DataWriter(dp, part, hexhash, fsync=self.fsync,
-                                          refuse_existing=refuse, if_match=_if_match(request))
+        writers = {i: writing.DataWriter(dp, part, hexhash, fsync=self.fsync,
+                                         refuse_existing=refuse, if_match=_if_match(request))
                    for i, (dp, _, _) in enumerate(devices) if dp is not None}
         outcomes: dict[int, Any] = {}
         try:
@@ -326,9 +329,9 @@ class ObjectServer:
                 sums = bodysum.Summer().feed(chunks)
                 etag = sums.etag
                 if expected and expected.strip('"').lower() != etag:
-                    raise diskfile.ETagMismatch(etag)
+                    raise writing.ETagMismatch(etag)
 
-                async def one(w: diskfile.DataWriter) -> Any:
+                async def one(w: writing.DataWriter) -> Any:
                     try:
                         return await run_blocking(w.put, chunks, metadata, ts.internal, None,
                                                   sums)
@@ -336,7 +339,7 @@ class ObjectServer:
                         return exc
                 res = await asyncio.gather(*(one(w) for w in writers.values()))
                 outcomes = dict(zip(writers, res, strict=True))
-        except diskfile.ETagMismatch:
+        except writing.ETagMismatch:
             return error(422, "Unprocessable Entity: ETag mismatch")
         finally:
             for w in writers.values():
@@ -348,15 +351,15 @@ class ObjectServer:
             if dp is None:
                 return status, {}
             out = outcomes.get(i)
-            if isinstance(out, diskfile.CommitResult):
+            if isinstance(out, hashdir.CommitResult):
                 self._maybe_fold(dp, part, out.journal_size)
                 return 201, {}
-            if isinstance(out, diskfile.Conflict):
+            if isinstance(out, hashdir.Conflict):
                 return 409, {"X-Backend-Timestamp": out.stored}
-            if isinstance(out, diskfile.Exists):
+            if isinstance(out, writing.Exists):
                 return 412, {}
-            if isinstance(out, diskfile.DeviceMissing) or (
-                    isinstance(out, BaseException) and diskfile.is_enospc(out)):
+            if isinstance(out, hashdir.DeviceMissing) or (
+                    isinstance(out, BaseException) and hashdir.is_enospc(out)):
                 return 507, {}
             log.error("grouped PUT to %s failed, txid=%s", dp, tx,
                       exc_info=out if isinstance(out, BaseException) else None)
@@ -391,8 +394,8 @@ class ObjectServer:
             raise HTTPError(499, "Client disconnected")
         return chunks
 
-    async def _receive(self, request: web.Request, writer: diskfile.DataWriter, cl: int | None,
-                       metadata: dict[str, str], ts: Timestamp) -> diskfile.CommitResult:
+    async def _receive(self, request: web.Request, writer: writing.DataWriter, cl: int | None,
+                       metadata: dict[str, str], ts: Timestamp) -> hashdir.CommitResult:
         """Stream the body to the writer, one thread hop per `batch` bytes, then commit."""
         pending: list[bytes] = []
         pending_len = 0
@@ -433,7 +436,7 @@ class ObjectServer:
                                   request.headers.get("ETag"))
 
     @staticmethod
-    def _first_write(writer: diskfile.DataWriter, batch: list[bytes], ts: str) -> None:
+    def _first_write(writer: writing.DataWriter, batch: list[bytes], ts: str) -> None:
         writer.check_newer(ts)  # refuse a stale PUT before writing megabytes of it
         writer.write(batch)
 
@@ -448,13 +451,13 @@ class ObjectServer:
                 metadata[k.title()] = _utf8(k, v)
         hexhash = hash_path(acc, cont, obj)
         try:
-            res = await run_blocking(diskfile.write_marker, dev_path, part, hexhash,
+            res = await run_blocking(writing.write_marker, dev_path, part, hexhash,
                                      ts.internal, "meta", metadata, self.fsync,
                                      _open_expired(request))
-        except diskfile.NotFound as exc:
+        except writing.NotFound as exc:
             hdrs = {"X-Backend-Timestamp": exc.tombstone} if exc.tombstone else None
             return error(404, "Not Found", hdrs)
-        except diskfile.Conflict as exc:
+        except hashdir.Conflict as exc:
             return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
         targets = parse_targets(request.headers)
         if targets and "Content-Type" in metadata and res.metadata:
@@ -480,15 +483,15 @@ class ObjectServer:
                 return error(400, "Bad X-If-Delete-At header value")
         hexhash = hash_path(acc, cont, obj)
         try:
-            res = await run_blocking(diskfile.write_marker, dev_path, part, hexhash,
+            res = await run_blocking(writing.write_marker, dev_path, part, hexhash,
                                      ts.internal, "ts", {"name": f"/{acc}/{cont}/{obj}"},
                                      self.fsync, False,
                                      None if if_delete_at is None else int(if_delete_at))
-        except diskfile.Conflict as exc:
+        except hashdir.Conflict as exc:
             return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
-        except diskfile.NotFound:
+        except writing.NotFound:
             return error(404, "Not Found")
-        except diskfile.DeleteAtMismatch:
+        except writing.DeleteAtMismatch:
             return error(412, "X-If-Delete-At and X-Delete-At do not match")
         targets = parse_targets(request.headers)
         if targets:
@@ -506,14 +509,14 @@ class ObjectServer:
         hexhash = hash_path(acc, cont, obj)
         is_get = request.method == "GET"
         full = is_get and not request.headers.get("Range")
-        info = await run_blocking(diskfile.open_object, dev_path, part, hexhash,
+        info = await run_blocking(reading.open_object, dev_path, part, hexhash,
                                   self.read_chunk if is_get else 0, full)
         try:
             return await self._answer(request, info, dev_path, part, hexhash, is_get, full)
         finally:
             info.close()
 
-    async def _answer(self, request: web.Request, info: diskfile.ObjectInfo, dev_path: str,
+    async def _answer(self, request: web.Request, info: reading.ObjectInfo, dev_path: str,
                       part: int, hexhash: str, is_get: bool, full: bool) -> web.StreamResponse:
         plan = read_plan.plan_read(request.headers, info, is_get, full)
         if plan.corrupt:
@@ -533,7 +536,7 @@ class ObjectServer:
         verifier = bodysum.Verifier(info.metadata) if plan.verify else None
 
         def read(off: int, length: int) -> Awaitable[bytes]:
-            return run_blocking(diskfile.read_chunk, info.fd, off, length, verifier)
+            return run_blocking(reading.read_chunk, info.fd, off, length, verifier)
 
         for piece in plan.pieces:
             if isinstance(piece, bytes):
@@ -556,7 +559,7 @@ class ObjectServer:
         """Take a copy whose bytes do not match its ETag out of service; the replicator
         restores a good one."""
         log.error("ETag mismatch, quarantining %s/objects/%s/%s", dev_path, part, hexhash)
-        await run_blocking(diskfile.quarantine, dev_path, part, hexhash)
+        await run_blocking(reading.quarantine, dev_path, part, hexhash)
 
 
 OBJECT_SERVER = web.AppKey("object_server", object)

@@ -45,7 +45,7 @@ from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import bodysum, digests, diskfile, fileformat
+from swiftlite.obj import bodysum, digests, fileformat, hashdir, writing
 
 log = logging.getLogger("swiftlite.object.sync")
 
@@ -112,15 +112,15 @@ def covered(local: str, remote: str | None) -> bool:
 
 def remove_if_unchanged(device_path: str, part: int | str, hexhash: str, state: str) -> bool:
     """Delete an object's hash dir if its state is still `state`; keeps the digest exact."""
-    hdir = diskfile.hash_dir(device_path, part, hexhash)
-    with diskfile.locked_hash_dir(device_path, part, hexhash) as held:
+    hdir = fileformat.hash_dir(device_path, part, hexhash)
+    with hashdir.locked_hash_dir(device_path, part, hexhash) as held:
         if held is None:
             return False
-        current = diskfile.state_of(held.names)
+        current = fileformat.state_of(held.names)
         if current != state:
             return False
         # Rename first so a writer waiting on the flock sees the dir gone and retries.
-        gone = os.path.join(device_path, diskfile.TMP, f"rm-{hexhash}-{os.urandom(4).hex()}")
+        gone = os.path.join(device_path, hashdir.TMP, f"rm-{hexhash}-{os.urandom(4).hex()}")
         os.makedirs(os.path.dirname(gone), exist_ok=True)
         os.rename(hdir, gone)
         assert held.journal is not None
@@ -166,7 +166,7 @@ def read_files(device_path: str, part: int | str,
     """[(hash, file, bytes or size-if-large)] for the wanted (hash, file) pairs still present."""
     out: list[tuple[str, str, bytes | int]] = []
     for h, name in wanted:
-        path = os.path.join(diskfile.hash_dir(device_path, part, h), name)
+        path = os.path.join(fileformat.hash_dir(device_path, part, h), name)
         try:
             size = os.path.getsize(path)
             if size > WHOLE_FILE:
@@ -190,8 +190,8 @@ def _check_data(name: str, data: bytes) -> dict[str, str] | None:
     """The metadata of a whole file if it is consistent (trailer parses; a .data's body
     matches its ETag and length), else None."""
     try:
-        res = diskfile.parse_tail(data, len(data))
-    except diskfile.CorruptFile:
+        res = fileformat.parse_tail(data, len(data))
+    except fileformat.CorruptFile:
         return None
     if not isinstance(res, tuple):
         return None
@@ -210,11 +210,11 @@ def store_whole(device_path: str, part: int, hexhash: str, name: str, data: byte
     md = _check_data(name, data)
     if md is None:
         return "bad"
-    w = diskfile.DataWriter(device_path, part, hexhash, fsync=fsync)
+    w = writing.DataWriter(device_path, part, hexhash, fsync=fsync)
     try:
         w.write([data], hash_body=False)
         w.commit_raw(name, md)  # md: the expiring queue needs no second read
-    except diskfile.Conflict:
+    except hashdir.Conflict:
         return "stale"
     return "stored"
 
@@ -294,7 +294,7 @@ class SyncReceiver:
             except asyncio.IncompleteReadError:
                 return error(499, "sync stream ended early")
             except OSError as exc:
-                if diskfile.is_enospc(exc):
+                if hashdir.is_enospc(exc):
                     return error(507, "Insufficient Storage")
                 raise
             counts[outcome] += 1
@@ -302,7 +302,7 @@ class SyncReceiver:
 
     async def _store_streamed(self, content: Any, dev_path: str, part: int, h: str, name: str,
                               size: int) -> str:
-        w = diskfile.DataWriter(dev_path, part, h, fsync=self.fsync)
+        w = writing.DataWriter(dev_path, part, h, fsync=self.fsync)
         try:
             left = size
             while left:
@@ -311,7 +311,7 @@ class SyncReceiver:
                 await run_blocking(w.write, [chunk], False)
             try:
                 await run_blocking(w.commit_raw, name)
-            except diskfile.Conflict:
+            except hashdir.Conflict:
                 return "stale"
             return "stored"
         finally:
@@ -339,7 +339,7 @@ def register_sync_routes(app: web.Application, conf: Section) -> None:
                         return await rx.digests(request, dev, part, tail)
                     if tail is None:
                         return await handlers[route](request, dev, part)
-                except diskfile.DeviceMissing:
+                except hashdir.DeviceMissing:
                     return error(507, "Insufficient Storage")
         return await handler(request)
 
@@ -348,11 +348,11 @@ def register_sync_routes(app: web.Application, conf: Section) -> None:
 
 def _digests(dev_path: str, part: int) -> bytes:
     if not os.path.isdir(dev_path):
-        raise diskfile.DeviceMissing(dev_path)
+        raise hashdir.DeviceMissing(dev_path)
     return digests.get_digests_packed(dev_path, part)
 
 
 def _rehash(dev_path: str, part: int, sufs: list[str]) -> dict[str, bytes]:
     if not os.path.isdir(dev_path):
-        raise diskfile.DeviceMissing(dev_path)
+        raise hashdir.DeviceMissing(dev_path)
     return digests.rehash_suffixes(dev_path, part, sufs)

@@ -292,7 +292,7 @@ async def test_failed_flush_covering_two_batches_acknowledges_neither(tmp_path, 
             for w in first:
                 # Its data was flushed (flush 2) and renamed; only the flush of the rename
                 # failed, and that leaves the renamed file in place (as put_batch and
-                # diskfile._commit do). Not acknowledged: it may stay or go, never partial.
+                # hashdir.commit do). Not acknowledged: it may stay or go, never partial.
                 status, body = await rig.get(s, w)
                 assert (status, body) == (200, w.body) or status == 404, (w.name, status)
             await rig.serves_a_new_put(s)

@@ -23,7 +23,7 @@ import pytest
 import swiftclient
 
 from swiftlite.common.hashing import hash_path, set_hash_path_affixes
-from swiftlite.obj import diskfile
+from swiftlite.obj import fileformat, reading
 from swiftlite.ring import Ring, write_ring
 from tests.cluster import Cluster, start_cluster
 from tests.helpers import free_port, healthy, wait_for
@@ -79,9 +79,9 @@ class Placement:
 
     def state_on(self, dev: dict[str, Any], part: int, name: str,
                  devices_root: str | None = None) -> str:
-        hdir = diskfile.hash_dir(self.dev_path(dev, devices_root), part, self.hash(name))
+        hdir = fileformat.hash_dir(self.dev_path(dev, devices_root), part, self.hash(name))
         try:
-            return diskfile.state_of(os.listdir(hdir))
+            return fileformat.state_of(os.listdir(hdir))
         except FileNotFoundError:
             return ""
 
@@ -152,7 +152,7 @@ def test_corrupt_replica_quarantined_and_restored(four_nodes):
     conn.put_object(CONT, "victim", good)
     part, devs = where.primaries("victim")
     bad_dev = devs[0]
-    path = diskfile.current_paths(where.dev_path(bad_dev), part, where.hash("victim"))[0]
+    path = reading.current_paths(where.dev_path(bad_dev), part, where.hash("victim"))[0]
     with open(path, "r+b") as f:
         f.write(b"EVIL")  # same size; the body no longer matches its ETag
     node_index = c.nodes.index(where.by_port[bad_dev["port"]])
@@ -163,8 +163,8 @@ def test_corrupt_replica_quarantined_and_restored(four_nodes):
     for _ in range(10):
         assert conn.get_object(CONT, "victim")[1] == good
     replicate_all(c)
-    with open(diskfile.current_paths(where.dev_path(bad_dev), part,
-                                     where.hash("victim"))[0], "rb") as f:
+    with open(reading.current_paths(where.dev_path(bad_dev), part,
+                                    where.hash("victim"))[0], "rb") as f:
         assert f.read().startswith(good)
     for _ in range(10):
         assert conn.get_object(CONT, "victim")[1] == good

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 
 from swiftlite.common.config import load_config
-from swiftlite.container.sharder import EXIT_AFTER_ENV, EXIT_AT_ENV, MERGE_POINTS
+from swiftlite.container.sharder_base import EXIT_AFTER_ENV, EXIT_AT_ENV, MERGE_POINTS
 from swiftlite.ring import Ring
 from tests.helpers import http_request
 from tests.sharding_support import (

@@ -11,7 +11,7 @@ import pytest
 from swiftlite.common.daemon import read_status, run_loop
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, diskfile
+from swiftlite.obj import digests, fileformat, reading
 from swiftlite.obj.auditor import Auditor
 from swiftlite.obj.server import create_app as object_app
 from tests.integration.replication_support import Node
@@ -42,7 +42,7 @@ async def audit(node):
 
 
 def data_path(node, name):
-    return diskfile.current_paths(node.dev_path(), 0, hash_path("a", "c", name))[0]
+    return reading.current_paths(node.dev_path(), 0, hash_path("a", "c", name))[0]
 
 
 async def test_corrupt_body_and_trailer_quarantined_digest_updated(node):
@@ -76,16 +76,16 @@ async def test_old_tombstones_reclaimed_and_drift_healed(node):
         await put(s, node, "live", b"x")
         # A crash between a rename and its journal append: a file the digests do not know.
         h = hash_path("a", "c", "ghost")
-        hdir = diskfile.hash_dir(node.dev_path(), 0, h)
+        hdir = fileformat.hash_dir(node.dev_path(), 0, h)
         os.makedirs(hdir)
         ts = Timestamp.now().internal
         with open(os.path.join(hdir, f"{ts}.ts"), "wb") as f:
-            f.write(diskfile.pack_trailer({"X-Timestamp": ts, "name": "/a/c/ghost"}))
+            f.write(fileformat.pack_trailer({"X-Timestamp": ts, "name": "/a/c/ghost"}))
         assert digests.get_digests(node.dev_path(), 0) != digests.recompute(node.dev_path(), 0)
         st = await audit(node)
         assert st["reclaimed"] == 1 and st["rehashed"] == 1
-        assert not os.path.exists(diskfile.hash_dir(node.dev_path(), 0,
-                                                    hash_path("a", "c", "dead")))
+        assert not os.path.exists(fileformat.hash_dir(node.dev_path(), 0,
+                                                      hash_path("a", "c", "dead")))
         assert digests.get_digests(node.dev_path(), 0) == digests.recompute(node.dev_path(), 0)
 
 
@@ -94,7 +94,7 @@ async def test_stale_digest_temp_files_removed_fresh_ones_kept(node):
     partition dir; the auditor removes those older than an hour and leaves a live writer's."""
     async with aiohttp.ClientSession() as s:
         await put(s, node, "t0", b"x" * 100)
-    part_dir = os.path.join(node.dev_path(), diskfile.OBJECTS, "0")
+    part_dir = os.path.join(node.dev_path(), fileformat.OBJECTS, "0")
     old = time.time() - 7200
     for name in (".journal-99999-deadbeef", ".digests-crashed"):
         with open(os.path.join(part_dir, name), "wb") as f:
@@ -121,25 +121,25 @@ async def test_a_hint_that_lost_track_of_its_files_is_set_again(node):
         await put(s, node, "restored", b"old")
         await put(s, node, "unhinted", b"u")
         hexhash = hash_path("a", "c", "restored")
-        hdir = diskfile.hash_dir(node.dev_path(), 0, hexhash)
+        hdir = fileformat.hash_dir(node.dev_path(), 0, hexhash)
         try:
-            os.getxattr(hdir, diskfile.HINT_XATTR)
+            os.getxattr(hdir, fileformat.HINT_XATTR)
         except OSError:
             pytest.skip("no user xattrs on this filesystem")
         newer = Timestamp.now().internal
-        blob = b"new" + diskfile.pack_trailer({
+        blob = b"new" + fileformat.pack_trailer({
             "X-Timestamp": newer, "name": "/a/c/restored", "Content-Type": "x/y",
             "Content-Length": "3", "ETag": "22af645d1859cb5ca6da0c484f1f37ea"})
         with open(os.path.join(hdir, f"{newer}.data"), "wb") as f:
             f.write(blob)
-        unhinted = diskfile.hash_dir(node.dev_path(), 0, hash_path("a", "c", "unhinted"))
-        os.removexattr(unhinted, diskfile.HINT_XATTR)
+        unhinted = fileformat.hash_dir(node.dev_path(), 0, hash_path("a", "c", "unhinted"))
+        os.removexattr(unhinted, fileformat.HINT_XATTR)
         url = f"http://127.0.0.1:{node.port}/d1/0/a/c"
         async with s.get(f"{url}/restored") as r:
             assert await r.read() == b"old"
         st = await audit(node)
         assert st["hints"] == 2
-        assert os.getxattr(hdir, diskfile.HINT_XATTR).decode() == f"{newer}.data"
+        assert os.getxattr(hdir, fileformat.HINT_XATTR).decode() == f"{newer}.data"
         async with s.get(f"{url}/restored") as r:
             assert r.status == 200 and await r.read() == b"new"
         async with s.get(f"{url}/unhinted") as r:

@@ -12,7 +12,7 @@ import time
 from swiftlite.common.config import load_config
 from swiftlite.common.daemon import new_stats, read_status
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import diskfile, expiring
+from swiftlite.obj import expiring, fileformat
 from swiftlite.obj.expirer import Expirer
 from tests.fault.nemesis.cluster import cluster_hashing
 from tests.helpers import http_request, wait_for
@@ -25,10 +25,10 @@ def hash_dirs(cluster, path: str) -> dict[tuple[int, str], str]:
     for i, node in enumerate(cluster.nodes):
         for hdir in glob.glob(os.path.join(node["devices_root"], "*", "objects", "*", "*",
                                            "*")):
-            main, _ = diskfile.current_files(os.listdir(hdir))
+            main, _ = fileformat.current_files(os.listdir(hdir))
             if main is None:
                 continue
-            md, _ = diskfile.read_file_metadata(os.path.join(hdir, main))
+            md, _ = fileformat.read_file_metadata(os.path.join(hdir, main))
             if md.get("name") == f"/AUTH_test/{path}":
                 out[i, hdir.split(os.sep)[-5]] = hdir
     return out
@@ -37,7 +37,7 @@ def hash_dirs(cluster, path: str) -> dict[tuple[int, str], str]:
 def replicas(cluster, path: str) -> dict[tuple[int, str], str]:
     """(node index, device) -> the current files ("<ts>.data", "<ts>.ts", ...) of
     /AUTH_test/<path> there."""
-    return {k: diskfile.state_of(os.listdir(h)) for k, h in hash_dirs(cluster, path).items()}
+    return {k: fileformat.state_of(os.listdir(h)) for k, h in hash_dirs(cluster, path).items()}
 
 
 def affixes(cluster) -> tuple[str, str]:

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES
-from swiftlite.obj import diskfile
+from swiftlite.obj import fileformat
 from tests.cluster import start_cluster
 from tests.helpers import wait_for
 
@@ -22,7 +22,7 @@ def copies(cluster, name: str) -> list[str]:
     for node in cluster.nodes:
         for path in glob.glob(os.path.join(node["devices_root"], "*", "objects", "*", "*",
                                            "*", "*.data")):
-            md, _ = diskfile.read_file_metadata(path)
+            md, _ = fileformat.read_file_metadata(path)
             if md.get("name") == f"/AUTH_test/{name}":
                 found.append(path.split(os.sep)[-6])
     return sorted(found)

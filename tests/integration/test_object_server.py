@@ -20,7 +20,7 @@ from aiohttp import web
 from swiftlite.common.async_pending import iter_updates
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, diskfile
+from swiftlite.obj import digests, fileformat, reading
 from tests.backend_signing import raw_signature
 from tests.helpers import ServerProcess, async_wait_for, free_port, healthy, wait_for
 
@@ -460,7 +460,7 @@ async def test_quarantine_on_corrupt_full_get(server, client):
     assert st == 201, (st, got)
     dev = os.path.join(server.devices, "sdb")
     h = hash_path("a", "c", o)
-    (f,) = diskfile.current_paths(dev, 9, h)
+    (f,) = reading.current_paths(dev, 9, h)
     with open(f, "r+b") as fh:  # bit rot inside the body; the trailer stays valid
         fh.write(b"B")
     st, _, got = await call(client, server, "GET", path, {"Range": "bytes=1-2"})
@@ -468,7 +468,7 @@ async def test_quarantine_on_corrupt_full_get(server, client):
     # A full GET checks the MD5 before answering: the corrupt copy is never sent.
     st, _, got = await call(client, server, "GET", path)
     assert st == 404 and b"B" not in got
-    assert not os.path.exists(diskfile.hash_dir(dev, 9, h))
+    assert not os.path.exists(fileformat.hash_dir(dev, 9, h))
     assert (await call(client, server, "GET", path))[0] == 404
     assert any(n.startswith(h) for n in os.listdir(os.path.join(dev, "quarantined", "objects")))
     st, _, raw = await call(client, server, "MERGE", "/sdb/9/digests")
@@ -483,7 +483,7 @@ async def test_corrupt_large_object_is_never_delivered_whole(server, client):
     assert (await call(client, server, "PUT", path, {"X-Timestamp": ts()}, body))[0] == 201
     dev = os.path.join(server.devices, "sdb")
     h = hash_path("a", "c", o)
-    (f,) = diskfile.current_paths(dev, 9, h)
+    (f,) = reading.current_paths(dev, 9, h)
     with open(f, "r+b") as fh:
         fh.seek(100)
         fh.write(bytes([body[100] ^ 0xFF]))
@@ -494,7 +494,7 @@ async def test_corrupt_large_object_is_never_delivered_whole(server, client):
             async for chunk in resp.content.iter_any():
                 got += chunk
     assert len(got) < len(body)
-    assert not os.path.exists(diskfile.hash_dir(dev, 9, h))
+    assert not os.path.exists(fileformat.hash_dir(dev, 9, h))
     assert (await call(client, server, "GET", path))[0] == 404
 
 
@@ -514,8 +514,8 @@ async def test_digests(server, client):
     assert all(len(v) == 16 for v in got.values())
     # Drift (a file the journal never heard of) shows only after an explicit suffix listing.
     hx = hash_path("a", "c", names[2])
-    with open(os.path.join(diskfile.hash_dir(dev, 10, hx), ts(1000) + ".ts"), "wb") as fh:
-        fh.write(diskfile.pack_trailer({}))
+    with open(os.path.join(fileformat.hash_dir(dev, 10, hx), ts(1000) + ".ts"), "wb") as fh:
+        fh.write(fileformat.pack_trailer({}))
     assert msgpack.unpackb((await call(client, server, "MERGE", "/sdb/10/digests"))[2]) == got
     st, _, raw = await call(client, server, "MERGE", f"/sdb/10/digests/{hx[-3:]}-abc")
     assert st == 200 and msgpack.unpackb(raw) == digests.recompute(dev, 10) != got

@@ -13,7 +13,7 @@ import pytest
 from swiftlite.common.daemon import read_status, run_loop
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, diskfile
+from swiftlite.obj import digests, fileformat, reading
 from swiftlite.obj.replicator import ObjectReplicator
 from swiftlite.obj.server import create_app as object_app
 from tests.integration.replication_support import Node, write_test_ring
@@ -62,8 +62,8 @@ async def run_pass(node):
 
 def state(node, name, part=0):
     h = hash_path("a", "c", name)
-    return diskfile.state_of(os.listdir(diskfile.hash_dir(node.dev_path(), part, h))) \
-        if os.path.isdir(diskfile.hash_dir(node.dev_path(), part, h)) else ""
+    return fileformat.state_of(os.listdir(fileformat.hash_dir(node.dev_path(), part, h))) \
+        if os.path.isdir(fileformat.hash_dir(node.dev_path(), part, h)) else ""
 
 
 async def test_push_to_peers_then_digests_match(nodes):
@@ -156,7 +156,7 @@ async def test_corrupt_source_is_not_spread(nodes):
     async with aiohttp.ClientSession() as s:
         body = b"A" * 4096
         await put(s, n0, "bad", body)
-        path = diskfile.current_paths(n0.dev_path(), 0, hash_path("a", "c", "bad"))[0]
+        path = reading.current_paths(n0.dev_path(), 0, hash_path("a", "c", "bad"))[0]
         with open(path, "r+b") as f:
             f.write(b"B")  # same size, body no longer matches its ETag
         stats = await run_pass(n0)
@@ -173,8 +173,8 @@ async def test_drifted_peer_digest_healed_without_resending(nodes):
         await put(s, n0, "y", b"y" * 100)
         # n1 gets y's file as a crash would leave it: on disk, but never journaled.
         h = hash_path("a", "c", "y")
-        shutil.copytree(diskfile.hash_dir(n0.dev_path(), 0, h),
-                        diskfile.hash_dir(n1.dev_path(), 0, h))
+        shutil.copytree(fileformat.hash_dir(n0.dev_path(), 0, h),
+                        fileformat.hash_dir(n1.dev_path(), 0, h))
         assert digests.get_digests(n1.dev_path(), 0) != digests.recompute(n1.dev_path(), 0)
         stats = await run_pass(n0)
         assert stats["failures"] == 0 and stats["synced"] == 1  # y to n2 only

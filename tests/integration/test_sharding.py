@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from swiftclient import ClientException
 
 from swiftlite.common.config import load_config
-from swiftlite.container.sharder import EXIT_AT_ENV
+from swiftlite.container.sharder_base import EXIT_AT_ENV
 from swiftlite.db.listing import ListingParams, walk
 from swiftlite.ring import Ring
 from tests.helpers import http_request, wait_for

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from swiftlite.obj import bodysum, diskfile
+from swiftlite.obj import bodysum, reading, writing
 
 H = "a" * 29 + "abc"
 
@@ -21,19 +21,19 @@ def dev(tmp_path):
 
 def test_put_records_both_sums_and_a_full_read_verifies_the_fast_one(dev):
     body = os.urandom(300_000)
-    w = diskfile.DataWriter(dev, 0, H)
+    w = writing.DataWriter(dev, 0, H)
     res = w.put([body[:100_000], body[100_000:]], {"Content-Type": "x/y"}, "1700000000.00000")
     md = res.metadata
     assert md["ETag"] == hashlib.md5(body).hexdigest()
     assert md[bodysum.CHECK_KEY].startswith("xxh3-64:")
-    info = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
+    info = reading.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
     assert info.etag_ok is True and info.metadata[bodysum.CHECK_KEY] == md[bodysum.CHECK_KEY]
     info.close()
-    (path,) = diskfile.current_paths(dev, 0, H)
+    (path,) = reading.current_paths(dev, 0, H)
     with open(path, "r+b") as f:  # bit rot in the body: the fast check sees it
         f.seek(5)
         f.write(bytes([body[5] ^ 1]))
-    info = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
+    info = reading.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
     assert info.etag_ok is False
     info.close()
 

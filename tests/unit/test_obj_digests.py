@@ -10,17 +10,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from swiftlite.common.hashing import hash_path
-from swiftlite.obj import digests, diskfile
+from swiftlite.obj import digests, fileformat, hashdir, reading, writing
 
 
 def put(dev: str, part: int, name: str, ts: float, body: bytes = b"x") -> None:
-    w = diskfile.DataWriter(dev, part, hash_path("a", "c", name), fsync=False)
+    w = writing.DataWriter(dev, part, hash_path("a", "c", name), fsync=False)
     w.put([body], {"name": f"/a/c/{name}", "Content-Type": "text/plain"}, f"{ts:016.5f}")
 
 
 def marker(dev: str, part: int, name: str, ts: float, ext: str) -> None:
-    diskfile.write_marker(dev, part, hash_path("a", "c", name), f"{ts:016.5f}", ext,
-                          {"name": f"/a/c/{name}"}, fsync=False)
+    writing.write_marker(dev, part, hash_path("a", "c", name), f"{ts:016.5f}", ext,
+                         {"name": f"/a/c/{name}"}, fsync=False)
 
 
 def test_put_delete_post_track_recompute(tmp_path):
@@ -39,7 +39,7 @@ def test_put_delete_post_track_recompute(tmp_path):
     d3 = digests.get_digests(dev, 1)
     assert d3 not in (d1, d2) and d3 == digests.recompute(dev, 1)
     # The tombstone is the only file left, and it is what the digest describes.
-    hdir = diskfile.hash_dir(dev, 1, hash_path("a", "c", "o1"))
+    hdir = fileformat.hash_dir(dev, 1, hash_path("a", "c", "o1"))
     assert os.listdir(hdir) == ["0000001002.00000.ts"]
 
 
@@ -96,10 +96,10 @@ def test_drift_is_healed_by_rehash_of_that_suffix_only(tmp_path):
     put(dev, 4, "keep", 1.0)
     put(dev, 4, "drift", 1.0)
     h = hash_path("a", "c", "drift")
-    hdir = diskfile.hash_dir(dev, 4, h)
+    hdir = fileformat.hash_dir(dev, 4, h)
     # A crash between rename and journal append: a newer file with no journal record.
     with open(os.path.join(hdir, "0000000005.00000.ts"), "wb") as f:
-        f.write(diskfile.pack_trailer({"X-Timestamp": "0000000005.00000"}))
+        f.write(fileformat.pack_trailer({"X-Timestamp": "0000000005.00000"}))
     assert digests.get_digests(dev, 4) != digests.recompute(dev, 4)
     healed = digests.rehash_suffixes(dev, 4, [h[-3:]])
     assert healed == digests.recompute(dev, 4) == digests.get_digests(dev, 4)
@@ -121,7 +121,7 @@ def test_quarantine_updates_digest(tmp_path):
     os.makedirs(dev)
     put(dev, 6, "o", 1.0)
     put(dev, 6, "p", 1.0)
-    assert diskfile.quarantine(dev, 6, hash_path("a", "c", "o"))
+    assert reading.quarantine(dev, 6, hash_path("a", "c", "o"))
     assert digests.get_digests(dev, 6) == digests.recompute(dev, 6)
     assert len(os.listdir(os.path.join(dev, "quarantined", "objects"))) == 1
 
@@ -166,8 +166,8 @@ def test_property_digests_equal_full_recompute(ops):
                 elif op == "fold":
                     digests.fold(dev, part)
                 else:
-                    diskfile.quarantine(dev, part, hash_path("a", "c", name))
-            except (diskfile.Conflict, diskfile.NotFound):
+                    reading.quarantine(dev, part, hash_path("a", "c", name))
+            except (hashdir.Conflict, writing.NotFound):
                 pass
         for part in range(3):
             assert digests.get_digests(dev, part) == digests.recompute(dev, part)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from swiftlite.obj import diskfile
+from swiftlite.obj import fileformat, hashdir, reading, writing
 
 H = "0123456789abcdef0123456789abcdef"
 
@@ -23,19 +23,19 @@ def dev(tmp_path):
 
 
 def put(dev, ts, body=b"hello", part=0, h=H, **md):
-    w = diskfile.DataWriter(dev, part, h)
+    w = writing.DataWriter(dev, part, h)
     return w.put([body], {"name": "/a/c/o", "Content-Type": "text/plain", **md}, ts)
 
 
 def test_trailer_roundtrip():
     md = {"X-Timestamp": "1.00000", "X-Object-Meta-K": "v\u00e9"}
-    blob = b"body" + diskfile.pack_trailer(md)
-    assert diskfile.parse_tail(blob, len(blob)) == (md, 4)
+    blob = b"body" + fileformat.pack_trailer(md)
+    assert fileformat.parse_tail(blob, len(blob)) == (md, 4)
     # A short tail asks for the bytes it needs.
-    need = diskfile.parse_tail(blob[-10:], len(blob))
+    need = fileformat.parse_tail(blob[-10:], len(blob))
     assert need == len(blob) - 4
-    with pytest.raises(diskfile.CorruptFile):
-        diskfile.parse_tail(b"garbage-garbage", 15)
+    with pytest.raises(fileformat.CorruptFile):
+        fileformat.parse_tail(b"garbage-garbage", 15)
 
 
 @pytest.mark.parametrize("names,state", [
@@ -50,15 +50,15 @@ def test_trailer_roundtrip():
     (["1.00000.data", ".lock", "junk"], "1.00000.data"),
 ])
 def test_state_rules(names, state):
-    assert diskfile.state_of(names) == state
+    assert fileformat.state_of(names) == state
 
 
 def test_put_writes_one_file_with_metadata_and_no_temp(dev):
     res = put(dev, "0000000001.00000", b"abc", **{"X-Object-Meta-Color": "red"})
     assert res.new_state == "0000000001.00000.data" and res.old_state == ""
-    hdir = diskfile.hash_dir(dev, 0, H)
+    hdir = fileformat.hash_dir(dev, 0, H)
     assert os.listdir(hdir) == ["0000000001.00000.data"]
-    md, blen = diskfile.read_file_metadata(os.path.join(hdir, "0000000001.00000.data"))
+    md, blen = fileformat.read_file_metadata(os.path.join(hdir, "0000000001.00000.data"))
     assert blen == 3
     assert md["ETag"] == hashlib.md5(b"abc").hexdigest()
     assert md["Content-Length"] == "3" and md["X-Object-Meta-Color"] == "red"
@@ -72,85 +72,85 @@ def test_put_writes_one_file_with_metadata_and_no_temp(dev):
 def test_put_refusals_leave_no_temp(dev):
     put(dev, "0000000005.00000")
     for ts in ("0000000005.00000", "0000000004.00000"):
-        with pytest.raises(diskfile.Conflict) as ei:
+        with pytest.raises(hashdir.Conflict) as ei:
             put(dev, ts)
         assert ei.value.stored == "0000000005.00000"
-    w = diskfile.DataWriter(dev, 0, H)
-    with pytest.raises(diskfile.ETagMismatch):
+    w = writing.DataWriter(dev, 0, H)
+    with pytest.raises(writing.ETagMismatch):
         w.put([b"abc"], {}, "0000000009.00000", expected_etag='"' + "0" * 32 + '"')
     assert os.listdir(os.path.join(dev, "tmp")) == []
-    assert os.listdir(diskfile.hash_dir(dev, 0, H)) == ["0000000005.00000.data"]
+    assert os.listdir(fileformat.hash_dir(dev, 0, H)) == ["0000000005.00000.data"]
 
 
 def test_multi_batch_write_and_read(dev):
-    w = diskfile.DataWriter(dev, 0, H)
+    w = writing.DataWriter(dev, 0, H)
     w.write([b"a" * 1000, b"b" * 1000])
     w.write([b"c" * 10])
     res = w.put([b"tail"], {"Content-Type": "x/y"}, "0000000001.00000")
     body = b"a" * 1000 + b"b" * 1000 + b"c" * 10 + b"tail"
     assert res.metadata["ETag"] == hashlib.md5(body).hexdigest()
-    small = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
+    small = reading.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
     assert small.status == "ok" and small.body == body and small.etag_ok is True
-    big = diskfile.open_object(dev, 0, H, read_whole=100)
+    big = reading.open_object(dev, 0, H, read_whole=100)
     try:
         assert big.body is None and big.fd >= 0 and big.body_len == len(body)
-        assert diskfile.read_chunk(big.fd, 1995, 19) == b"b" * 5 + b"c" * 10 + b"tail"
+        assert reading.read_chunk(big.fd, 1995, 19) == b"b" * 5 + b"c" * 10 + b"tail"
     finally:
         big.close()
 
 
 def test_markers_and_merge(dev):
-    with pytest.raises(diskfile.NotFound) as ei:
-        diskfile.write_marker(dev, 0, H, "0000000001.00000", "meta", {})
+    with pytest.raises(writing.NotFound) as ei:
+        writing.write_marker(dev, 0, H, "0000000001.00000", "meta", {})
     assert ei.value.tombstone is None
     put(dev, "0000000002.00000", b"x", **{"X-Object-Meta-A": "1", "X-Delete-At": "9999999999"})
-    with pytest.raises(diskfile.Conflict):
-        diskfile.write_marker(dev, 0, H, "0000000002.00000", "meta", {})
-    diskfile.write_marker(dev, 0, H, "0000000003.00000", "meta",
-                          {"X-Object-Meta-B": "2", "Content-Type": "new/type"})
-    info = diskfile.open_object(dev, 0, H, read_whole=100)
+    with pytest.raises(hashdir.Conflict):
+        writing.write_marker(dev, 0, H, "0000000002.00000", "meta", {})
+    writing.write_marker(dev, 0, H, "0000000003.00000", "meta",
+                         {"X-Object-Meta-B": "2", "Content-Type": "new/type"})
+    info = reading.open_object(dev, 0, H, read_whole=100)
     assert info.metadata["X-Object-Meta-B"] == "2"
     assert "X-Object-Meta-A" not in info.metadata and "X-Delete-At" not in info.metadata
     assert info.metadata["Content-Type"] == "new/type"
     assert info.metadata["X-Timestamp"] == "0000000002.00000"
     assert info.meta_timestamp == "0000000003.00000"
-    res = diskfile.write_marker(dev, 0, H, "0000000004.00000", "ts", {"name": "/a/c/o"})
+    res = writing.write_marker(dev, 0, H, "0000000004.00000", "ts", {"name": "/a/c/o"})
     assert res.existed
-    assert os.listdir(diskfile.hash_dir(dev, 0, H)) == ["0000000004.00000.ts"]
-    info = diskfile.open_object(dev, 0, H)
+    assert os.listdir(fileformat.hash_dir(dev, 0, H)) == ["0000000004.00000.ts"]
+    info = reading.open_object(dev, 0, H)
     assert info.status == "deleted" and info.timestamp == "0000000004.00000"
-    with pytest.raises(diskfile.NotFound) as ei:
-        diskfile.write_marker(dev, 0, H, "0000000005.00000", "meta", {})
+    with pytest.raises(writing.NotFound) as ei:
+        writing.write_marker(dev, 0, H, "0000000005.00000", "meta", {})
     assert ei.value.tombstone == "0000000004.00000"
-    res = diskfile.write_marker(dev, 0, H, "0000000006.00000", "ts", {})
+    res = writing.write_marker(dev, 0, H, "0000000006.00000", "ts", {})
     assert not res.existed
 
 
 def test_expired_object_counts_as_absent_for_delete(dev):
     put(dev, "0000000002.00000", b"x", **{"X-Delete-At": "3"})
-    assert diskfile.is_expired(diskfile.open_object(dev, 0, H).metadata)
-    assert not diskfile.write_marker(dev, 0, H, "0000000004.00000", "ts", {}).existed
+    assert fileformat.is_expired(reading.open_object(dev, 0, H).metadata)
+    assert not writing.write_marker(dev, 0, H, "0000000004.00000", "ts", {}).existed
 
 
 def test_missing_device(tmp_path):
     gone = str(tmp_path / "nope")
-    with pytest.raises(diskfile.DeviceMissing):
+    with pytest.raises(hashdir.DeviceMissing):
         put(gone, "0000000001.00000")
-    with pytest.raises(diskfile.DeviceMissing):
-        diskfile.open_object(gone, 0, H)
-    with pytest.raises(diskfile.DeviceMissing):
-        diskfile.write_marker(gone, 0, H, "0000000001.00000", "ts", {})
+    with pytest.raises(hashdir.DeviceMissing):
+        reading.open_object(gone, 0, H)
+    with pytest.raises(hashdir.DeviceMissing):
+        writing.write_marker(gone, 0, H, "0000000001.00000", "ts", {})
     assert not os.path.exists(gone)
 
 
 def test_corrupt_trailer_is_quarantined_on_open(dev):
     put(dev, "0000000001.00000", b"abc")
-    path = os.path.join(diskfile.hash_dir(dev, 0, H), "0000000001.00000.data")
+    path = os.path.join(fileformat.hash_dir(dev, 0, H), "0000000001.00000.data")
     with open(path, "r+b") as f:
         f.seek(-2, os.SEEK_END)
         f.write(b"!!")
-    assert diskfile.open_object(dev, 0, H, read_whole=100).status == "missing"
-    assert not os.path.exists(diskfile.hash_dir(dev, 0, H))
+    assert reading.open_object(dev, 0, H, read_whole=100).status == "missing"
+    assert not os.path.exists(fileformat.hash_dir(dev, 0, H))
     qdir = os.path.join(dev, "quarantined", "objects")
     assert os.listdir(qdir)[0].startswith(H)
 
@@ -160,19 +160,19 @@ def copy_from_peer(dev, tmp_path, ts, body):
     other = str(tmp_path / "sdb")
     os.makedirs(other, exist_ok=True)
     put(other, ts, body)
-    (src,) = diskfile.current_paths(other, 0, H)
-    w = diskfile.DataWriter(dev, 0, H)
+    (src,) = reading.current_paths(other, 0, H)
+    w = writing.DataWriter(dev, 0, H)
     w.write([open(src, "rb").read()], hash_body=False)
     w.commit_raw(os.path.basename(src))
 
 
 def test_commit_raw_copies_a_peer_file(dev, tmp_path):
     copy_from_peer(dev, tmp_path, "0000000007.00000", b"replica")
-    info = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
+    info = reading.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
     assert info.body == b"replica" and info.etag_ok
-    w = diskfile.DataWriter(dev, 0, H)
+    w = writing.DataWriter(dev, 0, H)
     w.write([b"old"], hash_body=False)
-    with pytest.raises(diskfile.Conflict):
+    with pytest.raises(hashdir.Conflict):
         w.commit_raw("0000000006.00000.data")
     assert os.listdir(os.path.join(dev, "tmp")) == []
 
@@ -185,7 +185,7 @@ def test_clean_tmp_removes_dead_writers_only(dev):
     open(os.path.join(tdir, f"obj-{dead}-aa"), "wb").close()
     live = f"obj-{os.getppid()}-bb"
     open(os.path.join(tdir, live), "wb").close()
-    assert diskfile.clean_tmp(dev) == 1
+    assert hashdir.clean_tmp(dev) == 1
     assert os.listdir(tdir) == [live]
 
 
@@ -196,21 +196,21 @@ def test_enospc_leaves_no_temp_file(dev, monkeypatch):
     def full(fd, chunks):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(diskfile, "_write_all", full)
+    monkeypatch.setattr(writing, "_write_all", full)
     with pytest.raises(OSError) as ei:
         put(dev, "0000000002.00000", b"new")
-    assert diskfile.is_enospc(ei.value)
+    assert hashdir.is_enospc(ei.value)
     assert os.listdir(os.path.join(dev, "tmp")) == []
-    assert os.listdir(diskfile.hash_dir(dev, 0, H)) == ["0000000001.00000.data"]
+    assert os.listdir(fileformat.hash_dir(dev, 0, H)) == ["0000000001.00000.data"]
 
 
 def test_refuse_existing(dev):
-    w = diskfile.DataWriter(dev, 0, H, refuse_existing=True)
+    w = writing.DataWriter(dev, 0, H, refuse_existing=True)
     w.put([b"a"], {}, "0000000001.00000")
-    with pytest.raises(diskfile.Exists):
-        diskfile.DataWriter(dev, 0, H, refuse_existing=True).put([b"b"], {}, "0000000002.00000")
-    diskfile.write_marker(dev, 0, H, "0000000003.00000", "ts", {})
-    diskfile.DataWriter(dev, 0, H, refuse_existing=True).put([b"c"], {}, "0000000004.00000")
+    with pytest.raises(writing.Exists):
+        writing.DataWriter(dev, 0, H, refuse_existing=True).put([b"b"], {}, "0000000002.00000")
+    writing.write_marker(dev, 0, H, "0000000003.00000", "ts", {})
+    writing.DataWriter(dev, 0, H, refuse_existing=True).put([b"c"], {}, "0000000004.00000")
 
 
 def test_if_match(dev):
@@ -218,23 +218,23 @@ def test_if_match(dev):
     in the named metadata key), judged under the object's lock."""
     md5 = hashlib.md5
     etag_a = md5(b"a").hexdigest()
-    with pytest.raises(diskfile.Exists):  # nothing to match
-        diskfile.DataWriter(dev, 0, H, if_match=(etag_a, "")).put([b"x"], {}, "0000000001.00000")
-    diskfile.DataWriter(dev, 0, H).put([b"a"], {"X-Object-Sysmeta-S3api-Etag": "abc-2"},
-                                       "0000000002.00000")
-    with pytest.raises(diskfile.Exists):  # another ETag
-        diskfile.DataWriter(dev, 0, H, if_match=(md5(b"z").hexdigest(), "")).put(
+    with pytest.raises(writing.Exists):  # nothing to match
+        writing.DataWriter(dev, 0, H, if_match=(etag_a, "")).put([b"x"], {}, "0000000001.00000")
+    writing.DataWriter(dev, 0, H).put([b"a"], {"X-Object-Sysmeta-S3api-Etag": "abc-2"},
+                                      "0000000002.00000")
+    with pytest.raises(writing.Exists):  # another ETag
+        writing.DataWriter(dev, 0, H, if_match=(md5(b"z").hexdigest(), "")).put(
             [b"x"], {}, "0000000003.00000")
-    with pytest.raises(diskfile.Exists):  # the key's value is what counts when it is there
-        diskfile.DataWriter(dev, 0, H, if_match=(etag_a, "X-Object-Sysmeta-S3api-Etag")).put(
+    with pytest.raises(writing.Exists):  # the key's value is what counts when it is there
+        writing.DataWriter(dev, 0, H, if_match=(etag_a, "X-Object-Sysmeta-S3api-Etag")).put(
             [b"x"], {}, "0000000003.00000")
-    diskfile.DataWriter(dev, 0, H, if_match=('"abc-2"', "X-Object-Sysmeta-S3api-Etag")).put(
+    writing.DataWriter(dev, 0, H, if_match=('"abc-2"', "X-Object-Sysmeta-S3api-Etag")).put(
         [b"b"], {}, "0000000004.00000")
-    diskfile.DataWriter(dev, 0, H, if_match=(md5(b"b").hexdigest(), "")).put(
+    writing.DataWriter(dev, 0, H, if_match=(md5(b"b").hexdigest(), "")).put(
         [b"c"], {}, "0000000005.00000")
-    diskfile.write_marker(dev, 0, H, "0000000006.00000", "ts", {})
-    with pytest.raises(diskfile.Exists):  # deleted: nothing to match
-        diskfile.DataWriter(dev, 0, H, if_match=(md5(b"c").hexdigest(), "")).put(
+    writing.write_marker(dev, 0, H, "0000000006.00000", "ts", {})
+    with pytest.raises(writing.Exists):  # deleted: nothing to match
+        writing.DataWriter(dev, 0, H, if_match=(md5(b"c").hexdigest(), "")).put(
             [b"d"], {}, "0000000007.00000")
 
 
@@ -246,7 +246,7 @@ def test_abort_waits_for_a_write_in_flight_and_stops_later_ones(tmp_path):
 
     dev = tmp_path / "sda"
     dev.mkdir()
-    w = diskfile.DataWriter(str(dev), 1, "a" * 32)
+    w = writing.DataWriter(str(dev), 1, "a" * 32)
     started, release = threading.Event(), threading.Event()
 
     class SlowChunks(list):
@@ -272,9 +272,9 @@ def test_abort_waits_for_a_write_in_flight_and_stops_later_ones(tmp_path):
 def test_a_body_in_more_pieces_than_one_writev_takes_is_written_in_order(dev):
     pieces = [bytes([i % 251]) * (i % 5) for i in range(3000)]  # empty ones among them
     body = b"".join(pieces)
-    w = diskfile.DataWriter(dev, 0, H)
+    w = writing.DataWriter(dev, 0, H)
     w.put(pieces, {"name": "/a/c/o", "Content-Type": "x/y"}, "1700000000.00000")
-    info = diskfile.open_object(dev, 0, H, 1 << 20, True)
+    info = reading.open_object(dev, 0, H, 1 << 20, True)
     assert info.body == body and info.etag_ok
     info.close()
 
@@ -282,9 +282,9 @@ def test_a_body_in_more_pieces_than_one_writev_takes_is_written_in_order(dev):
 @pytest.mark.parametrize("pieces", [[], [b""], [b"", b""]])
 def test_an_empty_body_in_any_pieces_is_written(dev, pieces):
     """A zero-byte PUT whose body came as one empty chunk must not spin in writev."""
-    w = diskfile.DataWriter(dev, 0, H)
+    w = writing.DataWriter(dev, 0, H)
     w.put(pieces, {"name": "/a/c/o", "Content-Type": "x/y"}, "1700000000.00000")
-    info = diskfile.open_object(dev, 0, H, 1 << 20, True)
+    info = reading.open_object(dev, 0, H, 1 << 20, True)
     assert info.body == b"" and info.etag_ok
     info.close()
 
@@ -300,7 +300,7 @@ def _xattrs_refused(path) -> bool:
 
 def _hint(dev, h=H):
     try:
-        return os.getxattr(diskfile.hash_dir(dev, 0, h), diskfile.HINT_XATTR).decode()
+        return os.getxattr(fileformat.hash_dir(dev, 0, h), fileformat.HINT_XATTR).decode()
     except OSError:
         return None
 
@@ -315,18 +315,18 @@ def test_every_write_keeps_the_state_hint_that_reads_follow(dev, tmp_path):
     assert _hint(dev) == "0000000001.00000.data"
     put(dev, "0000000002.00000", b"two")
     assert _hint(dev) == "0000000002.00000.data"
-    assert diskfile.open_object(dev, 0, H, read_whole=4096).body == b"two"
-    diskfile.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-K": "v"})
+    assert reading.open_object(dev, 0, H, read_whole=4096).body == b"two"
+    writing.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-K": "v"})
     assert _hint(dev) == "0000000002.00000.data|0000000003.00000.meta"
-    info = diskfile.open_object(dev, 0, H, read_whole=4096)
+    info = reading.open_object(dev, 0, H, read_whole=4096)
     assert info.body == b"two" and info.metadata["X-Object-Meta-K"] == "v"
-    diskfile.write_marker(dev, 0, H, "0000000004.00000", "ts", {})
+    writing.write_marker(dev, 0, H, "0000000004.00000", "ts", {})
     assert _hint(dev) == "0000000004.00000.ts"
-    assert diskfile.open_object(dev, 0, H).status == "deleted"
+    assert reading.open_object(dev, 0, H).status == "deleted"
     # A peer's newer file (replication) goes through the same rename.
     copy_from_peer(dev, tmp_path, "0000000005.00000", b"five")
     assert _hint(dev) == "0000000005.00000.data"
-    assert diskfile.open_object(dev, 0, H, read_whole=4096).body == b"five"
+    assert reading.open_object(dev, 0, H, read_whole=4096).body == b"five"
 
 
 @pytest.mark.parametrize("hint", [
@@ -338,11 +338,11 @@ def test_a_hint_that_does_not_fit_sends_the_read_to_a_listing(dev, hint):
     if _xattrs_refused(dev):
         pytest.skip("no user xattrs on this filesystem")
     put(dev, "0000000001.00000", b"one")
-    os.setxattr(diskfile.hash_dir(dev, 0, H), diskfile.HINT_XATTR,
+    os.setxattr(fileformat.hash_dir(dev, 0, H), fileformat.HINT_XATTR,
                 hint.encode(errors="surrogateescape"))
-    info = diskfile.open_object(dev, 0, H, read_whole=4096)
+    info = reading.open_object(dev, 0, H, read_whole=4096)
     assert info.status == "ok" and info.body == b"one" and info.meta_timestamp is None
-    info = diskfile.open_object(dev, 0, H)  # the body left to stream
+    info = reading.open_object(dev, 0, H)  # the body left to stream
     assert info.status == "ok" and info.fd >= 0 and info.body_len == 3
     info.close()
 
@@ -353,7 +353,7 @@ def test_a_hint_that_cannot_be_set_is_removed_or_the_write_fails(dev, monkeypatc
     if _xattrs_refused(dev):
         pytest.skip("no user xattrs on this filesystem")
     put(dev, "0000000001.00000", b"one")
-    hdir = diskfile.hash_dir(dev, 0, H)
+    hdir = fileformat.hash_dir(dev, 0, H)
     filled = 0
     for size in (1024, 256, 64, 16, 4, 1):  # fill the xattr space to the byte
         while filled < 10_000:
@@ -366,9 +366,9 @@ def test_a_hint_that_cannot_be_set_is_removed_or_the_write_fails(dev, monkeypatc
     if filled >= 10_000:
         pytest.skip("this filesystem's xattr space did not fill")
     # The .meta makes the state (and its hint) longer than the one that fits.
-    diskfile.write_marker(dev, 0, H, "0000000002.00000", "meta", {"X-Object-Meta-K": "v"})
+    writing.write_marker(dev, 0, H, "0000000002.00000", "meta", {"X-Object-Meta-K": "v"})
     assert _hint(dev) is None
-    info = diskfile.open_object(dev, 0, H, read_whole=4096)
+    info = reading.open_object(dev, 0, H, read_whole=4096)
     assert info.body == b"one" and info.metadata["X-Object-Meta-K"] == "v"
     # And where even the removal fails (I/O errors, injected), the write fails.
     def broken(*a, **kw):
@@ -377,9 +377,9 @@ def test_a_hint_that_cannot_be_set_is_removed_or_the_write_fails(dev, monkeypatc
     monkeypatch.setattr(os, "setxattr", broken)
     monkeypatch.setattr(os, "removexattr", broken)
     with pytest.raises(OSError):
-        diskfile.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-K": "w"})
+        writing.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-K": "w"})
     monkeypatch.undo()
-    info = diskfile.open_object(dev, 0, H, read_whole=4096)
+    info = reading.open_object(dev, 0, H, read_whole=4096)
     assert info.metadata["X-Object-Meta-K"] == "v"
 
 
@@ -388,18 +388,18 @@ def test_a_whole_read_around_its_first_reads_size_gets_every_byte(dev, delta):
     # A file of exactly FIRST_READ bytes must not be taken as short, and one a byte longer
     # must get its last byte from the second read.
     def data_size(ts: str) -> int:
-        return os.path.getsize(os.path.join(diskfile.hash_dir(dev, 0, H), ts + ".data"))
+        return os.path.getsize(os.path.join(fileformat.hash_dir(dev, 0, H), ts + ".data"))
 
-    probe = diskfile.FIRST_READ - 1000
+    probe = reading.FIRST_READ - 1000
     put(dev, "0000000001.00000", os.urandom(probe))
     overhead = data_size("0000000001.00000") - probe  # the trailer: metadata and footer
-    body = os.urandom(diskfile.FIRST_READ - overhead + delta)
+    body = os.urandom(reading.FIRST_READ - overhead + delta)
     put(dev, "0000000002.00000", body)
-    assert data_size("0000000002.00000") == diskfile.FIRST_READ + delta
-    info = diskfile.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
+    assert data_size("0000000002.00000") == reading.FIRST_READ + delta
+    info = reading.open_object(dev, 0, H, read_whole=1 << 20, verify=True)
     assert info.body == body and info.etag_ok is True and info.fd == -1
     # Too big to read whole: metadata only, and the file stays open for streaming.
-    info = diskfile.open_object(dev, 0, H, read_whole=len(body) - 1)
+    info = reading.open_object(dev, 0, H, read_whole=len(body) - 1)
     try:
         assert info.body is None and info.fd >= 0 and info.body_len == len(body)
     finally:
@@ -415,16 +415,16 @@ def test_mutable_sysmeta_patch_and_carry_forward(dev):
                                           "X-Delete-At": "9999999999"})
 
     def current() -> dict[str, str]:
-        return diskfile.open_object(dev, 0, H, read_whole=100).metadata
+        return reading.open_object(dev, 0, H, read_whole=100).metadata
 
-    diskfile.write_marker(dev, 0, H, "0000000002.00000", "meta", {hold: "ON", fixed: "no"})
+    writing.write_marker(dev, 0, H, "0000000002.00000", "meta", {hold: "ON", fixed: "no"})
     md = current()
     assert md[hold] == "ON" and md[tags] == "a=1" and md["X-Object-Meta-A"] == "1"
     assert md["X-Delete-At"] == "9999999999" and md[fixed] == "f"
-    diskfile.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-B": "2"})
+    writing.write_marker(dev, 0, H, "0000000003.00000", "meta", {"X-Object-Meta-B": "2"})
     md = current()
     assert md[hold] == "ON" and md[tags] == "a=1" and md["X-Object-Meta-B"] == "2"
     assert "X-Object-Meta-A" not in md and "X-Delete-At" not in md
-    diskfile.write_marker(dev, 0, H, "0000000004.00000", "meta", {tags: ""})
+    writing.write_marker(dev, 0, H, "0000000004.00000", "meta", {tags: ""})
     md = current()
     assert tags not in md and md[hold] == "ON" and md["X-Object-Meta-B"] == "2"

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from swiftlite.obj import auditor, diskfile, durability, expiring, sync
+from swiftlite.obj import auditor, durability, expiring, fileformat, hashdir, sync, writing
 from swiftlite.obj.batch_commit import put_many
 
 H = "0123456789abcdef0123456789abcdef"
@@ -34,7 +34,7 @@ def queued(dev):
 
 
 def put(dev, ts, part=0, h=H, name="/a/c/o", **md):
-    w = diskfile.DataWriter(dev, part, h, fsync=False)
+    w = writing.DataWriter(dev, part, h, fsync=False)
     return w.put([b"body"], {"name": name, "Content-Type": "x/y", **md}, ts)
 
 
@@ -137,16 +137,16 @@ def test_has_queue(dev, tmp_path):
 
 def test_put_without_delete_at_writes_no_journal(dev):
     put(dev, T1)
-    diskfile.write_marker(dev, 0, H, T2, "meta", {"X-Object-Meta-A": "b"}, fsync=False)
-    diskfile.write_marker(dev, 0, H, T3, "ts", {"name": "/a/c/o"}, fsync=False)
+    writing.write_marker(dev, 0, H, T2, "meta", {"X-Object-Meta-A": "b"}, fsync=False)
+    writing.write_marker(dev, 0, H, T3, "ts", {"name": "/a/c/o"}, fsync=False)
     assert not expiring.has_queue(dev)
 
 
 def test_put_and_post_queue_their_delete_at(dev):
     put(dev, T1, part=4, **{"X-Delete-At": "100"})
     # A POST's .meta has no name: it comes from the object it joins.
-    diskfile.write_marker(dev, 4, H, T2, "meta", {"X-Delete-At": "200"}, fsync=False,
-                          open_expired=True)
+    writing.write_marker(dev, 4, H, T2, "meta", {"X-Delete-At": "200"}, fsync=False,
+                         open_expired=True)
     assert queued(dev) == [expiring.Entry(100, 4, H), expiring.Entry(200, 4, H)]
     assert {e.name for e in queued(dev)} == {"/a/c/o"}
 
@@ -157,7 +157,7 @@ def test_file_mode_fsyncs_the_record(dev, monkeypatch):
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
     try:
-        w = diskfile.DataWriter(dev, 0, H, fsync=True)
+        w = writing.DataWriter(dev, 0, H, fsync=True)
         w.put([b"x"], {"name": "/a/c/o", "X-Delete-At": "100"}, T1)
     finally:
         durability.configure("batch")
@@ -171,9 +171,9 @@ def test_batch_put_queues_each_device(tmp_path):
     for d in ("d1", "d2"):
         (tmp_path / d).mkdir()
         devs.append(str(tmp_path / d))
-    writers = [diskfile.DataWriter(d, 9, H) for d in devs]
+    writers = [writing.DataWriter(d, 9, H) for d in devs]
     _, out = put_many(writers, [b"x"], {"name": "/a/c/o", "X-Delete-At": "50"}, T1)
-    assert all(isinstance(r, diskfile.CommitResult) for r in out)
+    assert all(isinstance(r, hashdir.CommitResult) for r in out)
     for d in devs:
         assert queued(d) == [expiring.Entry(50, 9, H)]
 
@@ -182,7 +182,7 @@ def _file(ts: str, md: dict, body: bytes = b"") -> bytes:
     md = {"X-Timestamp": ts, **md}
     if body or md.get("name"):
         md.update(ETag=hashlib.md5(body).hexdigest(), **{"Content-Length": str(len(body))})
-    return body + diskfile.pack_trailer(md)
+    return body + fileformat.pack_trailer(md)
 
 
 def test_replicated_files_are_queued(dev):
@@ -192,7 +192,7 @@ def test_replicated_files_are_queued(dev):
     assert sync.store_whole(dev, 2, H, f"{T2}.meta", _file(T2, {"X-Delete-At": "80"}),
                             False) == "stored"
     # ...and a streamed one, whose trailer is read back from its temp file.
-    w = diskfile.DataWriter(dev, 2, H2, fsync=False)
+    w = writing.DataWriter(dev, 2, H2, fsync=False)
     w.write([_file(T1, {"name": "/a/c/big", "X-Delete-At": "90"}, b"x" * 100)], False)
     w.commit_raw(f"{T1}.data")
     assert [(e.delete_at, e.hash, e.name) for e in queued(dev)] == [
@@ -202,24 +202,24 @@ def test_replicated_files_are_queued(dev):
 # ---- X-If-Delete-At ------------------------------------------------------------------------
 
 def test_if_delete_at_checks_under_the_lock(dev):
-    with pytest.raises(diskfile.NotFound):  # no object at all: nothing written
-        diskfile.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=100)
-    assert not os.path.exists(diskfile.hash_dir(dev, 0, H))
+    with pytest.raises(writing.NotFound):  # no object at all: nothing written
+        writing.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=100)
+    assert not os.path.exists(fileformat.hash_dir(dev, 0, H))
     put(dev, T1, **{"X-Delete-At": "100"})
-    with pytest.raises(diskfile.DeleteAtMismatch):
-        diskfile.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=99)
+    with pytest.raises(writing.DeleteAtMismatch):
+        writing.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=99)
     # A POST that moved the time wins over the .data's.
-    diskfile.write_marker(dev, 0, H, T2, "meta", {"X-Delete-At": "200"}, fsync=False,
-                          open_expired=True)
-    with pytest.raises(diskfile.DeleteAtMismatch):
-        diskfile.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=100)
-    with pytest.raises(diskfile.Conflict):  # not newer than the stored object
-        diskfile.write_marker(dev, 0, H, T1, "ts", {}, False, if_delete_at=200)
-    res = diskfile.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=200)
+    writing.write_marker(dev, 0, H, T2, "meta", {"X-Delete-At": "200"}, fsync=False,
+                         open_expired=True)
+    with pytest.raises(writing.DeleteAtMismatch):
+        writing.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=100)
+    with pytest.raises(hashdir.Conflict):  # not newer than the stored object
+        writing.write_marker(dev, 0, H, T1, "ts", {}, False, if_delete_at=200)
+    res = writing.write_marker(dev, 0, H, T3, "ts", {}, False, if_delete_at=200)
     assert res.new_state == f"{T3}.ts" and not res.existed  # it had expired (times are old)
     # Deleted: no X-Delete-At any more.
-    with pytest.raises(diskfile.DeleteAtMismatch):
-        diskfile.write_marker(dev, 0, H, "0000000004.00000", "ts", {}, False, if_delete_at=200)
+    with pytest.raises(writing.DeleteAtMismatch):
+        writing.write_marker(dev, 0, H, "0000000004.00000", "ts", {}, False, if_delete_at=200)
 
 
 # ---- the auditor's safety net ---------------------------------------------------------------
@@ -227,7 +227,7 @@ def test_if_delete_at_checks_under_the_lock(dev):
 def test_auditor_requeues_objects_with_delete_at(dev):
     put(dev, T1, part=1, **{"X-Delete-At": "100"})
     put(dev, T1, part=1, h=H2, name="/a/c/p")  # no X-Delete-At
-    diskfile.write_marker(dev, 1, H2, T2, "meta", {"X-Delete-At": "300"}, fsync=False)
+    writing.write_marker(dev, 1, H2, T2, "meta", {"X-Delete-At": "300"}, fsync=False)
     q = expiring.Queue(dev)
     q.fold()
     q.remove(q.entries())  # as if lost in a crash

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import diskfile, durability, page_cache
+from swiftlite.obj import durability, fileformat, hashdir, page_cache, reading, writing
 from swiftlite.obj.batch_commit import BatchCommitter
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -106,17 +106,17 @@ async def test_the_committer_leaves_the_newest_files_cached_and_drops_the_rest(d
         h = hashlib.md5(f"o{i}".encode()).hexdigest()
         ts = Timestamp(base + i).internal
         data = os.urandom(body)
-        etag, res = await committer.put([diskfile.DataWriter(dev, 1, h)], [data],
+        etag, res = await committer.put([writing.DataWriter(dev, 1, h)], [data],
                                         {"name": f"/a/c/o{i}"}, ts)
-        assert isinstance(res[0], diskfile.CommitResult) and etag == hashlib.md5(data).hexdigest()
-        paths.append(os.path.join(diskfile.hash_dir(dev, 1, h), f"{ts}.data"))
+        assert isinstance(res[0], hashdir.CommitResult) and etag == hashlib.md5(data).hexdigest()
+        paths.append(os.path.join(fileformat.hash_dir(dev, 1, h), f"{ts}.data"))
     deadline = time.monotonic() + 10
     while committer.window.dropped < 3:  # dropped after each batch's answers
         assert time.monotonic() < deadline, "the committer did not drop the oldest files"
         await asyncio.sleep(0.01)
     assert [resident_pages(p) > 0 for p in paths] == [False] * 3 + [True] * 3
     # Dropped from the cache, not from the store.
-    info = diskfile.open_object(dev, 1, hashlib.md5(b"o0").hexdigest(), 1 << 20, True)
+    info = reading.open_object(dev, 1, hashlib.md5(b"o0").hexdigest(), 1 << 20, True)
     assert info.status == "ok" and info.metadata["Content-Length"] == str(body)
     info.close()
 
@@ -131,8 +131,8 @@ async def test_without_a_window_every_written_file_stays_cached(droppable):
     for i in range(4):
         h = hashlib.md5(f"n{i}".encode()).hexdigest()
         ts = Timestamp(base + i).internal
-        await committer.put([diskfile.DataWriter(dev, 1, h)], [os.urandom(8 * PAGE)],
+        await committer.put([writing.DataWriter(dev, 1, h)], [os.urandom(8 * PAGE)],
                             {"name": f"/a/c/n{i}"}, ts)
-        paths.append(os.path.join(diskfile.hash_dir(dev, 1, h), f"{ts}.data"))
+        paths.append(os.path.join(fileformat.hash_dir(dev, 1, h), f"{ts}.data"))
     assert committer.window is None
     assert all(resident_pages(p) > 0 for p in paths)

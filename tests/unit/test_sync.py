@@ -7,7 +7,7 @@ import os
 import time
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, diskfile, sync
+from swiftlite.obj import digests, fileformat, sync
 
 T1, T2, T3 = "0000000001.00000", "0000000002.00000", "0000000003.00000"
 
@@ -36,7 +36,7 @@ def test_tombstone_expired():
 def _data_file(body: bytes, ts: str) -> bytes:
     md = {"ETag": hashlib.md5(body).hexdigest(), "Content-Length": str(len(body)),
           "X-Timestamp": ts, "name": "/a/c/o", "Content-Type": "x/y"}
-    return body + diskfile.pack_trailer(md)
+    return body + fileformat.pack_trailer(md)
 
 
 def test_store_whole_refuses_corrupt_and_stale(tmp_path):
@@ -50,7 +50,7 @@ def test_store_whole_refuses_corrupt_and_stale(tmp_path):
     assert sync.store_whole(dev, 0, h, f"{T2}.data", good, False) == "stored"
     assert sync.store_whole(dev, 0, h, f"{T1}.data", _data_file(b"old", T1), False) == "stale"
     assert digests.get_digests(dev, 0) == digests.recompute(dev, 0) != {}
-    assert os.listdir(diskfile.hash_dir(dev, 0, h)) == [f"{T2}.data"]
+    assert os.listdir(fileformat.hash_dir(dev, 0, h)) == [f"{T2}.data"]
 
 
 def test_remove_if_unchanged_keeps_digest_exact(tmp_path):
@@ -61,7 +61,7 @@ def test_remove_if_unchanged_keeps_digest_exact(tmp_path):
     assert not sync.remove_if_unchanged(dev, 0, h, f"{T2}.data")  # state moved on: kept
     assert sync.remove_if_unchanged(dev, 0, h, f"{T1}.data")
     assert digests.get_digests(dev, 0) == {} == digests.recompute(dev, 0)
-    assert not os.path.exists(diskfile.hash_dir(dev, 0, h))
+    assert not os.path.exists(fileformat.hash_dir(dev, 0, h))
 
 
 def test_frame_roundtrip():

@@ -25,7 +25,7 @@ from swiftlite.common import hashing
 from swiftlite.common.async_pending import ASYNC_DIR, iter_updates
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.replication_server import hash_db_file
-from swiftlite.obj import diskfile
+from swiftlite.obj import fileformat
 from swiftlite.ring import Ring
 from tests import backend_signing
 from tests.cluster import Cluster, start_cluster
@@ -286,13 +286,13 @@ class NemesisCluster:
     @staticmethod
     def files(dev_path: str, w: Where) -> list[str]:
         try:
-            return os.listdir(diskfile.hash_dir(dev_path, w.part, w.hexhash))
+            return os.listdir(fileformat.hash_dir(dev_path, w.part, w.hexhash))
         except FileNotFoundError:
             return []
 
     def state(self, dev_path: str, w: Where) -> str:
         """The object's current file on one device ("<ts>.data", "<ts>.ts" or "")."""
-        return diskfile.state_of(self.files(dev_path, w))
+        return fileformat.state_of(self.files(dev_path, w))
 
     def container_replicas(self, account: str, container: str) -> list[dict[str, Any]]:
         """Each primary container replica: node index, device path, URL, DB file."""

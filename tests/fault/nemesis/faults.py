@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import unquote
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import diskfile, durability
+from swiftlite.obj import durability, hashdir
 from tests.helpers import wait_for
 
 if TYPE_CHECKING:
@@ -115,14 +115,14 @@ class FlushEIO(Fault):
 
 
 class FullDevice(Fault):
-    """ENOSPC on one device (diskfile's SWIFTLITE_FULL_DEVICES): its object server answers
+    """ENOSPC on one device (hashdir's SWIFTLITE_FULL_DEVICES): its object server answers
     507 for it and the proxy writes to a handoff; freed later (restart without it)."""
     name = "enospc"
 
     def inject(self) -> None:
         node = self.run.nc.nodes[self.node]
         self.device = self.run.rng.choice(sorted(os.listdir(node["devices_root"])))
-        self.run.nc.restart(self.node, ("object",), {diskfile.FULL_ENV: self.device})
+        self.run.nc.restart(self.node, ("object",), {hashdir.FULL_ENV: self.device})
         # Evidence: the object server refuses a write to that device with 507.
         port = node["servers"]["object"]["port"]
         req = urllib.request.Request(

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from swiftlite.obj import diskfile
+from swiftlite.obj import fileformat
 from tests.fault.nemesis.cluster import NemesisCluster
 from tests.fault.nemesis.faults import FAULTS, Fault
 from tests.fault.nemesis.workload import ABSENT, DEFAULT_MIX, Workload, allowed_states, last_acked
@@ -227,8 +227,8 @@ def _snapshot(run: Run, wl: Workload) -> tuple[Any, list[str]]:
         if left:
             problems.append(f"{key[0]}/{key[1]}: left on handoffs: {left}")
         elif len(set(states)) == 1 and states[0].endswith(".data"):
-            path = os.path.join(diskfile.hash_dir(w.primaries[0], w.part, w.hexhash), states[0])
-            md, _ = diskfile.read_file_metadata(path)
+            path = os.path.join(fileformat.hash_dir(w.primaries[0], w.part, w.hexhash), states[0])
+            md, _ = fileformat.read_file_metadata(path)
             present[key] = (md["ETag"], int(md["Content-Length"]))
     listings = []
     for c in run.containers:
