@@ -36,7 +36,8 @@ from tests.helpers import ServerProcess, async_wait_for, free_port
 
 PART = 1
 BURST = 20  # PUTs per burst: less than commit_batch_jobs (32), so a burst is one batch
-DELAY = 0.5  # seconds each flush of the first server takes (SWIFTLITE_FLUSH_DELAY_MS)
+DELAY = 1.5  # seconds each flush of the first server takes (SWIFTLITE_FLUSH_DELAY_MS): wide
+# enough that a burst is surely written inside one flush on a loaded CI machine
 PREFIX = 32  # bytes that tell one body from another (random bodies)
 
 
