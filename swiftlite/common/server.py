@@ -276,7 +276,7 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
     # seconds to finish, uploads included (aiohttp's own shutdown stops reading request
     # bodies at once), then whatever is left is cut: a stop is bounded whatever a client does.
     await site.stop()
-    await _drain(runner.server, conf.get_float("graceful_shutdown_timeout", 3.0))
+    await _drain(runner.server, conf.get_float("graceful_shutdown_timeout", 2.0))
     sweeper.cancel()
     stall.install(None)
     await runner.cleanup()

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from swiftlite.common.server import LISTEN_FD_ENV
 
-# Children get this long after SIGTERM; servers cut in-flight requests sooner (3 s).
+# Children get this long after SIGTERM; servers cut in-flight requests sooner (2 s).
 STOP_GRACE = 4.5
 
 
