@@ -54,7 +54,7 @@ from swiftlite.obj.batch_commit import BatchCommitter  # noqa: E402
 MODES = ("ceiling", "layout", "serial", "threads2", "pipeline")
 
 
-def _fs_type(path: str) -> str:
+def fs_type(path: str) -> str:
     try:
         out = subprocess.run(["df", "-T", path], capture_output=True, text=True, timeout=10)
         return out.stdout.splitlines()[-1].split()[1]
@@ -197,7 +197,7 @@ def main() -> None:
         if m not in MODES:
             ap.error(f"unknown mode {m!r}")
     root = tempfile.mkdtemp(prefix="bench-commit-", dir=args.root or os.getcwd())
-    fs = _fs_type(root)
+    fs = fs_type(root)
     print(f"# bench_commit: size={args.size} replicas={args.replicas} devices={args.devices} "
           f"concurrency={args.concurrency}/worker seconds={args.seconds} rounds={args.rounds} "
           f"root={root} ({fs}) cpus={os.cpu_count()}", flush=True)

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import aiohttp  # noqa: E402
 
-from loadtests.bench_commit import _fs_type  # noqa: E402
+from loadtests.bench_commit import fs_type  # noqa: E402
 from loadtests.up import start_cluster, stop_cluster  # noqa: E402
 from swiftlite.common.config import parse_size  # noqa: E402
 
@@ -158,7 +158,7 @@ def main() -> int:
     base = tempfile.mkdtemp(prefix="bench-putw-", dir=args.root or os.getcwd())
     print(f"# bench_put_workers: swiftlite up --nodes 1 --devices 4 --workers N --no-daemons; "
           f"size={args.size} clients={args.clients}x{args.concurrency} "
-          f"seconds={args.seconds} rounds={args.rounds} root={base} ({_fs_type(base)}) "
+          f"seconds={args.seconds} rounds={args.rounds} root={base} ({fs_type(base)}) "
           f"cpus={os.cpu_count()}", flush=True)
     table = []
     try:

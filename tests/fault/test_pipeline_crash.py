@@ -220,85 +220,80 @@ async def _kill_and_check(rig: Rig, s: aiohttp.ClientSession, monkeypatch,
     await rig.serves_a_new_put(s)
 
 
+@pytest.fixture
+def rig(tmp_path, monkeypatch):
+    """The object server with slow flushes, not started (a test may set more fault
+    injection first), stopped after the test."""
+    monkeypatch.setenv(durability.DELAY_ENV, str(int(DELAY * 1000)))
+    rig = Rig(tmp_path)
+    yield rig
+    rig.proc.stop()
+
+
 @pytest.mark.slow
 async def test_kill_while_a_batch_is_written_during_the_flush_of_the_one_before(
-        tmp_path, monkeypatch):
+        rig, monkeypatch):
     """Killed during flush 2: the lead renamed, its rename not flushed; the first burst's
     data being flushed; the second burst written after it, not flushed at all."""
-    monkeypatch.setenv(durability.DELAY_ENV, str(int(DELAY * 1000)))
-    rig = Rig(tmp_path)
     rig.proc.start()
-    try:
-        async with aiohttp.ClientSession() as s:
-            lead, first, second = await _two_batches_in_flight(rig, s)
-            in_tmp = {w.name for w in first + second}
-            # Flush 2 still runs (the first burst is in tmp/): it is the lead's rename flush.
-            await _kill_and_check(rig, s, monkeypatch, {"lead"}, in_tmp, {"lead"} | in_tmp)
-            assert [w.name for w in rig.writes if w.status] == ["after"]
-    finally:
-        rig.proc.stop()
+    async with aiohttp.ClientSession() as s:
+        lead, first, second = await _two_batches_in_flight(rig, s)
+        in_tmp = {w.name for w in first + second}
+        # Flush 2 still runs (the first burst is in tmp/): it is the lead's rename flush.
+        await _kill_and_check(rig, s, monkeypatch, {"lead"}, in_tmp, {"lead"} | in_tmp)
+        assert [w.name for w in rig.writes if w.status] == ["after"]
 
 
 @pytest.mark.slow
-async def test_kill_while_a_renamed_batch_waits_for_its_rename_flush(tmp_path, monkeypatch):
+async def test_kill_while_a_renamed_batch_waits_for_its_rename_flush(rig, monkeypatch):
     """Killed during flush 3: the first burst renamed into its hash dirs, that rename not
     flushed (so not answered); the second burst's data being flushed."""
-    monkeypatch.setenv(durability.DELAY_ENV, str(int(DELAY * 1000)))
-    rig = Rig(tmp_path)
     rig.proc.start()
-    try:
-        async with aiohttp.ClientSession() as s:
-            lead, first, second = await _two_batches_in_flight(rig, s)
-            names1, names2 = {w.name for w in first}, {w.name for w in second}
+    async with aiohttp.ClientSession() as s:
+        lead, first, second = await _two_batches_in_flight(rig, s)
+        names1, names2 = {w.name for w in first}, {w.name for w in second}
 
-            def first_renamed() -> str | None:
-                renamed = rig.renamed()
-                if renamed & names2:
-                    return "missed"  # flush 3 ended before the kill
-                return "ok" if names1 <= renamed and names2 <= rig.in_tmp() else None
+        def first_renamed() -> str | None:
+            renamed = rig.renamed()
+            if renamed & names2:
+                return "missed"  # flush 3 ended before the kill
+            return "ok" if names1 <= renamed and names2 <= rig.in_tmp() else None
 
-            assert await async_wait_for(first_renamed, 20, 0.01,
-                                        what="the first burst renamed") == "ok", \
-                "flush 3 ended before the test saw the first burst renamed"
-            # Renamed, but the flush that makes the renames durable (flush 3) still runs.
-            answered = rig.answered(first + second)
-            assert not answered, f"answered while flush 3 ran: {answered}"
-            # Flush 3 still runs (the second burst is in tmp/): the first burst's renames
-            # are not durable. The lead's were (flush 2): it may have its 201.
-            await _kill_and_check(rig, s, monkeypatch, {"lead"} | names1, names2,
-                                  names1 | names2)
-            assert not [w.name for w in first + second if w.status]
-    finally:
-        rig.proc.stop()
+        assert await async_wait_for(first_renamed, 20, 0.01,
+                                    what="the first burst renamed") == "ok", \
+            "flush 3 ended before the test saw the first burst renamed"
+        # Renamed, but the flush that makes the renames durable (flush 3) still runs.
+        answered = rig.answered(first + second)
+        assert not answered, f"answered while flush 3 ran: {answered}"
+        # Flush 3 still runs (the second burst is in tmp/): the first burst's renames
+        # are not durable. The lead's were (flush 2): it may have its 201.
+        await _kill_and_check(rig, s, monkeypatch, {"lead"} | names1, names2,
+                              names1 | names2)
+        assert not [w.name for w in first + second if w.status]
 
 
 @pytest.mark.slow
-async def test_failed_flush_covering_two_batches_acknowledges_neither(tmp_path, monkeypatch):
+async def test_failed_flush_covering_two_batches_acknowledges_neither(rig, monkeypatch):
     """Flush 3 (the first burst's renames and the second burst's data) fails: no write of
     either burst is acknowledged, the second burst's are gone, and the server goes on."""
-    monkeypatch.setenv(durability.DELAY_ENV, str(int(DELAY * 1000)))
     monkeypatch.setenv(durability.FAIL_ENV, "3")
-    rig = Rig(tmp_path)
     rig.proc.start()
-    try:
-        async with aiohttp.ClientSession() as s:
-            lead, first, second = await _two_batches_in_flight(rig, s)
-            await asyncio.wait_for(asyncio.gather(*(w.task for w in rig.writes)), 20)
-            assert lead.status == 201 and lead.took >= 2 * DELAY
-            for w in first + second:
-                assert w.status is not None and w.status >= 500, (w.name, w.status)
-            assert await rig.get(s, lead) == (200, lead.body)
-            for w in second:  # its data flush failed: its temp files went
-                assert (await rig.get(s, w))[0] == 404, w.name
-            for w in first:
-                # Its data was flushed (flush 2) and renamed; only the flush of the rename
-                # failed, and that leaves the renamed file in place (as put_batch and
-                # hashdir.commit do). Not acknowledged: it may stay or go, never partial.
-                status, body = await rig.get(s, w)
-                assert (status, body) == (200, w.body) or status == 404, (w.name, status)
-            await rig.serves_a_new_put(s)
-            assert os.listdir(os.path.join(rig.dev, "tmp")) == []
-            await rig.check_digests(s)
-        assert "injected: flush 3" in rig.proc.log_text()
-    finally:
-        rig.proc.stop()
+    async with aiohttp.ClientSession() as s:
+        lead, first, second = await _two_batches_in_flight(rig, s)
+        await asyncio.wait_for(asyncio.gather(*(w.task for w in rig.writes)), 20)
+        assert lead.status == 201 and lead.took >= 2 * DELAY
+        for w in first + second:
+            assert w.status is not None and w.status >= 500, (w.name, w.status)
+        assert await rig.get(s, lead) == (200, lead.body)
+        for w in second:  # its data flush failed: its temp files went
+            assert (await rig.get(s, w))[0] == 404, w.name
+        for w in first:
+            # Its data was flushed (flush 2) and renamed; only the flush of the rename
+            # failed, and that leaves the renamed file in place (as put_batch and
+            # hashdir.commit do). Not acknowledged: it may stay or go, never partial.
+            status, body = await rig.get(s, w)
+            assert (status, body) == (200, w.body) or status == 404, (w.name, status)
+        await rig.serves_a_new_put(s)
+        assert os.listdir(os.path.join(rig.dev, "tmp")) == []
+        await rig.check_digests(s)
+    assert "injected: flush 3" in rig.proc.log_text()
