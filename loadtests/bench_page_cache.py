@@ -17,7 +17,6 @@ import hashlib
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +24,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from loadtests.bench_commit import fs_type  # noqa: E402
 from swiftlite.common.config import parse_size  # noqa: E402
 
 
@@ -49,9 +49,7 @@ def main() -> None:
     args = ap.parse_args()
     size = parse_size(args.size)
     work = tempfile.mkdtemp(prefix="bench_page_cache-", dir=args.dir)
-    fs = subprocess.run(["df", "-T", work], capture_output=True, text=True).stdout
-    fs_type = fs.splitlines()[-1].split()[1] if fs.strip() else "?"
-    print(f"config: size={size} count={args.count} dir={work} fs={fs_type} "
+    print(f"config: size={size} count={args.count} dir={work} fs={fs_type(work)} "
           f"cpus={os.cpu_count()} kernel={os.uname().release}", flush=True)
     body = os.urandom(size)
     same = os.open(os.path.join(work, "same"), os.O_CREAT | os.O_WRONLY, 0o644)
