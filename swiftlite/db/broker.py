@@ -13,6 +13,10 @@ Shape kept for the DB replicator and the sharder:
 - `sync` holds per-peer sync points, `shard_range` the sharder's ranges (containers only;
   the replicator carries them with `get_shard_ranges`/`merge_shard_ranges`);
 - metadata is {key: [value, timestamp]} merged per key; value "" is a deletion.
+
+Fault injection (tests only): `SWIFTLITE_DB_COMMIT_DELAY_MS="500"` in a server's
+environment makes each of its item-row transactions take that much longer, the way a slow
+disk's do, so a test can see the updates that arrive meanwhile share the next one.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body,
 from swiftlite.db.transactions import begin_write, write_txn
 
 ZERO_TS = Timestamp(0).internal
+
+COMMIT_DELAY_ENV = "SWIFTLITE_DB_COMMIT_DELAY_MS"
+_commit_delay = float(os.environ.get(COMMIT_DELAY_ENV) or 0) / 1000  # tests only
 
 COMMON_SCHEMA = """
 CREATE TABLE stat (
@@ -418,6 +425,8 @@ class DatabaseBroker:
         try:
             with write_txn(conn, self.db_file):
                 changed = self._merge_items_locked(conn, held + rows)
+                if _commit_delay:
+                    time.sleep(_commit_delay)
             done = True
         except sqlite3.OperationalError as exc:
             if busy_on_lock and "locked" in str(exc):
