@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swiftlite.common.config import Section
+from swiftlite.common.hmacs import HmacSha256
 from swiftlite.common.signing import check_secret
 
 
@@ -92,6 +93,7 @@ class TempAuth:
         # Whoever knows the secret mints any user's token, reseller admin included: refuse to
         # start with none (each worker would sign with its own), a short one or a sample.
         self.secret = check_secret(conf.get_str("auth_secret", ""), "auth_secret").encode()
+        self._mac = HmacSha256(self.secret)  # tokens are checked on the event loop (hmacs.py)
         self.storage_url_scheme = conf.get_str("storage_url_scheme", "default")
         self.users: dict[str, User] = {}
         for key, value in conf.items():
@@ -161,7 +163,7 @@ class TempAuth:
         payload = json.dumps({"u": f"{user.account}:{user.name}", "g": groups, "e": expires},
                              separators=(",", ":")).encode()
         body = base64.urlsafe_b64encode(payload).rstrip(b"=")
-        sig = hmac.digest(self.secret, body, "sha256")[:20]
+        sig = self._mac.digest(body)[:20]
         sig_text = base64.urlsafe_b64encode(sig).decode().rstrip("=")
         token = f"{self.token_prefix}{body.decode()}.{sig_text}"
         return token, self.token_life
@@ -182,7 +184,7 @@ class TempAuth:
             return None
         body, _, sig = token[len(self.token_prefix):].partition(".")
         try:
-            want = hmac.digest(self.secret, body.encode(), "sha256")[:20]
+            want = self._mac.digest(body.encode())[:20]
             # Compare the text exactly as issued: decoding would ignore junk appended to
             # the token (stray characters, padding, unused low bits of the last one).
             want_text = base64.urlsafe_b64encode(want).rstrip(b"=")

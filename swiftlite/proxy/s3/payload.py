@@ -34,6 +34,7 @@ from swiftlite.proxy.s3.sigv4 import (
     STREAMING_UNSIGNED_TRAILER,
     UNSIGNED,
     V4,
+    keyed,
     signature_mismatch,
 )
 
@@ -137,7 +138,7 @@ def _check_trailer_signature(auth: V4, key: bytes | None, previous: str,
     text = "".join(f"{n}:{v}\n" for n, v in lines if n != TRAILER_SIGNATURE)
     sts = "\n".join(("AWS4-HMAC-SHA256-TRAILER", auth.amz_date, auth.scope, previous,
                      hashlib.sha256(text.encode("latin-1")).hexdigest()))
-    want = hmac.digest(key or b"", sts.encode(), "sha256").hex()
+    want = keyed(key or b"").hexdigest(sts.encode())
     if len(given) != 1 or not hmac.compare_digest(want.encode(), given[0].encode()):
         raise signature_mismatch(auth.access_key)
 

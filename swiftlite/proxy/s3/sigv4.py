@@ -19,6 +19,7 @@ from calendar import timegm
 from email.utils import mktime_tz, parsedate_tz
 from urllib.parse import quote, unquote
 
+from swiftlite.common.hmacs import HmacSha256, hmac_sha256
 from swiftlite.proxy.s3.errors import S3Error, access_denied
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -30,6 +31,7 @@ STREAMING_SIGNED_TRAILER = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
 MAX_SKEW = 15 * 60
 MAX_EXPIRES = 7 * 24 * 3600
 _keys: dict[tuple[str, str, str, str], bytes] = {}
+_macs: dict[bytes, HmacSha256] = {}
 
 
 def auth_error(message: str) -> S3Error:
@@ -56,11 +58,21 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     if key is None:
         key = ("AWS4" + secret).encode()
         for part in (date, region, service, "aws4_request"):
-            key = hmac.digest(key, part.encode(), "sha256")
+            key = hmac_sha256(key, part.encode())
         if len(_keys) > 4096:
             _keys.clear()
         _keys[cache_key] = key
     return key
+
+
+def keyed(key: bytes) -> HmacSha256:
+    """The HMAC of a signing key, keyed once (hmacs.py: why not hmac.digest)."""
+    mac = _macs.get(key)
+    if mac is None:
+        if len(_macs) > 4096:
+            _macs.clear()
+        mac = _macs[key] = HmacSha256(key)
+    return mac
 
 
 def _enc(value: str, safe: str = "-_.~") -> str:
@@ -247,7 +259,7 @@ class V4:
             sts = "\n".join((ALGORITHM, self.amz_date, self.scope,
                              hashlib.sha256(creq.encode("utf-8", "surrogateescape"))
                              .hexdigest()))
-            want = hmac.digest(key, sts.encode(), "sha256").hex()
+            want = keyed(key).hexdigest(sts.encode())
             if hmac.compare_digest(want.encode(),
                                    self.signature.encode("utf-8", "surrogateescape")):
                 return key
@@ -256,7 +268,7 @@ class V4:
     def chunk_signature(self, key: bytes, previous: str, data_sha256: str) -> str:
         sts = "\n".join(("AWS4-HMAC-SHA256-PAYLOAD", self.amz_date, self.scope, previous,
                          EMPTY_SHA256, data_sha256))
-        return hmac.digest(key, sts.encode(), "sha256").hex()
+        return keyed(key).hexdigest(sts.encode())
 
 
 def invalid_request(message: str) -> S3Error:
