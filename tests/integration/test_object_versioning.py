@@ -13,6 +13,7 @@ import pytest
 import swiftclient
 from swiftclient.exceptions import ClientException
 
+from swiftlite.common.timestamp import Timestamp
 from tests.helpers import wait_for
 from tests.integration.test_proxy_api import raw, storage_path, token_and_url
 
@@ -70,6 +71,22 @@ def test_overwritten_image_restored_from_previous_version(versioned):
     _, plain = conn.get_container(cont)
     assert [(i["name"], i["bytes"], i["hash"]) for i in plain] == \
         [("cat.jpg", len(first), md5(first))]
+
+
+def test_listing_time_is_the_current_versions_own(versioned):
+    """The plain listing's last_modified is the time of the version a HEAD reads, to the
+    microsecond: a listing and a HEAD that disagreed across a second boundary made S3's
+    LastModified differ between ListObjects and HeadObject now and then."""
+    conn, cont, _, _ = versioned
+    for i in range(3):
+        put(conn, cont, f"img-{i}.jpg", b"\xff\xd8 image %d" % i)
+    _, plain = conn.get_container(cont)
+    assert len(plain) == 3
+    for row in plain:
+        head = conn.head_object(cont, row["name"])
+        stamp = Timestamp.parse(head["x-timestamp"])
+        assert row["last_modified"] == stamp.iso(), row
+        assert head["x-object-version-id"] == stamp.normal
 
 
 def test_versions_listing_and_delete_markers(versioned, cluster):

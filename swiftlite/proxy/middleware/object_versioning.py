@@ -380,15 +380,19 @@ class ObjectVersioning(VersionedContainers, Middleware):
                                          query="symlink=get")
             close_answer(vhead)
             size = vhead.headers.get("Content-Length", size)
+        # The link takes the version's own timestamp: a listing then shows the time a HEAD
+        # does (a later one crossed a second boundary now and then), and concurrent PUTs'
+        # links win in the order of their versions.
         resp = await self._put_link(request, path, vcont, vid, etag, size,
-                                    ctype.split(";swift_bytes")[0])
+                                    ctype.split(";swift_bytes")[0], ts)
         if resp.status // 100 == 2:
             resp.headers["ETag"] = put.headers.get("ETag", etag)
             resp.headers["X-Object-Version-Id"] = vid
         return resp
 
     async def _put_link(self, request: web.Request, path: ApiPath, vcont: str, vid: str,
-                        etag: str, size: str, ctype: str) -> web.StreamResponse:
+                        etag: str, size: str, ctype: str,
+                        ts: Timestamp | None = None) -> web.StreamResponse:
         headers = CIMultiDict((k, v) for k, v in request.headers.items()
                               if k.lower().startswith("x-object-meta-")
                               or k.lower() in EXPIRY or k.lower() in (
@@ -407,7 +411,7 @@ class ObjectVersioning(VersionedContainers, Middleware):
         headers[OVERRIDE_ETAG] = f"{etag}; ov_version_id={vid}"
         headers[LISTING_BYTES] = str(size)
         return await self._send(request, "PUT", request.rel_url.raw_path, headers, b"",
-                                reserved=False)
+                                ts=ts, reserved=False)
 
     async def delete(self, request: web.Request, path: ApiPath,
                      vcont: str) -> web.StreamResponse:
