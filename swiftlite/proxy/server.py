@@ -63,6 +63,8 @@ class Proxy:
         self.policies = policies.load(swift_dir)
         self.object_rings = {p.index: Ring.load(os.path.join(swift_dir, f"{p.ring_name}.ring.gz"),
                                                 reload) for p in self.policies}
+        for p in self.policies:  # an EC policy's ring has one replica per fragment archive
+            p.check_ring(self.object_rings[p.index])
         self.object_ring = self.object_rings[0]
         self.container_ring = Ring.load(os.path.join(swift_dir, "container.ring.gz"), reload)
         self.account_ring = Ring.load(os.path.join(swift_dir, "account.ring.gz"), reload)
