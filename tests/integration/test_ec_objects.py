@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import requests
@@ -126,6 +127,33 @@ def test_chunked_put(api):
     r = api("PUT", "/ec/chunked", data=gen())
     assert r.status_code == 201
     assert api("GET", "/ec/chunked").content == body
+
+
+def test_big_object_streams_through(api):
+    """Past the proxy's put buffer and the object servers' write batches: every piece of
+    both paths streams."""
+    body = body_of(5 * 1024 * 1024 + 1, 16)
+    r = api("PUT", "/ec/big", data=body)
+    assert r.status_code == 201 and r.headers["ETag"] == hashlib.md5(body).hexdigest()
+    assert api("GET", "/ec/big").content == body
+    r = api("GET", "/ec/big", {"Range": "bytes=3000000-3100000"})
+    assert r.content == body[3000000:3100001]
+
+
+def test_copy_and_expiry_headers(api):
+    body = body_of(2 * SEG + 1, 17)
+    assert api("PUT", "/ec/src", {"X-Object-Meta-K": "v"}, data=body).status_code == 201
+    assert api("PUT", "/rep", {}).status_code in (201, 202)
+    # EC to replicated and back, through the copy feature's sub-requests.
+    assert api("PUT", "/rep/copy", {"X-Copy-From": "/ec/src"}).status_code == 201
+    assert api("GET", "/rep/copy").content == body
+    assert api("PUT", "/ec/copy", {"X-Copy-From": "/rep/copy"}).status_code == 201
+    r = api("GET", "/ec/copy")
+    assert r.content == body and r.headers["X-Object-Meta-K"] == "v"
+    r = api("PUT", "/ec/expiring", {"X-Delete-After": "3600"}, data=b"soon")
+    assert r.status_code == 201
+    at = int(api("HEAD", "/ec/expiring").headers["X-Delete-At"])
+    assert 3500 < at - time.time() <= 3600
 
 
 def test_ranges(api):
