@@ -18,9 +18,14 @@ Backend protocol (the proxy's side is swiftlite/proxy/ec_put.py):
    update, with the object's size and ETag (not the archive's). Repeating it is harmless.
 
 A kill -9 at any point leaves either a .pend (never read as the object) or a whole .data; a
-rename is atomic. A .pend older than the current .data/.ts is removed by the next commit in
-its hash dir; one whose commit never came stays until the reconstructor (not built yet)
-finishes or removes it.
+rename is atomic. A kill of the proxy during phase 2 may leave some archives of a version
+durable and others pending: a durable one proves that k + 1 were stored (phase 2 starts only
+then), so a reader that finds one but fewer than k asks the other nodes for their pending
+archive of that timestamp (GET/HEAD with ``X-Backend-Ec-Pending: <timestamp>``,
+`open_pending`), as Swift reads non-durable fragments.
+
+A .pend older than the current .data/.ts is removed by the next commit in its hash dir; one
+whose commit never came stays until the reconstructor (not built yet) finishes or removes it.
 """
 
 from __future__ import annotations
@@ -33,11 +38,21 @@ import msgpack
 
 from swiftlite.common.ec.meta import KEYS, ArchiveInfo
 from swiftlite.obj import durability
-from swiftlite.obj.fileformat import _listdir, _split, current_files, hash_dir, read_file_metadata
+from swiftlite.obj.fileformat import (
+    CorruptFile,
+    _listdir,
+    _split,
+    current_files,
+    hash_dir,
+    read_fd_metadata,
+    read_file_metadata,
+)
 from swiftlite.obj.hashdir import CommitResult, Conflict, renamed
+from swiftlite.obj.reading import ObjectInfo
 
 PENDING = "pend"  # the extension of an archive whose write is not yet durable
 COMMIT_HEADER = "X-Backend-Ec-Commit"
+PENDING_HEADER = "X-Backend-Ec-Pending"  # a GET/HEAD of the pending archive of this timestamp
 FOOTER = struct.Struct("<I4s")
 FOOTER_MAGIC = b"ECF1"
 MAX_FOOTER = 4096  # a footer holds six short strings; anything longer is not one
@@ -177,6 +192,23 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def open_pending(device_path: str, part: int | str, hexhash: str,
+                 timestamp: str) -> ObjectInfo:
+    """The pending archive of `timestamp`, open for a GET/HEAD ("missing" without one).
+    Blocking."""
+    path = os.path.join(hash_dir(device_path, part, hexhash), f"{timestamp}.{PENDING}")
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return ObjectInfo("missing")
+    try:
+        md, body_len = read_fd_metadata(fd, os.fstat(fd).st_size)
+    except CorruptFile:
+        os.close(fd)
+        return ObjectInfo("missing")
+    return ObjectInfo("ok", timestamp=timestamp, metadata=md, body_len=body_len, fd=fd)
 
 
 def pending_archives(device_path: str, part: int | str, hexhash: str) -> list[str]:

@@ -426,8 +426,16 @@ class ObjectServer:
         hexhash = hash_path(acc, cont, obj)
         is_get = request.method == "GET"
         full = is_get and not request.headers.get("Range")
-        info = await run_blocking(reading.open_object, dev_path, part, hexhash,
-                                  self.read_chunk if is_get else 0, full)
+        pending = request.headers.get(ec_archive.PENDING_HEADER)
+        if pending and self.is_ec(request):  # a version whose commit some nodes missed
+            try:
+                ts = Timestamp.parse(pending).internal
+            except TimestampError:
+                raise HTTPError(400, f"Invalid {ec_archive.PENDING_HEADER}") from None
+            info = await run_blocking(ec_archive.open_pending, dev_path, part, hexhash, ts)
+        else:
+            info = await run_blocking(reading.open_object, dev_path, part, hexhash,
+                                      self.read_chunk if is_get else 0, full)
         try:
             return await self._answer(request, info, dev_path, part, hexhash, is_get, full)
         finally:

@@ -35,6 +35,7 @@ from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj import ranges
+from swiftlite.obj.ec_archive import PENDING_HEADER
 from swiftlite.proxy.backend import NETWORK_ERRORS, BackendResponse, client_headers, quorum_size
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
@@ -49,6 +50,7 @@ class Archive:
     headers: CIMultiDict
     info: ArchiveInfo
     ts: Timestamp
+    pending: bool = False  # durable elsewhere, not (yet) on its node: read it as pending
 
 
 def _ts(value: str | None) -> Timestamp | None:
@@ -128,9 +130,10 @@ async def _find(proxy, ring, part: int, names: tuple[str, str, str], headers: di
     HTTPError 404/503 when there is none."""
     answers: list[tuple[dict, BackendResponse | None]] = []
 
-    async def head(node: dict) -> tuple[dict, BackendResponse | None]:
+    async def head(node: dict, h: dict[str, str] = headers,
+                   ) -> tuple[dict, BackendResponse | None]:
         return node, await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
-                                                 headers)
+                                                 h)
     primaries = ring.get_part_nodes(part)
     answers += await asyncio.gather(*(head(n) for n in primaries))
     failed = sum(1 for _, r in answers if r is None or r.status >= 500)
@@ -154,25 +157,44 @@ async def _find(proxy, ring, part: int, names: tuple[str, str, str], headers: di
             if ts is not None and (tombstone is None or ts > tombstone):
                 tombstone = ts
             continue
-        ts = _ts(r.headers.get("X-Backend-Timestamp") or r.headers.get("X-Timestamp"))
-        try:
-            info = ArchiveInfo.from_metadata(r.headers)
-        except ECError:
-            continue  # not an archive (or a broken one): as good as missing
-        if r.status == 200 and ts is not None:
-            found.append(Archive(node, r.headers, info, ts))
+        archive = _archive(node, r)
+        if archive is not None:
+            found.append(archive)
     by_ts: dict[Timestamp, dict[int, Archive]] = {}
     for a in found:
         by_ts.setdefault(a.ts, {}).setdefault(a.info.frag_index, a)
     for ts in sorted(by_ts, reverse=True):
         if tombstone is not None and tombstone > ts:
             break
-        if len(by_ts[ts]) >= scheme.k:
-            return list(by_ts[ts].values())
+        group = by_ts[ts]
+        if len(group) < scheme.k:
+            # A durable archive means k + 1 were stored before phase 2 began: the commit
+            # that some nodes missed (the proxy died) leaves theirs pending, readable.
+            others = [n for n, r in answers if r is not None and r.status < 500
+                      and not any(a.node is n for a in group.values())]
+            h = dict(headers, **{PENDING_HEADER: ts.internal})
+            for node, r in await asyncio.gather(*(head(n, h) for n in others)):
+                archive = _archive(node, r, pending=True)
+                if archive is not None and archive.ts == ts:
+                    group.setdefault(archive.info.frag_index, archive)
+        if len(group) >= scheme.k:
+            return list(group.values())
     if tombstone is not None or not_found >= quorum_size(len(primaries)) or \
             (not found and not_found and failed < scheme.k):
         raise HTTPError(404, "Not Found")
     raise HTTPError(503, "Service Unavailable: too few fragment archives")
+
+
+def _archive(node: dict, r: BackendResponse | None, pending: bool = False) -> Archive | None:
+    """The archive an object server's answer to a HEAD describes, if it is one."""
+    if r is None or r.status != 200:
+        return None
+    ts = _ts(r.headers.get("X-Backend-Timestamp") or r.headers.get("X-Timestamp"))
+    try:
+        info = ArchiveInfo.from_metadata(r.headers)
+    except ECError:
+        return None  # not an archive (or a broken one): as good as missing
+    return Archive(node, r.headers, info, ts, pending) if ts is not None else None
 
 
 class _Stream:
@@ -218,6 +240,8 @@ class _Reader:
     async def _open(self, archive: Archive, first: int, last: int) -> _Stream | None:
         node = archive.node
         h = dict(self.headers, Range=f"bytes={first}-{last}")
+        if archive.pending:
+            h[PENDING_HEADER] = archive.ts.internal
         try:
             resp = await self.proxy.backend.open(node, "GET",
                                                  node_path(node, self.part, *self.names), h)

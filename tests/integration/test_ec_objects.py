@@ -283,6 +283,23 @@ def test_a_node_down_reads_and_refuses_writes(cluster, api):
     assert not archives(cluster, api.account, "ec", "while-down")
 
 
+def test_commit_that_reached_some_nodes_reads_whole(cluster, api):
+    """The proxy died during phase 2: one durable archive proves k + 1 were stored, so the
+    pending ones of that version are read too; with none durable, nothing is."""
+    old = body_of(SEG + 1, 18)
+    assert api("PUT", "/ec/half", data=old).status_code == 201
+    body = body_of(3 * SEG + 2, 19)
+    assert api("PUT", "/ec/half", data=body).status_code == 201
+    paths = archives(cluster, api.account, "ec", "half")
+    for p in paths[:-1]:  # as if only the last archive's commit had arrived
+        os.rename(p, p[:-len("data")] + "pend")
+    assert api("GET", "/ec/half").content == body
+    assert api("GET", "/ec/half", {"Range": f"bytes={SEG}-"}).content == body[SEG:]
+    assert int(api("HEAD", "/ec/half").headers["Content-Length"]) == len(body)
+    os.rename(paths[-1], paths[-1][:-len("data")] + "pend")
+    assert api("GET", "/ec/half").status_code == 404
+
+
 # ---- kill -9 mid-PUT -------------------------------------------------------------------------
 
 class _SlowBody:

@@ -77,6 +77,12 @@ def test_pending_archive_is_not_the_object_until_made_durable(tmp_path):
     assert _current(dev) == "0000000001.00000"
     assert digests.get_digests(dev, PART) == before
     assert ec_archive.pending_archives(dev, PART, HASH) == ["0000000002.00000.pend"]
+    # ...and a reader that knows the version is durable elsewhere may open it.
+    info = ec_archive.open_pending(dev, PART, HASH, "0000000002.00000")
+    assert info.status == "ok" and info.body_len == int(
+        info.metadata["Content-Length"]) and info.metadata["X-Timestamp"] == "0000000002.00000"
+    info.close()
+    assert ec_archive.open_pending(dev, PART, HASH, "0000000001.00000").status == "missing"
     # Phase 2.
     res, md = ec_archive.make_durable(dev, PART, HASH, "0000000002.00000", fsync=False)
     assert res is not None and md["X-Object-Sysmeta-Ec-Content-Length"] == "9000"
