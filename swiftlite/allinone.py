@@ -187,6 +187,7 @@ def build(args: Namespace) -> dict[str, Any]:
         _add_daemon_sections(plan)
         _make_private(plan)
         return plan
+    ec = _ec_keys(args)  # before anything is written: a bad --ec leaves no half-built root
     for d in ("etc", "logs", "run"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     # The proxy listens on --bind; storage servers on --backend-bind, private by default.
@@ -198,7 +199,6 @@ def build(args: Namespace) -> dict[str, Any]:
                  "hash_path_suffix": secrets.token_hex(8)}
     extra_policies = [n.strip() for n in (getattr(args, "policies", "") or "").split(",")
                       if n.strip()]
-    ec = _ec_keys(args)
     if ec and "ec" in (n.lower() for n in extra_policies):
         raise ValueError("--policies names ec, the name --ec gives its policy")
     _write(os.path.join(etc, "swiftlite.conf"),
