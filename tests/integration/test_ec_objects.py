@@ -214,6 +214,24 @@ def test_listing_and_container_head(api):
     assert head.headers["X-Storage-Policy"] == "ec"
 
 
+def test_container_and_account_stats_count_object_bytes(api):
+    assert api("PUT", "/ecstats", {"X-Storage-Policy": "ec"}).status_code == 201
+    sizes = [SEG * 3, 10, 0]
+    for i, size in enumerate(sizes):
+        assert api("PUT", f"/ecstats/o{i}", data=body_of(size, 20)).status_code == 201
+
+    def counted():
+        h = api("HEAD", "/ecstats").headers
+        return int(h["X-Container-Object-Count"]) == len(sizes) and h
+    h = wait_for(counted, 10, what="container stats")
+    assert int(h["X-Container-Bytes-Used"]) == sum(sizes)
+
+    def reported():  # container servers report to the account within a second or so
+        h = api("HEAD").headers
+        return int(h.get("X-Account-Storage-Policy-Ec-Bytes-Used", 0)) >= sum(sizes) and h
+    wait_for(reported, 20, what="per-policy account stats")
+
+
 def test_delete(cluster, api):
     assert api("PUT", "/ec/gone", data=body_of(SEG * 2)).status_code == 201
     assert api("DELETE", "/ec/gone").status_code == 204
