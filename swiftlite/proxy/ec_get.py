@@ -20,6 +20,7 @@ hand out an archive as if it were the object (obj.py sends EC reads here first).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ from swiftlite.obj.ec_archive import PENDING_HEADER
 from swiftlite.proxy.backend import NETWORK_ERRORS, BackendResponse, client_headers, quorum_size
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
+log = logging.getLogger("swiftlite.proxy")
 READ_CHUNK = 256 * 1024
 ETAG_IS_AT = "X-Backend-Etag-Is-At"
 IGNORE_RANGE = "X-Backend-Ignore-Range-If-Metadata-Present"
@@ -258,7 +260,10 @@ class _Reader:
         self.streams.append(stream)
         return stream
 
-    def _drop(self, active: dict[int, _Stream], index: int) -> None:
+    def _drop(self, active: dict[int, _Stream], index: int, why: str) -> None:
+        log.warning("EC GET %s: archive %d on %s:%s dropped (%s); reading another",
+                    "/".join(self.names), index, active[index].archive.node["ip"],
+                    active[index].archive.node["port"], why)
         self.bad.add(index)
         stream = active.pop(index)
         stream.close()
@@ -301,13 +306,13 @@ class _Reader:
                         if isinstance(r, BaseException):
                             if not isinstance(r, (*NETWORK_ERRORS, EOFError)):
                                 raise r
-                            self._drop(active, s.index)
+                            self._drop(active, s.index, repr(r))
                         else:
                             fresh[s.index] = r
                     problems, segment = await run_blocking(
                         _check_and_decode, scheme, seg_len, frag_len, good, fresh)
-                    for index in problems:
-                        self._drop(active, index)
+                    for index, problem in problems.items():
+                        self._drop(active, index, problem)
                 yield plan.trim(j, segment, scheme.segment_size)
         finally:
             for index in list(active):
@@ -318,13 +323,14 @@ class _Reader:
 
 
 def _check_and_decode(scheme: ECScheme, seg_len: int, frag_len: int, good: dict[int, bytes],
-                      fresh: dict[int, bytes]) -> tuple[list[int], bytes | None]:
+                      fresh: dict[int, bytes]) -> tuple[dict[int, str], bytes | None]:
     """Check the fragments just read (adding the good ones to `good`); decode the segment
     once k are good. One thread-pool hop per segment on the usual path."""
-    problems = []
+    problems = {}
     for index, fragment in fresh.items():
-        if fragment_problem(scheme, fragment, index, seg_len, frag_len):
-            problems.append(index)
+        problem = fragment_problem(scheme, fragment, index, seg_len, frag_len)
+        if problem:
+            problems[index] = problem
         else:
             good[index] = fragment
     if len(good) < scheme.k:

@@ -262,6 +262,7 @@ def test_two_corrupt_archives_read_byte_for_byte(cluster, api):
     assert api("PUT", "/ec/corrupt", data=body).status_code == 201
     paths = {frag_index(p): p for p in archives(cluster, api.account, "ec", "corrupt")}
     # Two data fragments: the reader must notice and fetch parity instead.
+    # Archive 2 goes bad in its third segment: it is replaced mid-stream from there.
     _flip(paths[0], 100)
     _flip(paths[2], 3 * 1000)
     assert api("GET", "/ec/corrupt").content == body
