@@ -139,14 +139,18 @@ async def _find(proxy, ring, part: int, names: tuple[str, str, str], headers: di
     primaries = ring.get_part_nodes(part)
     answers += await asyncio.gather(*(head(n) for n in primaries))
     failed = sum(1 for _, r in answers if r is None or r.status >= 500)
-    if failed:  # an archive a primary could not take went to a handoff
-        more = []
-        for node in ring.get_more_nodes(part):
-            if len(more) == failed:
-                break
-            if not proxy.limiter.limited(node):
-                more.append(node)
-        answers += await asyncio.gather(*(head(n) for n in more))
+    # An archive a primary could not take went to a handoff: ask handoffs until as many
+    # answered as primaries could not (a handoff may be down too), at most 2n of them.
+    handoffs = (n for n in ring.get_more_nodes(part) if not proxy.limiter.limited(n))
+    budget = 2 * len(primaries)
+    while failed > 0 and budget > 0:
+        batch = [n for n, _ in zip(handoffs, range(min(failed, budget)), strict=False)]
+        if not batch:
+            break
+        budget -= len(batch)
+        got = await asyncio.gather(*(head(n) for n in batch))
+        answers += got
+        failed -= sum(1 for _, r in got if r is not None and r.status < 500)
     found: list[Archive] = []
     tombstone: Timestamp | None = None
     not_found = 0
@@ -181,8 +185,9 @@ async def _find(proxy, ring, part: int, names: tuple[str, str, str], headers: di
                     group.setdefault(archive.info.frag_index, archive)
         if len(group) >= scheme.k:
             return list(group.values())
+    down = sum(1 for n, r in answers[:len(primaries)] if r is None or r.status >= 500)
     if tombstone is not None or not_found >= quorum_size(len(primaries)) or \
-            (not found and not_found and failed < scheme.k):
+            (not found and not_found and down < scheme.k):
         raise HTTPError(404, "Not Found")
     raise HTTPError(503, "Service Unavailable: too few fragment archives")
 

@@ -24,6 +24,7 @@ from swiftlite.common import hashing
 from swiftlite.common.config import load_sections
 from swiftlite.common.ec import ArchiveInfo
 from swiftlite.obj import fileformat
+from swiftlite.ring import Ring
 from tests.cluster import start_cluster
 from tests.helpers import healthy, wait_for
 
@@ -42,6 +43,10 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api(cluster):
+    return _api(cluster)
+
+
+def _api(cluster):
     r = requests.get(cluster.auth_url, headers={"X-Auth-User": "test:tester",
                                                 "X-Auth-Key": "testing"})
     assert r.status_code == 200
@@ -411,3 +416,37 @@ def test_replicator_skips_ec_policies(cluster, api):
     assert out.returncode == 0, out.stderr
     assert "reconstructor" in out.stderr + out.stdout
     assert archives(cluster, api.account, "ec", "repl") == before
+
+
+@pytest.mark.slow
+def test_writes_and_reads_use_handoffs_for_a_node_down(tmp_path_factory):
+    """With devices to spare (4 nodes x 2), a dead node's archives go to handoffs: the PUT
+    still stores k + 1, and reads find them there."""
+    c = start_cluster(str(tmp_path_factory.mktemp("ec-spare")), nodes=4, devices=2,
+                      replicas=3, part_power=6,
+                      extra_args=["--ec", f"{K}+{M}", "--ec-segment-size", str(SEG)])
+    try:
+        api = _api(c)
+        c.kill_node(3, roles=["object"])
+        bodies = {f"h{i}": body_of(2 * SEG + i, 30 + i) for i in range(6)}
+        for name, body in bodies.items():
+            assert api("PUT", f"/ec/{name}", data=body).status_code == 201, name
+        for name, body in bodies.items():
+            assert api("GET", f"/ec/{name}").content == body, name
+        ring = Ring.load(os.path.join(c.etc_dir, "object-1.ring.gz"))
+        load_sections(c.nodes[0]["conf"])  # this cluster's [hash] affixes
+        on_handoffs = 0
+        for name in bodies:
+            primaries = {(n["port"], n["device"])
+                         for n in ring.get_nodes(api.account, "ec", name)[1]}
+            held = [(node["servers"]["object"]["port"], p.split(os.sep)[-6])
+                    for node in c.nodes for p in archives(c, api.account, "ec", name)
+                    if p.startswith(node["devices_root"] + os.sep)]
+            assert len(held) >= K + 1
+            on_handoffs += len(set(held) - primaries)
+        assert on_handoffs  # the dead node's share went somewhere else
+        c.start_node(3, roles=["object"])
+        for name, body in bodies.items():
+            assert api("GET", f"/ec/{name}").content == body, name
+    finally:
+        c.stop()
