@@ -28,7 +28,9 @@ Invariants:
   partitions, suffix digests and journals; policy 0's layout is exactly the pre-policy one.
 - An ``erasure_coding`` policy has an `ECScheme` (``Policy.ec``, swiftlite/common/ec/),
   made and checked at load (bad values refuse the config); its ring must have k + m replicas
-  (`check_ring`, called where rings are loaded): archive i goes to the i-th primary.
+  (`check_ring`, called where rings are loaded): archive i goes to the i-th primary. Policy
+  0 is never erasure-coded (its layout stays the pre-policy one), and ``ec_*`` keys in a
+  replicated policy's section are refused rather than ignored.
 
 Backend protocol: the proxy sends ``X-Backend-Storage-Policy-Index`` to object servers (the
 container's policy) and to container servers on a container PUT; container servers answer
