@@ -143,6 +143,10 @@ def make_durable(device_path: str, part: int | str, hexhash: str, timestamp: str
     except FileNotFoundError:
         if os.path.exists(os.path.join(hdir, data)):  # a repeated commit
             return None, read_file_metadata(os.path.join(hdir, data))[0]
+        main, _ = current_files(_listdir(hdir))
+        if main is not None and _split(main)[0] > timestamp:
+            # A newer version's commit removed it (`_remove_stale_pending`): it lost.
+            raise Conflict(_split(main)[0]) from None
         raise PendingMissing(timestamp) from None
 
     class Done(Exception):
@@ -151,11 +155,11 @@ def make_durable(device_path: str, part: int | str, hexhash: str, timestamp: str
     def check(d: str, names: list[str]) -> None:
         if data in names:
             raise Done()
-        if pend not in names:
-            raise PendingMissing(timestamp)
         main, _ = current_files(names)
         if main is not None and _split(main)[0] > timestamp:
-            raise Conflict(_split(main)[0])
+            raise Conflict(_split(main)[0])  # whether or not its commit removed ours yet
+        if pend not in names:
+            raise PendingMissing(timestamp)
         return None
 
     try:

@@ -108,9 +108,11 @@ async def store(proxy, target, scheme: ECScheme, headers: dict[str, str], body,
     stored = [(i, r) for i, r in enumerate(results) if r is not None and r.status == 201]
     ts = Timestamp.parse(headers["X-Timestamp"])
     if len(stored) < need:
-        return _failed([r or BackendResponse(503) for r in results], scheme.n)
-    committed = await _commit(proxy, stored, part, (acct, cont, name), headers_for)
-    if committed < need:
+        return _failed([r or BackendResponse(503) for r in results], scheme.n, need)
+    statuses = await _commit(proxy, stored, part, (acct, cont, name), headers_for)
+    if statuses.count(201) < need:
+        if statuses.count(201) + statuses.count(409) >= need:
+            return web.Response(status=202)  # a newer write won meanwhile, as in Swift
         return error(503, "Service Unavailable: the object could not be made durable on "
                           "a quorum")
     return web.Response(status=201, headers={"ETag": encoder.etag,
@@ -129,9 +131,10 @@ async def _send(feeds: list[Feed], pieces: list[bytes], need: int) -> None:
 
 
 async def _commit(proxy, stored: list[tuple[int, BackendResponse]], part: int,
-                  names: tuple[str, str, str], headers_for) -> int:
-    """Phase 2 on every node that stored its archive; how many made it durable."""
-    async def one(index: int, resp: BackendResponse) -> bool:
+                  names: tuple[str, str, str], headers_for) -> list[int]:
+    """Phase 2 on every node that stored its archive; their statuses (201: durable, 409: a
+    newer version is there already, 503: no answer)."""
+    async def one(index: int, resp: BackendResponse) -> int:
         node = resp.node
         assert node is not None
         headers = dict(headers_for(index, node))
@@ -142,13 +145,17 @@ async def _commit(proxy, stored: list[tuple[int, BackendResponse]], part: int,
                                          "x-trans-id"))}
         keep[COMMIT_HEADER] = "yes"
         r = await proxy.backend.request(node, "POST", node_path(node, part, *names), keep)
-        return r is not None and r.status == 201
+        return r.status if r is not None else 503
 
-    done = await asyncio.gather(*(one(i, r) for i, r in stored))
-    return sum(done)
+    return list(await asyncio.gather(*(one(i, r) for i, r in stored)))
 
 
-def _failed(responses: list[BackendResponse], n: int) -> web.Response:
+def _failed(responses: list[BackendResponse], n: int, need: int) -> web.Response:
+    statuses = [r.status for r in responses]
+    if statuses.count(409) and statuses.count(201) + statuses.count(409) >= need:
+        # A newer version was durable on some nodes already: this write lost the race (its
+        # archives stored elsewhere stay pending, removed when that version is committed).
+        return web.Response(status=202)
     best = best_response(responses, n)
     if best.status == 409:
         return web.Response(status=202)  # an equal-or-newer write already won, as in Swift

@@ -254,6 +254,25 @@ def test_overwrite_reads_the_newest(api):
     assert api("GET", "/ec/over").content == b"second" * 3000
 
 
+def test_racing_overwrites_leave_one_whole_version(cluster, api):
+    bodies = [body_of(3 * SEG + i, 40 + i) for i in range(4)]
+    statuses: list[int] = []
+
+    def put(body: bytes) -> None:
+        statuses.append(api("PUT", "/ec/race", data=body).status_code)
+    threads = [threading.Thread(target=put, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(set(statuses)) in ([201], [201, 202]), statuses
+    got = api("GET", "/ec/race").content
+    assert got in bodies
+    # Every durable archive is of that one version; older pending ones are gone.
+    assert len(archives(cluster, api.account, "ec", "race")) == K + M
+    assert not archives(cluster, api.account, "ec", "race", "pend")
+
+
 def _flip(path: str, offset: int) -> None:
     with open(path, "r+b") as f:
         f.seek(offset)

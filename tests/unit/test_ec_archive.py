@@ -95,6 +95,9 @@ def test_pending_archive_is_not_the_object_until_made_durable(tmp_path):
     assert ec_archive.make_durable(dev, PART, HASH, "0000000002.00000", fsync=False)[0] is None
     with pytest.raises(ec_archive.PendingMissing):
         ec_archive.make_durable(dev, PART, HASH, "0000000003.00000", fsync=False)
+    # An older write's commit, after a newer one removed its pending archive, lost the race.
+    with pytest.raises(Conflict):
+        ec_archive.make_durable(dev, PART, HASH, "0000000001.50000", fsync=False)
 
 
 def test_a_pending_archive_older_than_the_object_never_becomes_it(tmp_path):
