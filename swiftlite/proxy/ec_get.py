@@ -29,8 +29,9 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.client import node_path
-from swiftlite.common.ec import ArchiveInfo, ECError, ECScheme, decode_segment
-from swiftlite.common.ec.decode import fragment_problem
+from swiftlite.common.ec import ArchiveInfo, ECError, ECScheme
+from swiftlite.common.ec.decode import decode_checked, fragment_problem
+from swiftlite.common.ec.scheme import as_bytes
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
@@ -212,17 +213,25 @@ class _Stream:
         self.index = archive.info.frag_index
         self.resp = resp
         self._chunks = resp.iter_chunks(READ_CHUNK)
-        self._buf = bytearray()
+        self._held: list[bytes] = []  # received, not yet returned
+        self._held_len = 0
 
     async def read_exact(self, n: int) -> bytes:
-        while len(self._buf) < n:
+        while self._held_len < n:
             chunk = await anext(self._chunks, None)
             if chunk is None:
                 raise EOFError(f"archive {self.index} ended early")
-            self._buf += chunk
-        out = bytes(self._buf[:n])
-        del self._buf[:n]
-        return out
+            self._held.append(chunk)
+            self._held_len += len(chunk)
+        # Joined once per fragment, not copied at all when one chunk is exactly it; always
+        # bytes (pyeclib aborts the process on a bytearray: common/ec/scheme.py).
+        data = as_bytes(self._held[0] if len(self._held) == 1 else b"".join(self._held))
+        if len(data) == n:
+            self._held, self._held_len = [], 0
+            return data
+        self._held = [data[n:]]
+        self._held_len = len(data) - n
+        return data[:n]
 
     def close(self) -> None:
         self.resp.release()
@@ -340,5 +349,5 @@ def _check_and_decode(scheme: ECScheme, seg_len: int, frag_len: int, good: dict[
             good[index] = fragment
     if len(good) < scheme.k:
         return problems, None
-    chosen = dict(sorted(good.items())[:scheme.k])
-    return problems, decode_segment(scheme, seg_len, chosen)
+    chosen = [fragment for _, fragment in sorted(good.items())[:scheme.k]]
+    return problems, decode_checked(scheme, seg_len, chosen)
