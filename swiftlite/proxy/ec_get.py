@@ -13,8 +13,11 @@
    the current segment, so up to m bad archives go unnoticed. Past that the body is cut
    short (BodyCutShort): never wrong bytes.
 
-EC objects are never served by the proxy's local reads nor its object cache: those would
-hand out an archive as if it were the object (obj.py sends EC reads here first).
+EC objects are never served by the proxy's object cache nor as a local read's answer: those
+would hand out an archive as if it were the object (obj.py sends EC reads here first).
+Archives themselves are read through local reads where they are on this host's devices
+(`_local`: the same answer their object server would give, archive and sysmeta), like
+replicas, saving the HTTP hop.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj import ranges
 from swiftlite.obj.ec_archive import PENDING_HEADER
+from swiftlite.obj.fileformat import policy_part
 from swiftlite.proxy.backend import NETWORK_ERRORS, BackendResponse, client_headers, quorum_size
+from swiftlite.proxy.local_reads import LocalResponse
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
 log = logging.getLogger("swiftlite.proxy")
@@ -75,7 +80,8 @@ async def get(proxy, request: web.Request, names: tuple[str, str, str], index: i
     etag_at = extra.pop(ETAG_IS_AT, None)
     ignore_range = extra.pop(IGNORE_RANGE, None)
     headers.update(extra)
-    archives = await _find(proxy, ring, part, names, headers, scheme)
+    where = (part, policy_part(part, index), names)
+    archives = await _find(proxy, ring, where, headers, scheme)
     first = min(archives, key=lambda a: a.info.frag_index)
     # POSTed metadata may have reached only some: the newest .meta's answer speaks.
     newest_meta = max(archives, key=lambda a: a.headers.get("X-Backend-Meta-Timestamp", ""))
@@ -102,7 +108,7 @@ async def get(proxy, request: web.Request, names: tuple[str, str, str], index: i
         return error(416, "Requested Range Not Satisfiable", out)
     if request.method == "HEAD":
         return BodyResponse(200, out, None, length)
-    reader = _Reader(proxy, part, names, headers, scheme, sorted(
+    reader = _Reader(proxy, where, headers, scheme, sorted(
         (a for a in archives if a.ts == first.ts), key=lambda a: a.info.frag_index))
     if spans is None:
         return BodyResponse(200, out, reader.span(0, length), length, on_close=reader.close)
@@ -127,14 +133,32 @@ async def get(proxy, request: web.Request, names: tuple[str, str, str], index: i
     return BodyResponse(206, out, parts(), total, on_close=reader.close)
 
 
-async def _find(proxy, ring, part: int, names: tuple[str, str, str], headers: dict[str, str],
+Where = tuple[int, int, tuple[str, str, str]]  # ring partition, its local form, names
+
+
+async def _local(proxy, node: dict, method: str, where: Where,
+                 headers: dict[str, str]) -> LocalResponse | None:
+    """An archive on this host's devices read here (local reads answer exactly as its
+    object server would, archive and sysmeta alike), or None: ask its object server. A
+    pending archive is always asked of its server."""
+    if proxy.local_reads is None or PENDING_HEADER in headers:
+        return None
+    return await proxy.local_reads.open(node, method, where[1], where[2], headers)
+
+
+async def _find(proxy, ring, where: Where, headers: dict[str, str],
                 scheme: ECScheme) -> list[Archive]:
     """The archives of the object's current version (at least k, one per fragment index);
     HTTPError 404/503 when there is none."""
+    part, _, names = where
     answers: list[tuple[dict, BackendResponse | None]] = []
 
     async def head(node: dict, h: dict[str, str] = headers,
                    ) -> tuple[dict, BackendResponse | None]:
+        local = await _local(proxy, node, "HEAD", where, h)
+        if local is not None:
+            local.release()
+            return node, BackendResponse(local.status, local.headers, b"", node)
         return node, await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
                                                  h)
     primaries = ring.get_part_nodes(part)
@@ -240,9 +264,10 @@ class _Stream:
 class _Reader:
     """Decoded body bytes of one object from its archives, span by span."""
 
-    def __init__(self, proxy, part: int, names: tuple[str, str, str], headers: dict[str, str],
-                 scheme: ECScheme, archives: list[Archive]) -> None:
-        self.proxy, self.part, self.names, self.headers = proxy, part, names, headers
+    def __init__(self, proxy, where: Where, headers: dict[str, str], scheme: ECScheme,
+                 archives: list[Archive]) -> None:
+        self.proxy, self.where, self.headers = proxy, where, headers
+        self.part, self.names = where[0], where[2]
         self.scheme = scheme
         self.archives = archives  # data fragments first
         self.bad: set[int] = set()  # fragment indexes that failed once: not asked again
@@ -259,8 +284,10 @@ class _Reader:
         if archive.pending:
             h[PENDING_HEADER] = archive.ts.internal
         try:
-            resp = await self.proxy.backend.open(node, "GET",
-                                                 node_path(node, self.part, *self.names), h)
+            resp: Any = await _local(self.proxy, node, "GET", self.where, h)
+            if resp is None:
+                resp = await self.proxy.backend.open(
+                    node, "GET", node_path(node, self.part, *self.names), h)
         except NETWORK_ERRORS:
             return None
         if resp is None:
