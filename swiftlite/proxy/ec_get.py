@@ -70,6 +70,8 @@ def _ts(value: str | None) -> Timestamp | None:
 
 async def get(proxy, request: web.Request, names: tuple[str, str, str], index: int,
               scheme: ECScheme, extra: dict[str, str] | None) -> web.StreamResponse:
+    """The client's answer to a GET/HEAD of an object of EC policy `index`; `extra` are a
+    pipeline feature's backend headers (judged here when they concern the ETag or Range)."""
     ring = proxy.object_ring_for(index)
     part = ring.get_part(*names)
     headers = proxy.backend_headers(request)

@@ -6,6 +6,8 @@ whole), substitutes a handoff for a primary that cannot be reached, and answers 
 quorum has the object durably.
 GET/HEAD: replicas in random order so all serve reads; a 404 falls through to the next, and a
 tombstone newer than a replica's data wins.
+Objects of erasure-coded policies are stored and read by proxy/ec_put.py and ec_get.py
+(`_store` and `_get` hand them over first); POST and DELETE are the same for both.
 """
 
 from __future__ import annotations
