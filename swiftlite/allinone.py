@@ -98,17 +98,48 @@ def _ini(sections: dict[str, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _policy_sections(extra: list[str]) -> dict[str, dict[str, Any]]:
+def parse_ec(spec: str) -> tuple[int, int]:
+    """`--ec K+M` as (k, m); ValueError for anything else."""
+    k, sep, m = spec.strip().partition("+")
+    if not sep or not k.isdigit() or not m.isdigit() or int(k) < 1 or int(m) < 1:
+        raise ValueError(f"--ec wants K+M (e.g. 4+2), not {spec!r}")
+    return int(k), int(m)
+
+
+def _policy_sections(extra: list[str], ec: dict[str, Any] | None = None,
+                     ) -> dict[str, dict[str, Any]]:
     """swiftlite.conf's policies: none without extras (policy 0 alone, the default), else
-    Policy-0 (the default) and each extra name as a replicated policy 1, 2, ..."""
-    if not extra:
+    Policy-0 (the default), each extra name as a replicated policy 1, 2, ..., then `ec`
+    (an erasure_coding section's keys) as the policy named "ec"."""
+    if not extra and not ec:
         return {}
     out: dict[str, dict[str, Any]] = {
         "storage-policy:0": {"name": "Policy-0", "default": "yes",
                              "policy_type": "replication"}}
     for i, name in enumerate(extra, 1):
         out[f"storage-policy:{i}"] = {"name": name, "policy_type": "replication"}
+    if ec:
+        out[f"storage-policy:{len(extra) + 1}"] = {"name": "ec",
+                                                   "policy_type": "erasure_coding", **ec}
     return out
+
+
+def _ec_keys(args: Namespace) -> dict[str, Any] | None:
+    """The EC policy's keys from `--ec K+M` (and its segment size and type), or None."""
+    spec = getattr(args, "ec", None)
+    if not spec:
+        return None
+    k, m = parse_ec(spec)
+    if args.nodes * args.devices < k + m:
+        raise ValueError(f"--ec {k}+{m} needs at least {k + m} devices (one per fragment "
+                         f"archive); --nodes {args.nodes} --devices {args.devices} give "
+                         f"{args.nodes * args.devices}")
+    keys: dict[str, Any] = {"ec_num_data_fragments": k, "ec_num_parity_fragments": m}
+    if getattr(args, "ec_type", None):
+        keys["ec_type"] = args.ec_type
+    if getattr(args, "ec_segment_size", None):
+        keys["ec_object_segment_size"] = args.ec_segment_size
+    return keys
 
 
 def _write(path: str, text: str, private: bool = False) -> None:
@@ -156,6 +187,7 @@ def build(args: Namespace) -> dict[str, Any]:
         _add_daemon_sections(plan)
         _make_private(plan)
         return plan
+    ec = _ec_keys(args)  # before anything is written: a bad --ec leaves no half-built root
     for d in ("etc", "logs", "run"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     # The proxy listens on --bind; storage servers on --backend-bind, private by default.
@@ -167,8 +199,10 @@ def build(args: Namespace) -> dict[str, Any]:
                  "hash_path_suffix": secrets.token_hex(8)}
     extra_policies = [n.strip() for n in (getattr(args, "policies", "") or "").split(",")
                       if n.strip()]
+    if ec and "ec" in (n.lower() for n in extra_policies):
+        raise ValueError("--policies names ec, the name --ec gives its policy")
     _write(os.path.join(etc, "swiftlite.conf"),
-           _ini({"hash": hash_conf, **_policy_sections(extra_policies)}), private=True)
+           _ini({"hash": hash_conf, **_policy_sections(extra_policies, ec)}), private=True)
     # The proxy and the object servers carry every byte: one process per CPU each (an
     # object server is one GIL, and its replica writes queue behind it). Container and
     # account servers stay single: their SQLite group commit batches best in one process.
@@ -224,10 +258,14 @@ def build(args: Namespace) -> dict[str, Any]:
         # S3 SSE-KMS / SSE-S3 keys derive from this cluster's own random secret.
         "filter:s3api": {"kms_root_secret": secrets.token_urlsafe(32)},
     }), private=True)
-    object_rings = [("object" if i == 0 else f"object-{i}", "object")
+    object_rings = [("object" if i == 0 else f"object-{i}", "object", args.replicas)
                     for i in range(len(extra_policies) + 1)]
-    for kind, role in (*object_rings, ("container", "container"), ("account", "account")):
-        builder = RingBuilder(args.part_power, args.replicas, 1)
+    if ec:  # one replica per fragment archive, over the same devices
+        object_rings.append((f"object-{len(extra_policies) + 1}", "object",
+                             ec["ec_num_data_fragments"] + ec["ec_num_parity_fragments"]))
+    for kind, role, replicas in (*object_rings, ("container", "container", args.replicas),
+                                 ("account", "account", args.replicas)):
+        builder = RingBuilder(args.part_power, replicas, 1)
         for node in nodes:
             # DBs live on the meta devices when the node has them; objects never do.
             devs = node["devices"] if role == "object" else \
@@ -362,7 +400,11 @@ def _healthy(ip: str, port: int) -> bool:
 
 
 def run_up(args: Namespace) -> int:
-    plan = build(args)
+    try:
+        plan = build(args)
+    except ValueError as exc:  # a bad --ec and the like: said plainly, no traceback
+        print(f"swiftlite up: {exc}", file=sys.stderr)
+        return 2
     root = plan["root"]
     renewed = _secure_users(plan)
     if renewed:

@@ -104,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="names of extra replicated storage policies (comma-separated, e.g. "
                         "silver), indexes 1, 2, ...: each gets its own object ring over the "
                         "same devices; read when the root is first built")
+    u.add_argument("--ec", default=None, metavar="K+M",
+                   help="also an erasure-coded storage policy named ec (K data, M parity "
+                        "fragments, e.g. 4+2), its ring of K+M replicas over the same devices "
+                        "(at least K+M of them); read when the root is first built")
+    u.add_argument("--ec-segment-size", type=int, default=None,
+                   help="the ec policy's ec_object_segment_size (default 1 MiB)")
+    u.add_argument("--ec-type", default=None,
+                   help="the ec policy's ec_type (default liberasurecode_rs_vand)")
     u.add_argument("--part-power", type=int, default=10)
     u.add_argument("--workers", type=int, default=None,
                    help="proxy and object server workers (default: CPUs)")

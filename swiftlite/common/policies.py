@@ -9,6 +9,14 @@ Configured in ``<swift_dir>/swiftlite.conf``, one section per policy::
     deprecated = no
     policy_type = replication
 
+    [storage-policy:1]
+    name = ec
+    policy_type = erasure_coding
+    ec_type = liberasurecode_rs_vand     # default; any pyeclib ec_type this build can use
+    ec_num_data_fragments = 4            # k, required
+    ec_num_parity_fragments = 2          # m, required
+    ec_object_segment_size = 1048576     # bytes per encoded segment (default 1 MiB)
+
 Invariants:
 - With no ``[storage-policy:N]`` section at all there is exactly one policy, index 0, named
   ``Policy-0``, default: every cluster configured before policies existed works unchanged.
@@ -18,7 +26,11 @@ Invariants:
 - Policy N's objects are placed by ``object.ring.gz`` (N = 0) or ``object-N.ring.gz`` and
   live under ``<device>/objects`` (N = 0) or ``<device>/objects-N``, each with its own
   partitions, suffix digests and journals; policy 0's layout is exactly the pre-policy one.
-- Only ``policy_type = replication`` is built; ``erasure_coding`` is refused at load.
+- An ``erasure_coding`` policy has an `ECScheme` (``Policy.ec``, swiftlite/common/ec/),
+  made and checked at load (bad values refuse the config); its ring must have k + m replicas
+  (`check_ring`, called where rings are loaded): archive i goes to the i-th primary. Policy
+  0 is never erasure-coded (its layout stays the pre-policy one), and ``ec_*`` keys in a
+  replicated policy's section are refused rather than ignored.
 
 Backend protocol: the proxy sends ``X-Backend-Storage-Policy-Index`` to object servers (the
 container's policy) and to container servers on a container PUT; container servers answer
@@ -31,15 +43,21 @@ import configparser
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from swiftlite.common.config import config_true
+from swiftlite.common.ec.scheme import DEFAULT_EC_TYPE, DEFAULT_SEGMENT_SIZE, ECError, ECScheme
 
 POLICY_INDEX_HEADER = "X-Backend-Storage-Policy-Index"
 # Sent with a container PUT that named no policy: the index to use if the PUT creates it.
 POLICY_DEFAULT_HEADER = "X-Backend-Storage-Policy-Default"
 CONTAINER_POLICY_KEY = "x-backend-storage-policy-index"  # in the container DB's metadata
 OBJECTS = "objects"
-TYPES = ("replication",)
+REPLICATION = "replication"
+ERASURE_CODING = "erasure_coding"
+TYPES = (REPLICATION, ERASURE_CODING)
+EC_KEYS = ("ec_type", "ec_num_data_fragments", "ec_num_parity_fragments",
+           "ec_object_segment_size")
 _SECTION = re.compile(r"^storage-policy:(\d+)$")
 _NAME = re.compile(r"^[A-Za-z0-9-]+$")
 
@@ -55,7 +73,26 @@ class Policy:
     aliases: tuple[str, ...] = ()
     is_default: bool = False
     is_deprecated: bool = False
-    policy_type: str = "replication"
+    policy_type: str = REPLICATION
+    ec: ECScheme | None = None  # erasure_coding only
+
+    @property
+    def is_ec(self) -> bool:
+        return self.ec is not None
+
+    @property
+    def replicas(self) -> int | None:
+        """The replica count its ring must have (k + m for EC), None when any will do."""
+        return self.ec.n if self.ec is not None else None
+
+    def check_ring(self, ring: Any) -> None:
+        """PolicyError unless `ring` (a loaded ring) fits this policy: an EC policy's ring
+        has exactly k + m replicas, one per fragment archive."""
+        want = self.replicas
+        if want is not None and ring.replica_count != want:
+            raise PolicyError(f"storage policy {self.index} ({self.name}) is {self.ec}: its "
+                              f"ring {self.ring_name}.ring.gz must have {want} replicas, "
+                              f"not {ring.replica_count}")
 
     @property
     def ring_name(self) -> str:
@@ -77,6 +114,11 @@ class Policy:
             out["default"] = True
         if self.is_deprecated:
             out["deprecated"] = True
+        out["policy_type"] = self.policy_type
+        if self.ec is not None:
+            out.update(ec_type=self.ec.ec_type, ec_num_data_fragments=self.ec.k,
+                       ec_num_parity_fragments=self.ec.m,
+                       ec_object_segment_size=self.ec.segment_size)
         return out
 
 
@@ -140,12 +182,20 @@ def parse(parser: configparser.ConfigParser) -> Policies:
 
         def get(key: str, d: str = "", section: str = section) -> str:
             return parser.get(section, key, fallback=d).strip()
-        ptype = get("policy_type", "replication").lower()
-        if ptype == "erasure_coding":
-            raise PolicyError(f"[{section}] policy_type = erasure_coding is not built yet; "
-                              "only replication policies are supported")
+        ptype = get("policy_type", REPLICATION).lower()
         if ptype not in TYPES:
-            raise PolicyError(f"[{section}] unknown policy_type {ptype!r}")
+            raise PolicyError(f"[{section}] unknown policy_type {ptype!r} "
+                              f"(one of {', '.join(TYPES)})")
+        ec = _ec_scheme(section, get) if ptype == ERASURE_CODING else None
+        if ec is not None and idx == 0:
+            # Policy 0 holds every container made before policies: its layout stays the
+            # replicated one.
+            raise PolicyError(f"[{section}] policy 0 cannot be erasure_coding")
+        if ec is None:
+            stray = [k for k in EC_KEYS if parser.has_option(section, k)]
+            if stray:
+                raise PolicyError(f"[{section}] {', '.join(stray)} only apply to "
+                                  "policy_type = erasure_coding")
         name = get("name", "Policy-0" if idx == 0 else "")
         aliases = tuple(a.strip() for a in get("aliases").split(",") if a.strip())
         for n in (name, *aliases):
@@ -154,7 +204,7 @@ def parse(parser: configparser.ConfigParser) -> Policies:
                                   "(letters, digits and '-' only)")
         found[idx] = Policy(idx, name, tuple(a for a in aliases if a.lower() != name.lower()),
                             config_true(get("default", "no")),
-                            config_true(get("deprecated", "no")), ptype)
+                            config_true(get("deprecated", "no")), ptype, ec)
     if not found:
         return single()
     if 0 not in found:  # containers made before policies were configured are on 0
@@ -175,8 +225,32 @@ def parse(parser: configparser.ConfigParser) -> Policies:
         if not live:
             raise PolicyError("every storage policy is deprecated")
         p = found[live[0]]
-        found[p.index] = Policy(p.index, p.name, p.aliases, True, False, p.policy_type)
+        found[p.index] = Policy(p.index, p.name, p.aliases, True, False, p.policy_type, p.ec)
     return Policies(found)
+
+
+def _ec_scheme(section: str, get: Any) -> ECScheme:
+    """The ECScheme of an erasure_coding section; PolicyError naming what is wrong."""
+    def integer(key: str, default: int | None = None) -> int:
+        raw = get(key)
+        if not raw:
+            if default is None:
+                raise PolicyError(f"[{section}] policy_type = erasure_coding needs {key}")
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise PolicyError(f"[{section}] {key} must be an integer, not {raw!r}") from None
+    k = integer("ec_num_data_fragments")
+    m = integer("ec_num_parity_fragments")
+    size = integer("ec_object_segment_size", DEFAULT_SEGMENT_SIZE)
+    ec_type = get("ec_type") or DEFAULT_EC_TYPE
+    try:
+        scheme = ECScheme(k, m, ec_type, size)
+        scheme.fragment_size(1)  # makes the driver: an ec_type this build lacks fails here
+    except ECError as e:
+        raise PolicyError(f"[{section}] invalid erasure coding scheme: {e}") from None
+    return scheme
 
 
 _loaded: dict[str, Policies] = {}

@@ -201,7 +201,8 @@ class Batch:
             except BaseException as exc:  # noqa: BLE001 - durable; only the cleanup failed
                 job.results[i] = exc
             if window is not None and job.buffered:
-                window.add(os.path.join(r.held.path, f"{job.timestamp}.data"), job.size)
+                name = f"{job.timestamp}.{job.writers[i].ext}"
+                window.add(os.path.join(r.held.path, name), job.size)
         self.renamed = []
 
     def fail(self, exc: BaseException) -> None:

@@ -37,7 +37,9 @@ from swiftlite.common.client import node_path, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.replica_groups import SECTION_STATUSES, SECTIONS, parse_statuses
 from swiftlite.common.shard_redirect import REDIRECTS, parse_groups, parse_redirect
+from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
 from swiftlite.common.threadpool import run_blocking
+from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.shard_routes import ShardRoutes
 
 log = logging.getLogger("swiftlite.object.updates")
@@ -376,3 +378,14 @@ class ContainerUpdater:
         except (fastclient.ClientError, TimeoutError, OSError, UnicodeError) as exc:
             log.warning("container update %s %s failed: %r", method, where, exc)
         return False
+
+
+def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str,
+                   content_type: str | None = None) -> dict[str, str]:
+    """The container update for an object written (or POSTed) with `metadata`."""
+    ctype = content_type or metadata["Content-Type"]
+    shown = metadata.get(LISTING_BYTES)
+    if shown is not None:  # the listing shows this size; container stats count `size`
+        ctype = f"{ctype};swift_bytes={shown}"
+    return {"X-Timestamp": ts.internal, "X-Size": size, "X-Content-Type": ctype,
+            "X-Etag": metadata.get(OVERRIDE_ETAG, etag)}

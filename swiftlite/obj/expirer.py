@@ -137,6 +137,8 @@ class Expirer(daemon.PeerSession):
         self.server = {"ip": _WILDCARD.get(ip, ip), "port": port}  # this node's object server
         self.policies = policies.load(conf.get_str("swift_dir", "/etc/swiftlite"))
         self.object_rings = {p.index: Ring.from_conf(conf, p.ring_name) for p in self.policies}
+        for p in self.policies:  # an EC policy's ring: one replica per fragment archive
+            p.check_ring(self.object_rings[p.index])
         self.object_ring = self.object_rings[0]
         self.container_ring = Ring.from_conf(conf, "container")
         self.queues: dict[str, expiring.Queue] = {}

@@ -103,7 +103,11 @@ class ObjectReplicator(daemon.PeerSession):
         self.listing_digests = conf.get_bool("listing_digests", False)
         # One ring per storage policy; each policy's partitions replicate by its own.
         self.policies = policies.load(conf.get_str("swift_dir", "/etc/swiftlite"))
-        self.rings = {p.index: Ring.from_conf(conf, p.ring_name) for p in self.policies}
+        # Not erasure-coded ones: copying archive i to the node of index j would put the
+        # wrong fragment there. Their reconstructor (rebuilding fragments) is not built yet.
+        self.skipped = [p for p in self.policies if p.is_ec]
+        self.rings = {p.index: Ring.from_conf(conf, p.ring_name) for p in self.policies
+                      if not p.is_ec}
         self.ring = self.rings[0]
         self.session: aiohttp.ClientSession | None = None
 
@@ -279,6 +283,10 @@ class ObjectReplicator(daemon.PeerSession):
         for k in ("handoff_partitions", "handoff_removed", "suffixes_synced", "reclaimed",
                   "bytes"):
             stats[k] = 0
+        for p in self.skipped:
+            log.info("skipping storage policy %d (%s, erasure_coding): its fragment archives "
+                     "are rebuilt by the object reconstructor, which is not built yet",
+                     p.index, p.name)
         for ring in self.rings.values():
             await ring.refresh()  # a changed ring file is read in the thread pool
         jobs = await run_blocking(self._jobs)

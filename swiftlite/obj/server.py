@@ -17,7 +17,6 @@ import logging
 import os
 import re
 from collections.abc import Awaitable
-from typing import Any
 
 from aiohttp import web
 
@@ -26,13 +25,11 @@ from swiftlite.common.config import Section, config_true
 from swiftlite.common.devices import DeviceChecker, device_roots
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
-from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
+from swiftlite.common.replica_groups import ALSO_DEVICES
 from swiftlite.common.server import ANY_PATH, make_app
 from swiftlite.common.sysmeta import (
-    LISTING_BYTES,
     MUTABLE_SYSMETA,
     OBJECT_SYSMETA,
-    OVERRIDE_ETAG,
 )
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
@@ -40,7 +37,9 @@ from swiftlite.obj import (
     bodysum,
     digests,
     durability,
+    ec_archive,
     fileformat,
+    grouped_put,
     hashdir,
     page_cache,
     read_plan,
@@ -49,13 +48,11 @@ from swiftlite.obj import (
     writing,
 )
 from swiftlite.obj.batch_commit import LARGE_BODY, MAX_JOBS, BatchCommitter
-from swiftlite.obj.container_updates import ContainerUpdater, parse_targets
+from swiftlite.obj.container_updates import ContainerUpdater, listing_update, parse_targets
 from swiftlite.obj.read_plan import DEFAULT_CT, PASSED_HEADERS
 
 log = logging.getLogger("swiftlite.object")
 _PART_RE = re.compile(r"[0-9]{1,10}")
-_REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server Error",
-            507: "Insufficient Storage", 400: "Bad Request"}
 
 
 def _utf8(name: str, value: str) -> str:
@@ -72,26 +69,6 @@ def _utf8(name: str, value: str) -> str:
 def _open_expired(request: web.Request) -> bool:
     """X-Open-Expired: the proxy passes it only where `allow_open_expired` is on."""
     return config_true(request.headers.get("X-Open-Expired", ""))
-
-
-def _if_match(request: web.Request) -> tuple[str, str] | None:
-    """A conditional PUT's `X-Backend-If-Match` ETag (judged on `X-Backend-Etag-Is-At`'s
-    metadata when the object has it), as DataWriter takes it."""
-    etag = request.headers.get("X-Backend-If-Match")
-    if etag is None:
-        return None
-    return etag, request.headers.get("X-Backend-Etag-Is-At", "")
-
-
-def listing_update(ts: Timestamp, metadata: dict[str, str], size: str, etag: str,
-                   content_type: str | None = None) -> dict[str, str]:
-    """The container update for an object written (or POSTed) with `metadata`."""
-    ctype = content_type or metadata["Content-Type"]
-    shown = metadata.get(LISTING_BYTES)
-    if shown is not None:  # the listing shows this size; container stats count `size`
-        ctype = f"{ctype};swift_bytes={shown}"
-    return {"X-Timestamp": ts.internal, "X-Size": size, "X-Content-Type": ctype,
-            "X-Etag": metadata.get(OVERRIDE_ETAG, etag)}
 
 
 class ObjectServer:
@@ -172,6 +149,11 @@ class ObjectServer:
                 raise HTTPError(400, bad)
         dev_path = await self.device_path(dev)
         return dev_path, self.policy_partition(request, part), acc, cont, obj
+
+    def is_ec(self, request: web.Request) -> bool:
+        """Whether the request's policy (already checked by object_path) is erasure-coded."""
+        policy = self.policies.get(policies.header_index(request.headers))
+        return policy is not None and policy.is_ec
 
     def policy_partition(self, request: web.Request, part: str) -> int:
         """The URL's partition, of the policy X-Backend-Storage-Policy-Index names."""
@@ -263,14 +245,24 @@ class ObjectServer:
                                          or DEFAULT_CT)
         hexhash = hash_path(acc, cont, obj)
         also = request.headers.get(ALSO_DEVICES)
+        # An EC policy's PUT is a fragment archive and its footer, kept pending until the
+        # proxy's commit (obj/ec_archive.py).
+        splitter = ec_archive.FooterSplitter() if self.is_ec(request) else None
         if also is not None:
-            return await self._put_grouped(request, dev_path, part, (acc, cont, obj), ts, cl,
-                                           metadata, hexhash, also)
+            if splitter is not None:
+                raise HTTPError(400, f"{ALSO_DEVICES} with a fragment archive")
+            return await grouped_put.put_grouped(self, request, dev_path, part,
+                                                 (acc, cont, obj), ts, cl, metadata, hexhash,
+                                                 also)
         writer = writing.DataWriter(dev_path, part, hexhash, fsync=self.fsync,
                                     refuse_existing=request.headers.get("If-None-Match") == "*",
-                                    direct=self.direct_body > 0, if_match=_if_match(request))
+                                    direct=self.direct_body > 0,
+                                    if_match=grouped_put.if_match(request),
+                                    ext="data" if splitter is None else ec_archive.PENDING)
         try:
-            res = await self._receive(request, writer, cl, metadata, ts)
+            res = await self._receive(request, writer, cl, metadata, ts, splitter)
+        except ec_archive.BadFooter as exc:
+            return error(400, str(exc))
         except hashdir.Conflict as exc:
             return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
         except writing.ETagMismatch:
@@ -281,122 +273,39 @@ class ObjectServer:
             if not writer.done:  # also waits out a write still in a pool thread
                 await run_blocking(writer.abort)
         targets = parse_targets(request.headers)
-        if targets:
+        if targets and splitter is None:  # an archive is listed when made durable
             await self.updater.update(dev_path, "PUT", acc, cont, obj, listing_update(
                 ts, res.metadata, res.metadata["Content-Length"], res.metadata["ETag"]),
                 targets, txid(request))
         self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=201, headers={"ETag": res.metadata["ETag"]})
 
-    async def _put_grouped(self, request: web.Request, dev_path: str, part: int,
-                           names: tuple[str, str, str], ts: Timestamp, cl: int | None,
-                           metadata: dict[str, str], hexhash: str,
-                           also: str) -> web.Response:
-        """One body for several devices of this server (see common.replica_groups): read
-        and hashed once, written to every device concurrently, each device's outcome
-        reported on its own."""
+    async def _ec_commit(self, request: web.Request) -> web.Response:
+        """The second phase of an EC PUT: its pending archive becomes the object's."""
+        dev_path, part, acc, cont, obj = await self.object_path(request)
+        ts = self.timestamp(request)
         try:
-            members = parse_also(also)
-        except ValueError as exc:
-            raise HTTPError(400, str(exc)) from None
-        named = [os.path.basename(dev_path), *(d for d, _ in members)]
-        if len(set(named)) < len(named):
-            raise HTTPError(400, f"a device named twice in {ALSO_DEVICES}")
-        if cl is None or cl > MAX_BODY:
-            raise HTTPError(400, f"{ALSO_DEVICES} needs a Content-Length up to {MAX_BODY}")
-        chunks = await self._read_all(request, cl)
-        expected = request.headers.get("ETag")
-        refuse = request.headers.get("If-None-Match") == "*"
-        tx = txid(request)
-        devices: list[tuple[str | None, int, Any]] = []  # (device path, status, headers)
-        for device, hdrs in [(None, request.headers), *members]:
-            try:
-                devices.append((dev_path if device is None else await self.device_path(device),
-                                0, hdrs))
-            except HTTPError as exc:
-                devices.append((None, exc.status, hdrs))
-        writers = {i: writing.DataWriter(dp, part, hexhash, fsync=self.fsync,
-                                         refuse_existing=refuse, if_match=_if_match(request))
-                   for i, (dp, _, _) in enumerate(devices) if dp is not None}
-        outcomes: dict[int, Any] = {}
-        try:
-            if durability.MODE == "batch":  # one committer job: hash, write, batch flushes
-                idx = list(writers)
-                etag, res = await self.committer.put([writers[i] for i in idx], chunks,
-                                                     metadata, ts.internal, expected)
-                outcomes = dict(zip(idx, res, strict=True))
-            else:
-                sums = bodysum.Summer().feed(chunks)
-                etag = sums.etag
-                if expected and expected.strip('"').lower() != etag:
-                    raise writing.ETagMismatch(etag)
-
-                async def one(w: writing.DataWriter) -> Any:
-                    try:
-                        return await run_blocking(w.put, chunks, metadata, ts.internal, None,
-                                                  sums)
-                    except Exception as exc:
-                        return exc
-                res = await asyncio.gather(*(one(w) for w in writers.values()))
-                outcomes = dict(zip(writers, res, strict=True))
-        except writing.ETagMismatch:
-            return error(422, "Unprocessable Entity: ETag mismatch")
-        finally:
-            for w in writers.values():
-                if not w.done:
-                    await run_blocking(w.abort)
-
-        def status_of(i: int) -> tuple[int, dict[str, str]]:
-            dp, status, _ = devices[i]
-            if dp is None:
-                return status, {}
-            out = outcomes.get(i)
-            if isinstance(out, hashdir.CommitResult):
-                self._maybe_fold(dp, part, out.journal_size)
-                return 201, {}
-            if isinstance(out, hashdir.Conflict):
-                return 409, {"X-Backend-Timestamp": out.stored}
-            if isinstance(out, writing.Exists):
-                return 412, {}
-            if isinstance(out, hashdir.DeviceMissing) or (
-                    isinstance(out, BaseException) and hashdir.is_enospc(out)):
-                return 507, {}
-            log.error("grouped PUT to %s failed, txid=%s", dp, tx,
-                      exc_info=out if isinstance(out, BaseException) else None)
-            return 500, {}
-
-        results = [status_of(i) for i in range(len(devices))]
-        await self.updater.update_devices("PUT", *names, listing_update(
-            ts, metadata, str(cl), etag),
-            [(devices[i][0], parse_targets(devices[i][2]))  # type: ignore[misc]
-             for i, (st, _) in enumerate(results) if st == 201], tx)
-        (status, extra), rest = results[0], results[1:]
-        headers = {"ETag": etag, ALSO_STATUSES: ",".join(str(st) for st, _ in rest), **extra}
-        if status == 201:
-            return web.Response(status=201, headers=headers)
-        return error(status, _REASONS.get(status, "Error"), headers)
-
-    async def _read_all(self, request: web.Request, cl: int) -> list[bytes]:
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            try:
-                chunk = await request.content.readany()
-            except HTTPError:  # a malformed body: the client's 400
-                raise
-            except Exception:  # reset, payload error
-                raise HTTPError(499, "Client disconnected") from None
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total < cl:
-            raise HTTPError(499, "Client disconnected")
-        return chunks
+            res, md = await run_blocking(ec_archive.make_durable, dev_path, part,
+                                         hash_path(acc, cont, obj), ts.internal, self.fsync)
+        except ec_archive.PendingMissing:
+            return error(404, "Not Found")
+        except hashdir.Conflict as exc:
+            return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
+        targets = parse_targets(request.headers)
+        if targets and res is not None:
+            await self.updater.update(dev_path, "PUT", acc, cont, obj, listing_update(
+                ts, md, *ec_archive.listing_size_etag(md)), targets, txid(request))
+        if res is not None:
+            self._maybe_fold(dev_path, part, res.journal_size)
+        return web.Response(status=201)
 
     async def _receive(self, request: web.Request, writer: writing.DataWriter, cl: int | None,
-                       metadata: dict[str, str], ts: Timestamp) -> hashdir.CommitResult:
-        """Stream the body to the writer, one thread hop per `batch` bytes, then commit."""
+                       metadata: dict[str, str], ts: Timestamp,
+                       splitter: ec_archive.FooterSplitter | None = None,
+                       ) -> hashdir.CommitResult:
+        """Stream the body to the writer, one thread hop per `batch` bytes, then commit.
+        With `splitter`, the body ends with an EC footer: the archive's metadata, and its
+        MD5 to check the archive against."""
         pending: list[bytes] = []
         pending_len = 0
         total = 0
@@ -413,8 +322,9 @@ class ObjectServer:
             total += len(chunk)
             if total > self.max_object_size:
                 raise HTTPError(413, "Request Entity Too Large")
-            pending.append(chunk)
-            pending_len += len(chunk)
+            for piece in (chunk,) if splitter is None else splitter.feed(chunk):
+                pending.append(piece)
+                pending_len += len(piece)
             if pending_len >= self.batch or len(pending) >= 512:
                 batch, pending, pending_len = pending, [], 0
                 if first:
@@ -426,14 +336,19 @@ class ObjectServer:
             raise HTTPError(499, "Client disconnected")
         if cl is not None and total > cl:
             raise HTTPError(400, "Body longer than Content-Length")
+        expected = request.headers.get("ETag")
+        if splitter is not None:
+            rest, info = splitter.finish()
+            pending += rest
+            metadata.update(info.to_metadata())
+            expected = info.archive_etag
         if first and durability.MODE == "batch":  # the whole body in hand: commit in a batch
             _, (res,) = await self.committer.put([writer], pending, metadata, ts.internal,
-                                                 request.headers.get("ETag"))
+                                                 expected)
             if isinstance(res, BaseException):
                 raise res
             return res
-        return await run_blocking(writer.put, pending, metadata, ts.internal,
-                                  request.headers.get("ETag"))
+        return await run_blocking(writer.put, pending, metadata, ts.internal, expected)
 
     @staticmethod
     def _first_write(writer: writing.DataWriter, batch: list[bytes], ts: str) -> None:
@@ -441,6 +356,8 @@ class ObjectServer:
         writer.write(batch)
 
     async def POST(self, request: web.Request) -> web.Response:
+        if request.headers.get(ec_archive.COMMIT_HEADER):
+            return await self._ec_commit(request)
         dev_path, part, acc, cont, obj = await self.object_path(request)
         ts = self.timestamp(request)
         metadata = self._user_metadata(request, ts)
@@ -464,8 +381,8 @@ class ObjectServer:
             # A new content type shows in listings, as the row of a write at the POST's time.
             old = res.metadata
             await self.updater.update(dev_path, "PUT", acc, cont, obj, listing_update(
-                ts, old, old.get("Content-Length", "0"), old.get("ETag", ""),
-                metadata["Content-Type"]), targets, txid(request))
+                ts, old, *ec_archive.listing_size_etag(old), metadata["Content-Type"]),
+                targets, txid(request))
         self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=202)
 
@@ -509,8 +426,16 @@ class ObjectServer:
         hexhash = hash_path(acc, cont, obj)
         is_get = request.method == "GET"
         full = is_get and not request.headers.get("Range")
-        info = await run_blocking(reading.open_object, dev_path, part, hexhash,
-                                  self.read_chunk if is_get else 0, full)
+        pending = request.headers.get(ec_archive.PENDING_HEADER)
+        if pending and self.is_ec(request):  # a version whose commit some nodes missed
+            try:
+                ts = Timestamp.parse(pending).internal
+            except TimestampError:
+                raise HTTPError(400, f"Invalid {ec_archive.PENDING_HEADER}") from None
+            info = await run_blocking(ec_archive.open_pending, dev_path, part, hexhash, ts)
+        else:
+            info = await run_blocking(reading.open_object, dev_path, part, hexhash,
+                                      self.read_chunk if is_get else 0, full)
         try:
             return await self._answer(request, info, dev_path, part, hexhash, is_get, full)
         finally:

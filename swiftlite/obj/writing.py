@@ -133,7 +133,11 @@ class DataWriter:
 
     def __init__(self, device_path: str, part: int | str, hexhash: str,
                  fsync: bool = True, refuse_existing: bool = False,
-                 direct: bool = False, if_match: tuple[str, str] | None = None) -> None:
+                 direct: bool = False, if_match: tuple[str, str] | None = None,
+                 ext: str = "data") -> None:
+        # "pend": an EC fragment archive's first phase (obj/ec_archive.py), not current
+        # until made durable, and kept out of the expiring queue until then.
+        self.ext = ext
         self.refuse_existing = refuse_existing  # If-None-Match: *
         # (ETag, metadata key holding it or ""): the current object must have that ETag,
         # judged under the object's lock at commit, so two racing writers cannot both pass.
@@ -225,8 +229,8 @@ class DataWriter:
                     _write_all(self.fd, [pack_trailer(metadata)])
                 self._close_synced()
                 res = commit(self.device_path, self.part, self.hexhash, self.tmp,
-                             f"{timestamp}.data", self._locked_check(timestamp), self.fsync,
-                             metadata)
+                             f"{timestamp}.{self.ext}", self._locked_check(timestamp),
+                             self.fsync, metadata if self.ext == "data" else None)
             self.tmp = None
             res.metadata = metadata
             return res
@@ -332,8 +336,8 @@ class DataWriter:
         `committed`."""
         assert self.tmp is not None
         return renamed(self.device_path, self.part, self.hexhash, self.tmp,
-                       f"{timestamp}.data", self._locked_check(timestamp), metadata,
-                       self.fsync)
+                       f"{timestamp}.{self.ext}", self._locked_check(timestamp),
+                       metadata if self.ext == "data" else None, self.fsync)
 
     def committed(self, result: CommitResult, metadata: dict[str, str]) -> CommitResult:
         self.tmp = None

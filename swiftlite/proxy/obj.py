@@ -6,6 +6,8 @@ whole), substitutes a handoff for a primary that cannot be reached, and answers 
 quorum has the object durably.
 GET/HEAD: replicas in random order so all serve reads; a 404 falls through to the next, and a
 tombstone newer than a replica's data wins.
+Objects of erasure-coded policies are stored and read by proxy/ec_put.py and ec_get.py
+(`_store` and `_get` hand them over first); POST and DELETE are the same for both.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from multidict import CIMultiDict
 
 from swiftlite.common import metrics
 from swiftlite.common.client import node_path
-from swiftlite.common.fastclient import ConnectError, Response
+from swiftlite.common.fastclient import Response
 from swiftlite.common.http import HTTPError, error, method_not_allowed
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj.fileformat import policy_part
 from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
+from swiftlite.proxy import ec_get, ec_put
 from swiftlite.proxy.backend import (
     NETWORK_ERRORS,
     BackendResponse,
@@ -41,13 +44,11 @@ from swiftlite.proxy.backend import (
 from swiftlite.proxy.common import metadata_headers
 from swiftlite.proxy.local_reads import LocalResponse
 from swiftlite.proxy.nodes import (
-    local_fault,
-    logical_path,
     node_key,
     read_order,
     verdicts,
-    write_handoffs,
 )
+from swiftlite.proxy.put_common import Feed, container_headers, start_senders
 from swiftlite.proxy.request import BACKEND_GET_HEADERS, BACKEND_PUT_HEADERS, BODY, TIMESTAMP
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, bytes_response
 
@@ -57,7 +58,6 @@ MAX_DELETE_AT = 9999999999
 GET_PASS_HEADERS = RANGE_AND_CONDITIONS  # what a GET asks its replicas along with the name
 STREAM_CHUNK = 64 * 1024
 OBJECT_POLICY = "swiftlite.object_policy"  # request key: the container's policy index
-QUEUE_DEPTH = 4
 # A replica's answer: from its object server, or read here (proxy.local_reads).
 Answer = Response | LocalResponse
 
@@ -95,8 +95,13 @@ def _ts(value: str | None) -> Timestamp | None:
 
 
 async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
-    headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
     extra = request.get(BACKEND_GET_HEADERS)
+    index = await proxy.object_policy(request, target.account, target.container)
+    scheme = proxy.ec_scheme(index)
+    if scheme is not None:  # before the object cache and local reads: they see archives
+        return await ec_get.get(proxy, request, (target.account, target.container,
+                                                 target.obj), index, scheme, extra)
+    headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
     cache = proxy.object_cache
     since = 0
     if cache is not None and cache.cacheable(request, extra):
@@ -348,11 +353,17 @@ async def _store(proxy, target, headers: dict[str, str], body, length: int | Non
                  extra_response: dict[str, str] | None = None) -> web.Response:
     """Write one object to its replicas from `body`: bytes (one buffer for all replicas) or
     an async iterator of chunks (streamed). Answers as the client's PUT response."""
+    scheme = proxy.ec_scheme(int(headers.get(POLICY_INDEX_HEADER, 0)))
+    if scheme is not None:
+        answer = await ec_put.store(proxy, target, scheme, headers, body, length)
+        if extra_response and answer.status == 201:
+            answer.headers.update(extra_response)
+        return answer
     acct, cont, name = target.account, target.container, target.obj
     ring = _ring_of(proxy, headers)
     part = ring.get_part(acct, cont, name)
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
-    headers_for = _container_headers(headers, cpart, cnodes)
+    headers_for = container_headers(headers, cpart, cnodes)
     # The body's MD5 is the object servers' to compute (each checks what it received, and a
     # client's ETag, answering 422); the proxy only checks that the replicas agree. Hashing
     # here as well cost a second pass over every body, on the event loop.
@@ -369,19 +380,6 @@ async def _store(proxy, target, headers: dict[str, str], body, length: int | Non
     if extra_response and answer.status == 201:
         answer.headers.update(extra_response)
     return answer
-
-
-def _container_headers(base: dict[str, str], cpart: int, cnodes: list[dict]):
-    """Each object replica tells a different container replica about the write."""
-    def headers_for(index: int, node: dict) -> dict[str, str]:
-        h = dict(base)
-        if cnodes:
-            cn = cnodes[index % len(cnodes)]
-            h["X-Container-Host"] = f"{cn['ip']}:{cn['port']}"
-            h["X-Container-Device"] = cn["device"]
-            h["X-Container-Partition"] = str(cpart)
-        return h
-    return headers_for
 
 
 def _put_answer(responses: list[BackendResponse], n: int, expected: str | None,
@@ -406,74 +404,16 @@ def _put_answer(responses: list[BackendResponse], n: int, expected: str | None,
     return error(503, "Service Unavailable: the object could not be stored on a quorum")
 
 
-class _Feed:
-    """One replica's view of the client body: a bounded queue, so the slowest replica sets
-    the pace and memory stays at QUEUE_DEPTH chunks per replica."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUE_DEPTH)
-        self.started = False
-        self.dead = False
-
-    async def body(self):
-        while True:
-            chunk = await self.queue.get()
-            if chunk is None:
-                return
-            self.started = True
-            yield chunk
-
-    def kill(self) -> None:
-        self.dead = True
-        while not self.queue.empty():  # unblock a reader waiting on put()
-            self.queue.get_nowait()
-
-
 async def _put_streaming(proxy, chunks, target, part, headers, headers_for, length):
     acct, cont, name = target.account, target.container, target.obj
     ring = _ring_of(proxy, headers)
     primaries = ring.get_part_nodes(part)
-    handoffs = write_handoffs(ring, part, proxy.limiter)
     if length is not None:
         headers["Content-Length"] = str(length)
-    pool = proxy.backend.pool
-    feeds = [_Feed() for _ in primaries]
-    judge = verdicts(proxy.limiter)  # before the tasks, so they share it
-    logical = logical_path(node_path(primaries[0], part, acct, cont, name))
+    feeds = [Feed() for _ in primaries]
 
-    async def send(index: int, node: dict | None) -> BackendResponse | None:
-        feed = feeds[index]
-        while node is not None:
-            if proxy.limiter.limited(node) and not feed.started:
-                node = next(handoffs, None)
-                continue
-            path = node_path(node, part, acct, cont, name)
-            try:
-                r = await pool.request(node["ip"], node["port"], "PUT", path,
-                                       headers_for(index, node), feed.body())
-                resp = BackendResponse(r.status, r.headers, await r.read(), node)
-                if r.status < 400:
-                    judge.served("PUT", logical)
-                elif r.status == 507:
-                    proxy.limiter.fatal(node, "507 Insufficient Storage")
-                elif r.status >= 500:
-                    judge.suspect(node, "PUT", logical, f"PUT {path}: {r.status}")
-                return resp
-            except NETWORK_ERRORS as exc:
-                if isinstance(exc, ConnectError):  # nothing sent: the node's fault...
-                    if exc.local:  # ...unless this process is out of descriptors
-                        local_fault(f"PUT {path}: {exc}")
-                    else:
-                        proxy.limiter.error(node, f"PUT {path}: {exc!r}", server=True)
-                else:  # e.g. the server refused the body early: maybe the request's fault
-                    judge.suspect(node, "PUT", logical, f"PUT {path}: {exc!r}", server=True)
-                if feed.started:
-                    break
-                node = next(handoffs, None)
-        feed.kill()
-        return None
-
-    tasks = [asyncio.ensure_future(send(i, n)) for i, n in enumerate(primaries)]
+    tasks = start_senders(proxy, ring, part, (acct, cont, name), primaries, feeds,
+                          headers_for)
     received = 0
     quorum = quorum_size(len(primaries))
     try:
@@ -516,7 +456,7 @@ async def _post(proxy, request: web.Request, target) -> web.Response:
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
     responses = await proxy.backend.fan_out(
         ring, part, "POST", lambda n: node_path(n, part, acct, cont, name),
-        _container_headers(headers, cpart, cnodes), use_handoffs=False)
+        container_headers(headers, cpart, cnodes), use_handoffs=False)
     best = best_response(responses, ring.replica_count)
     if best.status // 100 == 2:
         return web.Response(status=202, text="Accepted\n")
@@ -541,7 +481,7 @@ async def _delete(proxy, request: web.Request, target) -> web.Response:
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
     responses = await proxy.backend.fan_out(
         ring, part, "DELETE", lambda n: node_path(n, part, acct, cont, name),
-        _container_headers({**proxy.backend_headers(request, ts), **extra}, cpart, cnodes))
+        container_headers({**proxy.backend_headers(request, ts), **extra}, cpart, cnodes))
     best = best_response(responses, ring.replica_count)
     if best.status // 100 == 2:
         return web.Response(status=204)

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from swiftlite.common import constraints, empty_length, policies
 from swiftlite.common.config import Section
+from swiftlite.common.ec import ECScheme
 from swiftlite.common.fastclient import Pool
 from swiftlite.common.http import HTTPError, error, txid
 from swiftlite.common.server import make_app
@@ -63,6 +64,8 @@ class Proxy:
         self.policies = policies.load(swift_dir)
         self.object_rings = {p.index: Ring.load(os.path.join(swift_dir, f"{p.ring_name}.ring.gz"),
                                                 reload) for p in self.policies}
+        for p in self.policies:  # an EC policy's ring has one replica per fragment archive
+            p.check_ring(self.object_rings[p.index])
         self.object_ring = self.object_rings[0]
         self.container_ring = Ring.load(os.path.join(swift_dir, "container.ring.gz"), reload)
         self.account_ring = Ring.load(os.path.join(swift_dir, "account.ring.gz"), reload)
@@ -282,6 +285,11 @@ class Proxy:
         if len(self.policies) == 1:
             return 0  # no info lookup where there is one policy only
         return (await self.container_info(request, acct, cont)).policy_index
+
+    def ec_scheme(self, index: int) -> ECScheme | None:
+        """The EC scheme of policy `index`, None for a replicated (or unknown) one."""
+        policy = self.policies.get(index)
+        return policy.ec if policy is not None else None
 
     def object_ring_for(self, index: int) -> Ring:
         ring = self.object_rings.get(index)

@@ -321,3 +321,13 @@ def test_archives_within_two_percent_of_k_plus_m_over_k():
         s = ECScheme(4, 2, segment_size=seg)
         over = Layout(s, 8 << 20).archive_length * s.n / (8 << 20) / ideal - 1
         assert (over <= 0.02) == (seg >= 16384), (seg, over)
+
+
+def test_decode_checked_takes_k_fragments_already_checked():
+    from swiftlite.common.ec.decode import decode_checked
+    scheme = ECScheme(4, 2, segment_size=4096)
+    body = random.Random(5).randbytes(3000)
+    fragments = scheme.encode_segment(body)
+    assert decode_checked(scheme, len(body), fragments[2:]) == body
+    with pytest.raises(ECDecodeError):
+        decode_checked(scheme, len(body), fragments[3:])

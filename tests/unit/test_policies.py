@@ -7,6 +7,7 @@ import configparser
 import pytest
 
 from swiftlite.common import policies
+from swiftlite.common.ec import DEFAULT_EC_TYPE, DEFAULT_SEGMENT_SIZE, ECScheme
 from swiftlite.obj import fileformat
 
 
@@ -20,7 +21,8 @@ def test_no_sections_is_policy_0_alone():
     ps = parse("[hash]\nhash_path_prefix = x\n")
     assert [p.index for p in ps] == [0]
     assert ps.default.name == "Policy-0" and ps.default.ring_name == "object"
-    assert ps.info() == [{"name": "Policy-0", "aliases": "Policy-0", "default": True}]
+    assert ps.info() == [{"name": "Policy-0", "aliases": "Policy-0", "default": True,
+                          "policy_type": "replication"}]
 
 
 def test_names_aliases_default_and_rings():
@@ -31,7 +33,8 @@ def test_names_aliases_default_and_rings():
     assert ps.by_name("ARCHIVE").index == 2 and ps.by_name(" gold ").index == 0
     assert ps.by_name("bronze") is None
     assert ps.get(2).ring_name == "object-2" and ps.get(2).datadir == "objects-2"
-    assert ps.get(3).info() == {"name": "old", "aliases": "old", "deprecated": True}
+    assert ps.get(3).info() == {"name": "old", "aliases": "old", "deprecated": True,
+                                "policy_type": "replication"}
 
 
 def test_policy_0_is_added_and_a_default_chosen():
@@ -40,8 +43,24 @@ def test_policy_0_is_added_and_a_default_chosen():
     assert ps.default.index == 0
 
 
+EC = "[storage-policy:1]\nname = ec\npolicy_type = erasure_coding\n"
+
+
 @pytest.mark.parametrize("text,message", [
-    ("[storage-policy:1]\nname = ec\npolicy_type = erasure_coding\n", "not built yet"),
+    ("[storage-policy:1]\nname = ec\npolicy_type = erasure_coding\n",
+     "needs ec_num_data_fragments"),
+    (EC + "ec_num_data_fragments = 4\n", "needs ec_num_parity_fragments"),
+    (EC + "ec_num_data_fragments = four\nec_num_parity_fragments = 2\n",
+     "ec_num_data_fragments must be an integer"),
+    (EC + "ec_num_data_fragments = 0\nec_num_parity_fragments = 2\n", "at least 1"),
+    (EC + "ec_num_data_fragments = 30\nec_num_parity_fragments = 3\n", "at most 32"),
+    (EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n"
+     "ec_object_segment_size = 100\n", "segment_size must be at least"),
+    (EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\nec_type = no_such\n",
+     "not usable here"),
+    ("[storage-policy:0]\nname = zero\npolicy_type = erasure_coding\n"
+     "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n", "policy 0 cannot be"),
+    ("[storage-policy:1]\nname = r\nec_num_data_fragments = 4\n", "only apply to"),
     ("[storage-policy:1]\nname = x\npolicy_type = magic\n", "unknown policy_type"),
     ("[storage-policy:0]\nname = a\n[storage-policy:1]\nname = A\n", "used twice"),
     ("[storage-policy:0]\nname = a\ndefault = yes\n[storage-policy:1]\nname = b\n"
@@ -52,6 +71,32 @@ def test_policy_0_is_added_and_a_default_chosen():
 def test_inconsistent_policies_are_refused(text, message):
     with pytest.raises(policies.PolicyError, match=message):
         parse(text)
+
+
+def test_erasure_coding_policy_has_its_scheme():
+    ps = parse(EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n"
+               "ec_object_segment_size = 4096\n")
+    ec = ps.by_name("ec")
+    assert ec.is_ec and ec.ec == ECScheme(4, 2, DEFAULT_EC_TYPE, 4096) and ec.replicas == 6
+    assert not ps.get(0).is_ec and ps.get(0).replicas is None
+    assert ec.info() == {"name": "ec", "aliases": "ec", "policy_type": "erasure_coding",
+                         "ec_type": DEFAULT_EC_TYPE, "ec_num_data_fragments": 4,
+                         "ec_num_parity_fragments": 2, "ec_object_segment_size": 4096}
+    defaults = parse(EC + "ec_num_data_fragments = 2\nec_num_parity_fragments = 1\n")
+    assert defaults.get(1).ec == ECScheme(2, 1, DEFAULT_EC_TYPE, DEFAULT_SEGMENT_SIZE)
+
+
+class _Ring:
+    def __init__(self, replicas: int) -> None:
+        self.replica_count = replicas
+
+
+def test_ec_ring_must_have_k_plus_m_replicas():
+    ps = parse(EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n")
+    ps.get(1).check_ring(_Ring(6))
+    ps.get(0).check_ring(_Ring(3))  # replicated: any count
+    with pytest.raises(policies.PolicyError, match="must have 6 replicas, not 3"):
+        ps.get(1).check_ring(_Ring(3))
 
 
 def test_policy_parts_name_their_data_dir():

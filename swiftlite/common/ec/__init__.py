@@ -6,7 +6,8 @@
 - meta.py: `ArchiveInfo`, what each archive stores as sysmeta (`X-Object-Sysmeta-Ec-*`);
 - decode.py: segments, ranges or bodies from any k archives, corrupt fragments skipped.
 
-Not served yet: storage policies refuse `erasure_coding` at load (policies.py).
+Served for `erasure_coding` storage policies (policies.py): the proxy encodes and decodes
+(proxy/ec_put.py, proxy/ec_get.py), object servers store archives (obj/ec_archive.py).
 """
 
 from swiftlite.common.ec.decode import (

@@ -71,6 +71,12 @@ def decode_segment(scheme: ECScheme, segment_length: int,
     return _decode(scheme, segment_length, good, problems)
 
 
+def decode_checked(scheme: ECScheme, segment_length: int, fragments: list[bytes]) -> bytes:
+    """One segment from k fragments the caller already checked with `fragment_problem`
+    (a streaming reader checks each as it arrives, to know which archive to replace)."""
+    return _decode(scheme, segment_length, fragments, [])
+
+
 def _decode(scheme: ECScheme, segment_length: int, good: list[bytes],
             problems: list[str]) -> bytes:
     from pyeclib.ec_iface import ECDriverError

@@ -1,0 +1,382 @@
+"""GET/HEAD of an erasure-coded policy's object: find k archives, decode while streaming.
+
+1. HEAD every primary (and, for each that cannot answer, a handoff): each answer is one
+   archive's metadata (its ArchiveInfo sysmeta) at some timestamp. The object is the newest
+   timestamp that k distinct fragment indexes share, unless a newer tombstone says it was
+   deleted; fewer than k archives of anything is a 404 when the nodes said so, else a 503.
+2. Conditions (on the object's ETag), Range and HEAD are answered here from that metadata;
+   the object servers never see them (their ETag and length are the archive's).
+3. A GET reads, from k archives (data fragments first: decoding those is a copy), only the
+   archive bytes of the segments the range lies in (`Layout.plan`), one segment's
+   fragments at a time, and decodes each in the thread pool. An archive that fails (cut,
+   wrong timestamp, a fragment failing its check) is dropped and the next one is opened at
+   the current segment, so up to m bad archives go unnoticed. Past that the body is cut
+   short (BodyCutShort): never wrong bytes.
+
+EC objects are never served by the proxy's object cache nor as a local read's answer: those
+would hand out an archive as if it were the object (obj.py sends EC reads here first).
+Archives themselves are read through local reads where they are on this host's devices
+(`_local`: the same answer their object server would give, archive and sysmeta), like
+replicas, saving the HTTP hop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from swiftlite.common.client import node_path
+from swiftlite.common.ec import ArchiveInfo, ECError, ECScheme
+from swiftlite.common.ec.decode import decode_checked, fragment_problem
+from swiftlite.common.ec.scheme import as_bytes
+from swiftlite.common.http import HTTPError, error
+from swiftlite.common.policies import POLICY_INDEX_HEADER
+from swiftlite.common.threadpool import run_blocking
+from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.obj import ranges
+from swiftlite.obj.ec_archive import PENDING_HEADER
+from swiftlite.obj.fileformat import policy_part
+from swiftlite.proxy.backend import NETWORK_ERRORS, BackendResponse, client_headers, quorum_size
+from swiftlite.proxy.local_reads import LocalResponse
+from swiftlite.proxy.response import BodyCutShort, BodyResponse
+
+log = logging.getLogger("swiftlite.proxy")
+READ_CHUNK = 256 * 1024
+ETAG_IS_AT = "X-Backend-Etag-Is-At"
+IGNORE_RANGE = "X-Backend-Ignore-Range-If-Metadata-Present"
+
+
+@dataclass
+class Archive:
+    node: dict
+    headers: CIMultiDict
+    info: ArchiveInfo
+    ts: Timestamp
+    pending: bool = False  # durable elsewhere, not (yet) on its node: read it as pending
+
+
+def _ts(value: str | None) -> Timestamp | None:
+    try:
+        return Timestamp.parse(value) if value else None
+    except TimestampError:
+        return None
+
+
+async def get(proxy, request: web.Request, names: tuple[str, str, str], index: int,
+              scheme: ECScheme, extra: dict[str, str] | None) -> web.StreamResponse:
+    """The client's answer to a GET/HEAD of an object of EC policy `index`; `extra` are a
+    pipeline feature's backend headers (judged here when they concern the ETag or Range)."""
+    ring = proxy.object_ring_for(index)
+    part = ring.get_part(*names)
+    headers = proxy.backend_headers(request)
+    headers[POLICY_INDEX_HEADER] = str(index)
+    if proxy.allow_open_expired and "X-Open-Expired" in request.headers:
+        headers["X-Open-Expired"] = request.headers["X-Open-Expired"]
+    extra = dict(extra or {})
+    etag_at = extra.pop(ETAG_IS_AT, None)
+    ignore_range = extra.pop(IGNORE_RANGE, None)
+    headers.update(extra)
+    where = (part, policy_part(part, index), names)
+    archives = await _find(proxy, ring, where, headers, scheme)
+    first = min(archives, key=lambda a: a.info.frag_index)
+    # POSTed metadata may have reached only some: the newest .meta's answer speaks.
+    newest_meta = max(archives, key=lambda a: a.headers.get("X-Backend-Meta-Timestamp", ""))
+    info = first.info
+    out = client_headers(newest_meta.headers)
+    out["ETag"] = info.etag
+    out["Content-Length"] = str(info.body_length)
+    md = {k.lower(): v for k, v in newest_meta.headers.items()}
+    cond_etag = (md.get(etag_at.lower()) if etag_at else None) or info.etag
+    cond = ranges.check_conditions(request.headers, cond_etag, -(-first.ts.ticks // 100000))
+    if cond is not None:
+        out.pop("Content-Type", None)
+        out.pop("Content-Length", None)
+        return web.Response(status=cond, headers=out)
+    length = info.body_length
+    range_header = request.headers.get("Range")
+    if range_header and ignore_range and md.get(ignore_range.lower()) is not None:
+        range_header = None  # a manifest: read whole, its segments are ranged instead
+    spans = ranges.parse_range(range_header, length)
+    if spans is not None and not spans:
+        out.pop("Content-Type", None)
+        out["Content-Range"] = f"bytes */{length}"
+        out.pop("Content-Length", None)
+        return error(416, "Requested Range Not Satisfiable", out)
+    if request.method == "HEAD":
+        return BodyResponse(200, out, None, length)
+    reader = _Reader(proxy, where, headers, scheme, sorted(
+        (a for a in archives if a.ts == first.ts), key=lambda a: a.info.frag_index))
+    if spans is None:
+        return BodyResponse(200, out, reader.span(0, length), length, on_close=reader.close)
+    if len(spans) == 1:
+        a, b = spans[0]
+        out["Content-Range"] = f"bytes {a}-{b - 1}/{length}"
+        out["Content-Length"] = str(b - a)
+        return BodyResponse(206, out, reader.span(a, b), b - a, on_close=reader.close)
+    bound = ranges.boundary()
+    heads, tail, total = ranges.multipart_parts(spans, length, out.get("Content-Type", ""),
+                                                bound)
+    out["Content-Type"] = f"multipart/byteranges;boundary={bound}"
+    out["Content-Length"] = str(total)
+
+    async def parts() -> AsyncIterator[bytes]:
+        for head, (a, b) in zip(heads, spans, strict=True):
+            yield head
+            async for piece in reader.span(a, b):
+                yield piece
+            yield b"\r\n"
+        yield tail
+    return BodyResponse(206, out, parts(), total, on_close=reader.close)
+
+
+Where = tuple[int, int, tuple[str, str, str]]  # ring partition, its local form, names
+
+
+async def _local(proxy, node: dict, method: str, where: Where,
+                 headers: dict[str, str]) -> LocalResponse | None:
+    """An archive on this host's devices read here (local reads answer exactly as its
+    object server would, archive and sysmeta alike), or None: ask its object server. A
+    pending archive is always asked of its server."""
+    if proxy.local_reads is None or PENDING_HEADER in headers:
+        return None
+    return await proxy.local_reads.open(node, method, where[1], where[2], headers)
+
+
+async def _find(proxy, ring, where: Where, headers: dict[str, str],
+                scheme: ECScheme) -> list[Archive]:
+    """The archives of the object's current version (at least k, one per fragment index);
+    HTTPError 404/503 when there is none."""
+    part, _, names = where
+    answers: list[tuple[dict, BackendResponse | None]] = []
+
+    async def head(node: dict, h: dict[str, str] = headers,
+                   ) -> tuple[dict, BackendResponse | None]:
+        local = await _local(proxy, node, "HEAD", where, h)
+        if local is not None:
+            local.release()
+            return node, BackendResponse(local.status, local.headers, b"", node)
+        return node, await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
+                                                 h)
+    primaries = ring.get_part_nodes(part)
+    answers += await asyncio.gather(*(head(n) for n in primaries))
+    failed = sum(1 for _, r in answers if r is None or r.status >= 500)
+    # An archive a primary could not take went to a handoff: ask handoffs until as many
+    # answered as primaries could not (a handoff may be down too), at most 2n of them.
+    handoffs = (n for n in ring.get_more_nodes(part) if not proxy.limiter.limited(n))
+    budget = 2 * len(primaries)
+    while failed > 0 and budget > 0:
+        batch = [n for n, _ in zip(handoffs, range(min(failed, budget)), strict=False)]
+        if not batch:
+            break
+        budget -= len(batch)
+        got = await asyncio.gather(*(head(n) for n in batch))
+        answers += got
+        failed -= sum(1 for _, r in got if r is not None and r.status < 500)
+    found: list[Archive] = []
+    tombstone: Timestamp | None = None
+    not_found = 0
+    for node, r in answers:
+        if r is None or r.status >= 500:
+            continue
+        if r.status == 404:
+            not_found += 1
+            ts = _ts(r.headers.get("X-Backend-Timestamp"))
+            if ts is not None and (tombstone is None or ts > tombstone):
+                tombstone = ts
+            continue
+        archive = _archive(node, r)
+        if archive is not None:
+            found.append(archive)
+    by_ts: dict[Timestamp, dict[int, Archive]] = {}
+    for a in found:
+        by_ts.setdefault(a.ts, {}).setdefault(a.info.frag_index, a)
+    for ts in sorted(by_ts, reverse=True):
+        if tombstone is not None and tombstone > ts:
+            break
+        group = by_ts[ts]
+        if len(group) < scheme.k:
+            # A durable archive means k + 1 were stored before phase 2 began: the commit
+            # that some nodes missed (the proxy died) leaves theirs pending, readable.
+            others = [n for n, r in answers if r is not None and r.status < 500
+                      and not any(a.node is n for a in group.values())]
+            h = dict(headers, **{PENDING_HEADER: ts.internal})
+            for node, r in await asyncio.gather(*(head(n, h) for n in others)):
+                archive = _archive(node, r, pending=True)
+                if archive is not None and archive.ts == ts:
+                    group.setdefault(archive.info.frag_index, archive)
+        if len(group) >= scheme.k:
+            return list(group.values())
+    down = sum(1 for n, r in answers[:len(primaries)] if r is None or r.status >= 500)
+    if tombstone is not None or not_found >= quorum_size(len(primaries)) or \
+            (not found and not_found and down < scheme.k):
+        raise HTTPError(404, "Not Found")
+    raise HTTPError(503, "Service Unavailable: too few fragment archives")
+
+
+def _archive(node: dict, r: BackendResponse | None, pending: bool = False) -> Archive | None:
+    """The archive an object server's answer to a HEAD describes, if it is one."""
+    if r is None or r.status != 200:
+        return None
+    ts = _ts(r.headers.get("X-Backend-Timestamp") or r.headers.get("X-Timestamp"))
+    try:
+        info = ArchiveInfo.from_metadata(r.headers)
+    except ECError:
+        return None  # not an archive (or a broken one): as good as missing
+    return Archive(node, r.headers, info, ts, pending) if ts is not None else None
+
+
+class _Stream:
+    """One archive's bytes from some segment on, read a fragment at a time."""
+
+    def __init__(self, archive: Archive, resp: Any) -> None:
+        self.archive = archive
+        self.index = archive.info.frag_index
+        self.resp = resp
+        self._chunks = resp.iter_chunks(READ_CHUNK)
+        self._held: list[bytes] = []  # received, not yet returned
+        self._held_len = 0
+
+    async def read_exact(self, n: int) -> bytes:
+        while self._held_len < n:
+            chunk = await anext(self._chunks, None)
+            if chunk is None:
+                raise EOFError(f"archive {self.index} ended early")
+            self._held.append(chunk)
+            self._held_len += len(chunk)
+        # Joined once per fragment, not copied at all when one chunk is exactly it; always
+        # bytes (pyeclib aborts the process on a bytearray: common/ec/scheme.py).
+        data = as_bytes(self._held[0] if len(self._held) == 1 else b"".join(self._held))
+        if len(data) == n:
+            self._held, self._held_len = [], 0
+            return data
+        self._held = [data[n:]]
+        self._held_len = len(data) - n
+        return data[:n]
+
+    def close(self) -> None:
+        self.resp.release()
+
+
+class _Reader:
+    """Decoded body bytes of one object from its archives, span by span."""
+
+    def __init__(self, proxy, where: Where, headers: dict[str, str], scheme: ECScheme,
+                 archives: list[Archive]) -> None:
+        self.proxy, self.where, self.headers = proxy, where, headers
+        self.part, self.names = where[0], where[2]
+        self.scheme = scheme
+        self.archives = archives  # data fragments first
+        self.bad: set[int] = set()  # fragment indexes that failed once: not asked again
+        self.streams: list[_Stream] = []
+
+    def close(self) -> None:
+        for s in self.streams:
+            s.close()
+        self.streams = []
+
+    async def _open(self, archive: Archive, first: int, last: int) -> _Stream | None:
+        node = archive.node
+        h = dict(self.headers, Range=f"bytes={first}-{last}")
+        if archive.pending:
+            h[PENDING_HEADER] = archive.ts.internal
+        try:
+            resp: Any = await _local(self.proxy, node, "GET", self.where, h)
+            if resp is None:
+                resp = await self.proxy.backend.open(
+                    node, "GET", node_path(node, self.part, *self.names), h)
+        except NETWORK_ERRORS:
+            return None
+        if resp is None:
+            return None
+        # Another version written meanwhile has other archives: same sizes, other bytes.
+        if resp.status not in (200, 206) or \
+                _ts(resp.headers.get("X-Backend-Timestamp")) != archive.ts:
+            resp.release()
+            return None
+        stream = _Stream(archive, resp)
+        self.streams.append(stream)
+        return stream
+
+    def _drop(self, active: dict[int, _Stream], index: int, why: str) -> None:
+        log.warning("EC GET %s: archive %d on %s:%s dropped (%s); reading another",
+                    "/".join(self.names), index, active[index].archive.node["ip"],
+                    active[index].archive.node["port"], why)
+        self.bad.add(index)
+        stream = active.pop(index)
+        stream.close()
+        self.streams.remove(stream)
+
+    async def span(self, start: int, end: int) -> AsyncIterator[bytes]:
+        """Body bytes start..end (exclusive), in pieces of at most a segment."""
+        if start >= end:
+            return
+        scheme = self.scheme
+        layout = self.archives[0].info.layout
+        plan = layout.plan(start, end - 1)
+        last_byte = plan.archive_range[1]
+        spares = [a for a in self.archives if a.info.frag_index not in self.bad]
+        active: dict[int, _Stream] = {}
+        try:
+            for j in plan.segments:
+                seg_len, frag_len = layout.segment_length(j), layout.fragment_length(j)
+                good: dict[int, bytes] = {}
+                segment: bytes | None = None
+                while segment is None:
+                    while len(active) < scheme.k and spares:
+                        archive = spares.pop(0)
+                        if archive.info.frag_index in self.bad:
+                            continue
+                        stream = await self._open(archive, layout.fragment_range(j)[0],
+                                                  last_byte)
+                        if stream is None:
+                            self.bad.add(archive.info.frag_index)
+                        else:
+                            active[stream.index] = stream
+                    waiting = [s for i, s in active.items() if i not in good]
+                    if not waiting:
+                        raise BodyCutShort(f"segment {j}: {len(good)} good fragments of the "
+                                           f"{scheme.k} needed")
+                    reads = await asyncio.gather(*(s.read_exact(frag_len) for s in waiting),
+                                                 return_exceptions=True)
+                    fresh: dict[int, bytes] = {}
+                    for s, r in zip(waiting, reads, strict=True):
+                        if isinstance(r, BaseException):
+                            if not isinstance(r, (*NETWORK_ERRORS, EOFError)):
+                                raise r
+                            self._drop(active, s.index, repr(r))
+                        else:
+                            fresh[s.index] = r
+                    problems, segment = await run_blocking(
+                        _check_and_decode, scheme, seg_len, frag_len, good, fresh)
+                    for index, problem in problems.items():
+                        self._drop(active, index, problem)
+                yield plan.trim(j, segment, scheme.segment_size)
+        finally:
+            for index in list(active):
+                stream = active.pop(index)
+                stream.close()
+                if stream in self.streams:
+                    self.streams.remove(stream)
+
+
+def _check_and_decode(scheme: ECScheme, seg_len: int, frag_len: int, good: dict[int, bytes],
+                      fresh: dict[int, bytes]) -> tuple[dict[int, str], bytes | None]:
+    """Check the fragments just read (adding the good ones to `good`); decode the segment
+    once k are good. One thread-pool hop per segment on the usual path."""
+    problems = {}
+    for index, fragment in fresh.items():
+        problem = fragment_problem(scheme, fragment, index, seg_len, frag_len)
+        if problem:
+            problems[index] = problem
+        else:
+            good[index] = fragment
+    if len(good) < scheme.k:
+        return problems, None
+    chosen = [fragment for _, fragment in sorted(good.items())[:scheme.k]]
+    return problems, decode_checked(scheme, seg_len, chosen)

@@ -1,0 +1,119 @@
+"""Fragment archives on an object server's disk (swiftlite/obj/ec_archive.py): the footer of
+an EC PUT's body, and the two phases (.pend, then .data)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from swiftlite.common.ec import ECScheme, Encoder
+from swiftlite.obj import digests, ec_archive, fileformat, reading, writing
+from swiftlite.obj.hashdir import Conflict
+
+SCHEME = ECScheme(4, 2, segment_size=4096)
+HASH = "0123456789abcdef0123456789abc123"
+PART = fileformat.policy_part(7, 1)
+
+
+def encoded(body: bytes, index: int = 0) -> tuple[bytes, bytes, Encoder]:
+    enc = Encoder(SCHEME)
+    pieces = [enc.feed(body), enc.finish()]
+    archive = b"".join(p[index] for p in pieces)
+    return archive, ec_archive.pack_footer(enc.archive_info(index)), enc
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 20000])
+def test_footer_splits_off_whatever_the_chunks(size):
+    archive, footer, enc = encoded(random.Random(size).randbytes(size), 2)
+    stream = archive + footer
+    rng = random.Random(1)
+    for _ in range(5):
+        splitter = ec_archive.FooterSplitter()
+        out, i = [], 0
+        while i < len(stream):
+            n = rng.choice([1, 7, 1000, 5000, 70000])
+            out += splitter.feed(stream[i:i + n])
+            i += n
+        rest, info = splitter.finish()
+        assert b"".join(out + rest) == archive
+        assert info == enc.archive_info(2)
+
+
+def test_bad_footers_are_refused():
+    archive, footer, _ = encoded(b"x" * 5000)
+    for stream, message in [(archive, "no EC footer|too short"),
+                            (archive[:-1] + footer, "bytes, not the"),
+                            (archive + footer[:-1] + b"X", "no EC footer")]:
+        splitter = ec_archive.FooterSplitter()
+        splitter.feed(stream)
+        with pytest.raises(ec_archive.BadFooter, match=message):
+            splitter.finish()
+
+
+def _put(dev: str, ts: str, body: bytes, ext: str) -> dict[str, str]:
+    archive, _, enc = encoded(body)
+    md = {"name": "/a/c/o", "Content-Type": "x/y", **enc.archive_info(0).to_metadata()}
+    w = writing.DataWriter(dev, PART, HASH, fsync=False, ext=ext)
+    w.put([archive], md, ts, enc.archive_etag(0))
+    return md
+
+
+def _current(dev: str) -> str | None:
+    info = reading.open_object(dev, PART, HASH)
+    info.close()
+    return info.timestamp if info.status == "ok" else None
+
+
+def test_pending_archive_is_not_the_object_until_made_durable(tmp_path):
+    dev = str(tmp_path / "d1")
+    os.makedirs(dev)
+    _put(dev, "0000000001.00000", b"old" * 3000, "data")
+    before = digests.get_digests(dev, PART)
+    # Phase 1 of a newer write: on disk, but neither read nor in the digests (a kill -9
+    # here leaves the old object whole).
+    _put(dev, "0000000002.00000", b"new" * 3000, ec_archive.PENDING)
+    assert _current(dev) == "0000000001.00000"
+    assert digests.get_digests(dev, PART) == before
+    assert ec_archive.pending_archives(dev, PART, HASH) == ["0000000002.00000.pend"]
+    # ...and a reader that knows the version is durable elsewhere may open it.
+    info = ec_archive.open_pending(dev, PART, HASH, "0000000002.00000")
+    assert info.status == "ok" and info.body_len == int(
+        info.metadata["Content-Length"]) and info.metadata["X-Timestamp"] == "0000000002.00000"
+    info.close()
+    assert ec_archive.open_pending(dev, PART, HASH, "0000000001.00000").status == "missing"
+    # Phase 2.
+    res, md = ec_archive.make_durable(dev, PART, HASH, "0000000002.00000", fsync=False)
+    assert res is not None and md["X-Object-Sysmeta-Ec-Content-Length"] == "9000"
+    assert _current(dev) == "0000000002.00000"
+    assert digests.get_digests(dev, PART) != before
+    assert not ec_archive.pending_archives(dev, PART, HASH)
+    hdir = fileformat.hash_dir(dev, PART, HASH)
+    assert sorted(os.listdir(hdir)) == ["0000000002.00000.data"]  # the old .data removed
+    # Repeating it changes nothing.
+    assert ec_archive.make_durable(dev, PART, HASH, "0000000002.00000", fsync=False)[0] is None
+    with pytest.raises(ec_archive.PendingMissing):
+        ec_archive.make_durable(dev, PART, HASH, "0000000003.00000", fsync=False)
+    # An older write's commit, after a newer one removed its pending archive, lost the race.
+    with pytest.raises(Conflict):
+        ec_archive.make_durable(dev, PART, HASH, "0000000001.50000", fsync=False)
+
+
+def test_a_pending_archive_older_than_the_object_never_becomes_it(tmp_path):
+    dev = str(tmp_path / "d1")
+    os.makedirs(dev)
+    _put(dev, "0000000002.00000", b"a" * 100, ec_archive.PENDING)
+    writing.write_marker(dev, PART, HASH, "0000000003.00000", "ts", {"name": "/a/c/o"},
+                         fsync=False)
+    with pytest.raises(Conflict):
+        ec_archive.make_durable(dev, PART, HASH, "0000000002.00000", fsync=False)
+    assert not ec_archive.pending_archives(dev, PART, HASH)
+    assert reading.open_object(dev, PART, HASH).status == "deleted"
+
+
+def test_listing_size_and_etag_are_the_objects():
+    _, _, enc = encoded(b"z" * 10000)
+    md = {"Content-Length": "2900", "ETag": "f" * 32, **enc.archive_info(1).to_metadata()}
+    assert ec_archive.listing_size_etag(md) == ("10000", enc.etag)
+    assert ec_archive.listing_size_etag({"Content-Length": "5", "ETag": "e"}) == ("5", "e")
