@@ -150,6 +150,7 @@ class Endpoint:
     container: str
     api: str = "swift"
     sign_payload: bool = False
+    policy: str | None = None  # X-Storage-Policy of the container it creates (Swift API)
     session: aiohttp.ClientSession | None = None
     signer: SigV4 | None = None
     host: str = ""
@@ -185,6 +186,8 @@ class Config:
     container: str | None = None
     timeout: float = 60.0
     seed: int = 1
+    policy: str | None = None
+    vs_policy: str | None = None
 
 
 async def auth(ep: Endpoint) -> None:
@@ -299,7 +302,8 @@ async def setup_endpoint(ep: Endpoint, cfg: Config) -> None:
     ep.session = aiohttp.ClientSession(connector=connector, timeout=timeout,
                                        auto_decompress=False, skip_auto_headers=("User-Agent",))
     await auth(ep)
-    status, _ = await request(ep, "PUT", ep.url())
+    headers = {"X-Storage-Policy": ep.policy} if ep.policy else {}
+    status, _ = await request(ep, "PUT", ep.url(), headers=headers)
     if status // 100 != 2 and not (ep.api == "s3" and status == 409):  # S3: already ours
         raise SystemExit(f"{ep.label}: cannot create container {ep.container}: {status}")
 
@@ -318,11 +322,12 @@ async def teardown_endpoint(ep: Endpoint, cfg: Config) -> None:
 async def run_bench(cfg: Config) -> dict:
     """Run the configured phases; returns {"config": ..., "results": {label: {phase: ...}}}."""
     container = cfg.container or f"bench-{uuid.uuid4().hex[:10]}"
-    eps = [Endpoint("A", cfg.url, cfg.user, cfg.key, container, cfg.api, cfg.s3_sha256)]
+    eps = [Endpoint("A", cfg.url, cfg.user, cfg.key, container, cfg.api, cfg.s3_sha256,
+                    cfg.policy)]
     if cfg.vs:
         eps.append(Endpoint("B", cfg.vs, cfg.vs_user or cfg.user, cfg.vs_key or cfg.key,
                             container + "-vs", cfg.vs_api or cfg.api,
-                            cfg.s3_sha256))  # B may be the same cluster as A
+                            cfg.s3_sha256, cfg.vs_policy))  # B may be the same cluster as A
     rounds = cfg.rounds or (4 if cfg.vs else 1)
     wl = Workload(cfg)
     try:
@@ -347,7 +352,8 @@ async def run_bench(cfg: Config) -> dict:
                    "api": cfg.api, "vs_api": (cfg.vs_api or cfg.api) if cfg.vs else None,
                    "count": cfg.count, "concurrency": cfg.concurrency,
                    "phases": list(cfg.phases), "rounds": rounds, "container": container,
-                   "phase_time": cfg.phase_time},
+                   "phase_time": cfg.phase_time, "policy": cfg.policy,
+                   "vs_policy": cfg.vs_policy if cfg.vs else None},
         "results": {ep.label: {p: st.summary() for p, st in ep.stats.items()} for ep in eps},
     }
 
@@ -360,7 +366,10 @@ def format_report(report: dict) -> str:
                                                           "phase_time", "container")),
         f"config: phases={','.join(c['phases'])} api={c.get('api', 'swift')}" +
         (f" vs={c['vs']} vs_api={c.get('vs_api') or c.get('api', 'swift')}"
-         if c["vs"] else ""),
+         if c["vs"] else "") +
+        (f" policy={c.get('policy') or 'default'}" +
+         (f" vs_policy={c.get('vs_policy') or 'default'}" if c["vs"] else "")
+         if c.get("policy") or c.get("vs_policy") else ""),
         f"{'phase':<7}{'ep':<4}{'ops':>7}{'errors':>8}{'secs':>9}{'ops/s':>10}{'MB/s':>9}"
         f"{'p50ms':>9}{'p95ms':>9}{'p99ms':>9}",
     ]
@@ -415,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds a phase may take per endpoint before it stops early")
     p.add_argument("--container", help="container to use (default: a new bench-* one)")
     p.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
+    p.add_argument("--policy", help="storage policy of A's container (Swift API; e.g. ec)")
+    p.add_argument("--vs-policy", help="storage policy of B's container (A/B of two policies "
+                   "on one cluster: --vs the same URL)")
     p.add_argument("--json", help="also write the report as JSON to this file")
     return p
 
@@ -428,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cfg = Config(a.url, a.user, a.key, a.size, a.count, a.concurrency, phases, a.vs,
                  a.vs_user, a.vs_key, a.api, a.vs_api, a.s3_sha256, a.rounds, a.phase_time,
-                 a.container, a.timeout)
+                 a.container, a.timeout, policy=a.policy, vs_policy=a.vs_policy)
     try:
         import uvloop
     except ImportError:
