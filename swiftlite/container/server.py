@@ -164,10 +164,26 @@ def _update_row(raw: Any) -> dict[str, Any]:
     ctype, etag = raw.get("content_type", ""), raw.get("etag", "")
     if not isinstance(ctype, str) or not isinstance(etag, str):
         raise HTTPError(400, "Invalid content_type or etag")
+    policy = raw.get("storage_policy_index")  # None: the container's own (the broker's)
+    if policy is not None and (not isinstance(policy, int) or isinstance(policy, bool)
+                               or policy < 0):
+        raise HTTPError(400, "Invalid storage_policy_index")
     return {"name": name, "created_at": parse_timestamp(str(raw.get("created_at", "")),
                                                            "created_at"),
             "size": 0 if deleted else size, "deleted": int(bool(deleted)),
-            "content_type": _clean_str(ctype, "content_type"), "etag": _clean_str(etag, "etag")}
+            "content_type": _clean_str(ctype, "content_type"), "etag": _clean_str(etag, "etag"),
+            "storage_policy_index": policy}
+
+
+def _row_policy(request: web.Request) -> int | None:
+    """The policy an object update's object was written under (None: not said, an update
+    older than rows recording it, taken as the container's own)."""
+    if policies.POLICY_INDEX_HEADER not in request.headers:
+        return None
+    try:
+        return policies.header_index(request.headers)
+    except ValueError as exc:
+        raise HTTPError(400, str(exc)) from None
 
 
 class ContainerServer(DBServer):
@@ -347,7 +363,8 @@ class ContainerServer(DBServer):
         row = {"name": obj, "created_at": ts, "size": size, "deleted": 0,
                "content_type": _clean_str(request.headers.get("X-Content-Type"),
                                           "X-Content-Type"),
-               "etag": _clean_str(request.headers.get("X-Etag"), "X-Etag")}
+               "etag": _clean_str(request.headers.get("X-Etag"), "X-Etag"),
+               "storage_policy_index": _row_policy(request)}
         return await self._commit(broker, dev_path, [row]) or web.Response(status=201)
 
     async def object_delete(self, request: web.Request, broker: ContainerBroker,
@@ -357,7 +374,7 @@ class ContainerServer(DBServer):
             return redirect
         ts = req_timestamp(request)
         row = {"name": obj, "created_at": ts, "size": 0, "deleted": 1, "content_type": "",
-               "etag": ""}
+               "etag": "", "storage_policy_index": _row_policy(request)}
         return await self._commit(broker, dev_path, [row]) or web.Response(status=204)
 
     async def update(self, request: web.Request, broker: ContainerBroker,

@@ -97,13 +97,28 @@ class MetadataLimit(ValueError):
 Metadata = dict[str, list[str]]  # key -> [value, timestamp]
 
 
-def merge_metadata(current: Metadata, incoming: Mapping[str, Any]) -> bool:
-    """Newest timestamp wins per key; returns whether anything changed."""
+def merge_metadata(current: Metadata, incoming: Mapping[str, Any],
+                   first_wins: tuple[str, ...] = (), dead_before: str = ZERO_TS) -> bool:
+    """Newest timestamp wins per key; returns whether anything changed.
+
+    A key of `first_wins` (a container's storage policy) keeps the OLDEST of two values
+    set after `dead_before` (the DB's delete timestamp: values set before it belong to a
+    deleted incarnation), lower value first at the same time; anything else about it (a
+    value against a clear, or a dead one) is newest-wins. So replicas created at once with
+    different values all settle on the first one set, whatever order they merge in, and a
+    container deleted and created again takes its new value (newer than the delete)."""
     changed = False
     for key, pair in incoming.items():
         value, ts = pair[0], pair[1]
         old = current.get(key)
-        if old is None or ts > old[1]:
+        if old is None:
+            wins = True
+        elif (key in first_wins and value != "" and old[0] != ""
+              and ts > dead_before and old[1] > dead_before):
+            wins = (ts, value) < (old[1], old[0])
+        else:
+            wins = ts > old[1]
+        if wins and [value, ts] != old:
             current[key] = [value, ts]
             changed = True
     return changed
@@ -121,6 +136,7 @@ class DatabaseBroker:
     ITEM_COLUMNS: tuple[str, ...] = ()
     KIND = ""  # "account" | "container": names the listing's XML and its owner in info
     LISTING_COLUMNS: tuple[str, ...] = ()  # a listing row (of live items), name first
+    FIRST_WINS_KEYS: tuple[str, ...] = ()  # metadata keys whose first value wins (merge_metadata)
 
     def __init__(self, db_file: str, synchronous: str = "FULL", busy_timeout: float = 25.0,
                  account: str = "", container: str | None = None,
@@ -239,11 +255,12 @@ class DatabaseBroker:
             conn = self._get_conn()
             with write_txn(conn, self.db_file):
                 was_deleted = self._is_deleted_locked(conn)
-                row = conn.execute("SELECT put_timestamp, metadata FROM stat").fetchone()
+                row = conn.execute("SELECT put_timestamp, metadata, delete_timestamp"
+                                   " FROM stat").fetchone()
                 if put_timestamp > row[0]:
                     conn.execute("UPDATE stat SET put_timestamp = ?", (put_timestamp,))
                 meta = json.loads(row[1])
-                if metadata and merge_metadata(meta, metadata):
+                if metadata and merge_metadata(meta, metadata, self.FIRST_WINS_KEYS, row[2]):
                     if validate:
                         self._check_limits(meta)
                     conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))
@@ -305,8 +322,10 @@ class DatabaseBroker:
                     conn.execute("UPDATE stat SET put_timestamp = ? WHERE put_timestamp < ?"
                                  " AND delete_timestamp <= put_timestamp",
                                  (put_timestamp, put_timestamp))
-                meta = json.loads(conn.execute("SELECT metadata FROM stat").fetchone()[0])
-                if merge_metadata(meta, metadata):
+                raw, deleted_at = conn.execute(
+                    "SELECT metadata, delete_timestamp FROM stat").fetchone()
+                meta = json.loads(raw)
+                if merge_metadata(meta, metadata, self.FIRST_WINS_KEYS, deleted_at):
                     if validate:
                         self._check_limits(meta)
                     conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))

@@ -35,6 +35,7 @@ from swiftlite.common import fastclient
 from swiftlite.common.async_pending import save_update
 from swiftlite.common.client import node_path, quote_path
 from swiftlite.common.config import Section
+from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.replica_groups import SECTION_STATUSES, SECTIONS, parse_statuses
 from swiftlite.common.shard_redirect import REDIRECTS, parse_groups, parse_redirect
 from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
@@ -50,11 +51,15 @@ MAX_HOPS = 3
 
 def _row(method: str, obj: str, headers: dict[str, str]) -> dict[str, Any]:
     """The container server's batch row for one single-object update."""
-    if method == "DELETE":
-        return {"name": obj, "created_at": headers["X-Timestamp"], "size": 0,
-                "content_type": "", "etag": "", "deleted": 1}
-    return {"name": obj, "created_at": headers["X-Timestamp"], "size": int(headers["X-Size"]),
-            "content_type": headers["X-Content-Type"], "etag": headers["X-Etag"], "deleted": 0}
+    policy = headers.get(POLICY_INDEX_HEADER)
+    row: dict[str, Any] = {"name": obj, "created_at": headers["X-Timestamp"], "size": 0,
+                           "content_type": "", "etag": "", "deleted": 1}
+    if method != "DELETE":
+        row.update(size=int(headers["X-Size"]), content_type=headers["X-Content-Type"],
+                   etag=headers["X-Etag"], deleted=0)
+    if policy is not None:
+        row["storage_policy_index"] = int(policy)
+    return row
 
 
 def parse_targets(headers) -> list[dict[str, Any]]:
@@ -112,22 +117,26 @@ class ContainerUpdater:
 
     async def update(self, device_path: str, method: str, account: str, container: str,
                      obj: str, headers: dict[str, str], targets: list[dict[str, Any]],
-                     txid: str | None = None) -> None:
+                     txid: str | None = None, policy_index: int = 0) -> None:
         """Send (and wait a little for) the update to every target; never raises."""
         await self.update_devices(method, account, container, obj, headers,
-                                  [(device_path, targets)], txid)
+                                  [(device_path, targets)], txid, policy_index)
 
     async def update_devices(self, method: str, account: str, container: str, obj: str,
                              headers: dict[str, str],
                              per_device: list[tuple[str, list[dict[str, Any]]]],
-                             txid: str | None = None) -> None:
+                             txid: str | None = None, policy_index: int = 0) -> None:
         """`update` for one write stored on several devices (a grouped PUT): each device
-        tells its own targets, with one task and one wait for them all."""
+        tells its own targets, with one task and one wait for them all. The update names
+        the policy the object was written under (`policy_index`): its row records it, and
+        the container-reconciler moves an object written under another policy than its
+        container's."""
         per_device = [(d, t) for d, t in per_device if t]
         if not per_device:
             return
+        headers = dict(headers, **{POLICY_INDEX_HEADER: str(policy_index)})
         if txid:
-            headers = dict(headers, **{"X-Trans-Id": txid})
+            headers["X-Trans-Id"] = txid
         if len(per_device) == 1:
             coro = self._send_all(per_device[0][0], method, account, container, obj, headers,
                                   per_device[0][1])

@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from swiftlite.common import policies
 from swiftlite.common.http import HTTPError, error, txid
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
 from swiftlite.common.threadpool import run_blocking
@@ -113,7 +114,8 @@ async def put_grouped(server: Any, request: web.Request, dev_path: str, part: in
     await server.updater.update_devices("PUT", *names, listing_update(
         ts, metadata, str(cl), etag),
         [(devices[i][0], parse_targets(devices[i][2]))  # type: ignore[misc]
-         for i, (st, _) in enumerate(results) if st == 201], tx)
+         for i, (st, _) in enumerate(results) if st == 201], tx,
+        policies.header_index(request.headers))
     (status, extra), rest = results[0], results[1:]
     headers = {"ETag": etag, ALSO_STATUSES: ",".join(str(st) for st, _ in rest), **extra}
     if status == 201:

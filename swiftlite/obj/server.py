@@ -276,7 +276,8 @@ class ObjectServer:
         if targets and splitter is None:  # an archive is listed when made durable
             await self.updater.update(dev_path, "PUT", acc, cont, obj, listing_update(
                 ts, res.metadata, res.metadata["Content-Length"], res.metadata["ETag"]),
-                targets, txid(request))
+                targets, txid(request),
+                policies.header_index(request.headers))
         self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=201, headers={"ETag": res.metadata["ETag"]})
 
@@ -294,7 +295,8 @@ class ObjectServer:
         targets = parse_targets(request.headers)
         if targets and res is not None:
             await self.updater.update(dev_path, "PUT", acc, cont, obj, listing_update(
-                ts, md, *ec_archive.listing_size_etag(md)), targets, txid(request))
+                ts, md, *ec_archive.listing_size_etag(md)), targets, txid(request),
+                policies.header_index(request.headers))
         if res is not None:
             self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=201)
@@ -382,7 +384,8 @@ class ObjectServer:
             old = res.metadata
             await self.updater.update(dev_path, "PUT", acc, cont, obj, listing_update(
                 ts, old, *ec_archive.listing_size_etag(old), metadata["Content-Type"]),
-                targets, txid(request))
+                targets, txid(request),
+                policies.header_index(request.headers))
         self._maybe_fold(dev_path, part, res.journal_size)
         return web.Response(status=202)
 
@@ -413,7 +416,8 @@ class ObjectServer:
         targets = parse_targets(request.headers)
         if targets:
             await self.updater.update(dev_path, "DELETE", acc, cont, obj,
-                                      {"X-Timestamp": ts.internal}, targets, txid(request))
+                                      {"X-Timestamp": ts.internal}, targets, txid(request),
+                                      policies.header_index(request.headers))
         self._maybe_fold(dev_path, part, res.journal_size)
         if res.existed or if_delete_at is not None:
             return web.Response(status=204)
