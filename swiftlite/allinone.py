@@ -45,6 +45,7 @@ DAEMONS = {  # daemon name -> module that must exist for it to be started
     "container-replicator": "swiftlite.db.replicator",
     "account-replicator": "swiftlite.db.replicator",
     "container-sharder": "swiftlite.container.sharder",
+    "container-reconciler": "swiftlite.container.reconciler",
 }
 # Swift's all-in-one development users, with its well-known passwords. Those passwords are
 # kept only while the proxy listens on loopback (the README's examples and Swift's functional

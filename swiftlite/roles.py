@@ -22,4 +22,6 @@ DAEMONS = {
                              "container-replicator"),
     "account-replicator": ("swiftlite.account.replicator", "run_daemon", "account-replicator"),
     "container-sharder": ("swiftlite.container.sharder", "run_daemon", "container-sharder"),
+    "container-reconciler": ("swiftlite.container.reconciler", "run_daemon",
+                             "container-reconciler"),
 }

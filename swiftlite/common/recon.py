@@ -31,7 +31,8 @@ RING_KINDS = ("object", "container", "account")
 QUARANTINE_KINDS = ("objects", "containers", "accounts", "async_pending")
 # Sections of a host's config that are daemons, with their default pass interval.
 DAEMON_SECTIONS = ("object-replicator", "object-updater", "object-auditor", "object-expirer",
-                   "container-replicator", "container-sharder", "account-replicator")
+                   "container-replicator", "container-sharder", "container-reconciler",
+                   "account-replicator")
 
 
 def _count_files(top: str) -> int:
