@@ -34,6 +34,7 @@ from swiftlite.common.constraints import check_stored_metadata
 from swiftlite.common.fsutil import fsync_dir
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.db.listing import Bounds, ListingParams, bounds_sql, render_body, walk
+from swiftlite.db.metadata import Metadata, merge_metadata
 from swiftlite.db.transactions import begin_write, write_txn
 
 ZERO_TS = Timestamp(0).internal
@@ -92,36 +93,6 @@ class DatabaseNotFound(Exception):
 
 class MetadataLimit(ValueError):
     """A change would take the DB's stored metadata past Swift's limits (a 400)."""
-
-
-Metadata = dict[str, list[str]]  # key -> [value, timestamp]
-
-
-def merge_metadata(current: Metadata, incoming: Mapping[str, Any],
-                   first_wins: tuple[str, ...] = (), dead_before: str = ZERO_TS) -> bool:
-    """Newest timestamp wins per key; returns whether anything changed.
-
-    A key of `first_wins` (a container's storage policy) keeps the OLDEST of two values
-    set after `dead_before` (the DB's delete timestamp: values set before it belong to a
-    deleted incarnation), lower value first at the same time; anything else about it (a
-    value against a clear, or a dead one) is newest-wins. So replicas created at once with
-    different values all settle on the first one set, whatever order they merge in, and a
-    container deleted and created again takes its new value (newer than the delete)."""
-    changed = False
-    for key, pair in incoming.items():
-        value, ts = pair[0], pair[1]
-        old = current.get(key)
-        if old is None:
-            wins = True
-        elif (key in first_wins and value != "" and old[0] != ""
-              and ts > dead_before and old[1] > dead_before):
-            wins = (ts, value) < (old[1], old[0])
-        else:
-            wins = ts > old[1]
-        if wins and [value, ts] != old:
-            current[key] = [value, ts]
-            changed = True
-    return changed
 
 
 class Busy(Exception):
@@ -325,10 +296,15 @@ class DatabaseBroker:
                 raw, deleted_at = conn.execute(
                     "SELECT metadata, delete_timestamp FROM stat").fetchone()
                 meta = json.loads(raw)
+                before = [meta.get(k) for k in self.FIRST_WINS_KEYS]
                 if merge_metadata(meta, metadata, self.FIRST_WINS_KEYS, deleted_at):
                     if validate:
                         self._check_limits(meta)
                     conn.execute("UPDATE stat SET metadata = ?", (json.dumps(meta),))
+                    if before != [meta.get(k) for k in self.FIRST_WINS_KEYS]:
+                        # A container's policy settled on another one: the account keeps
+                        # stats per policy, so this replica reports itself again.
+                        conn.execute("UPDATE stat SET reported_put_timestamp = ?", (ZERO_TS,))
             return self._info_locked(conn)
 
     def merge_timestamps(self, put_timestamp: str | None = None,

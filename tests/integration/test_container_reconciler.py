@@ -211,3 +211,31 @@ def test_an_object_overwritten_during_the_move_keeps_the_newest(cluster, api):
     assert rows["src-newer"]["created_at"] == Timestamp.parse(now - 5).internal
     assert rows["src-newer"]["size"] == len(b"new in the source")
     assert {r["storage_policy_index"] for r in rows.values()} == {1}
+
+
+def test_a_move_killed_midway_is_finished_by_the_next_pass(cluster, api):
+    """The states a kill leaves (built by hand): copied but the old copy still there, and
+    copied and tombstoned but the row not fixed. The next pass finishes both, copying
+    nothing again, and the object reads throughout."""
+    be = Backend(cluster, api.account)
+    cont = "split-resume"
+    now = time.time()
+    be.put_container(cont, 0, 1, Timestamp.parse(now - 60))
+    be.put_container(cont, 1, 0, Timestamp.parse(now - 50))
+    be.put_container(cont, 2, 0, Timestamp.parse(now - 50))
+    ts = Timestamp.parse(now - 30)
+    for name in ("copied", "tombstoned"):
+        be.write(cont, name, 0, ts, name.encode())  # the misplaced row
+        be.write(cont, name, 1, ts, name.encode(), update=False)  # step 2 done
+    be.write(cont, "tombstoned", 0, Timestamp(ts.ticks, 1), None, update=False)  # step 3
+    cluster.run_daemon(0, "container-replicator")
+    for name in ("copied", "tombstoned"):
+        assert api("GET", f"/{cont}/{name}").content == name.encode()
+    cluster.run_daemon(0, "container-reconciler")
+    status = reconciler_status(cluster)
+    assert status["already"] == 2 and status["moved"] == 0 and status["failures"] == 0
+    acct = api.account
+    for name in ("copied", "tombstoned"):
+        assert api("GET", f"/{cont}/{name}").content == name.encode()
+        assert files(cluster, "objects", acct, cont, name, "data") == []
+        assert be.rows(cont, 1)[name]["storage_policy_index"] == 1

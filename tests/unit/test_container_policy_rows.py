@@ -12,9 +12,10 @@ import sqlite3
 
 from swiftlite.common.policies import CONTAINER_POLICY_KEY as KEY
 from swiftlite.common.timestamp import Timestamp
+from swiftlite.container.account_reporter import needs_report
 from swiftlite.container.broker import ContainerBroker
-from swiftlite.db.broker import merge_metadata
 from swiftlite.db.listing import ListingParams
+from swiftlite.db.metadata import merge_metadata
 from swiftlite.db.replication_server import item_rows
 
 
@@ -82,6 +83,18 @@ def test_replicas_created_at_once_converge_on_the_first(tmp_path):
         dst.merge_timestamps(src.get_info()["put_timestamp"])
         dst.update_metadata(src.get_metadata())
     assert {b.get_policy() for b in brokers} == {2}
+    # The replicas that changed policy report themselves to the account again (it keeps
+    # stats per policy); the first-created one did not change.
+    for b in brokers:
+        info = b.get_info()
+        b.set_reported(info["put_timestamp"], info["delete_timestamp"], 0, 0)
+    brokers[0].update_metadata(brokers[1].get_metadata())
+    assert needs_report(brokers[0].get_info()) is False  # nothing changed this time
+    c = make(tmp_path, "r3", t(40), "0")
+    info = c.get_info()
+    c.set_reported(info["put_timestamp"], info["delete_timestamp"], 0, 0)
+    c.update_metadata(brokers[1].get_metadata())
+    assert c.get_policy() == 2 and needs_report(c.get_info())
 
 
 def test_recreating_a_deleted_container_with_another_policy(tmp_path):
