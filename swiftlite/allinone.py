@@ -39,6 +39,7 @@ ROLES = ("account", "container", "object")
 ROLE_OFFSET = {"object": 0, "container": 1, "account": 2}
 DAEMONS = {  # daemon name -> module that must exist for it to be started
     "object-replicator": "swiftlite.obj.replicator",
+    "object-reconstructor": "swiftlite.obj.reconstructor",  # with an EC policy only
     "object-updater": "swiftlite.obj.updater",
     "object-auditor": "swiftlite.obj.auditor",
     "object-expirer": "swiftlite.obj.expirer",
@@ -360,6 +361,11 @@ def _add_kms_secret(plan: dict[str, Any]) -> None:
     _save_conf(plan["proxy_conf"], parser)
 
 
+def _has_ec_policy(plan: dict[str, Any]) -> bool:
+    from swiftlite.common import policies
+    return any(p.is_ec for p in policies.load(plan["etc_dir"]))
+
+
 def _add_daemon_sections(plan: dict[str, Any]) -> None:
     """Give the node configs of a root made before a daemon existed (the object-expirer,
     say) that daemon's section, as a new root gets it."""
@@ -436,7 +442,8 @@ def run_up(args: Namespace) -> int:
             checks.append((node["ip"], node["ports"][role]))
         if plan["daemons"]:
             for daemon, module in DAEMONS.items():
-                if find_spec(module) is None:
+                if find_spec(module) is None or (daemon == "object-reconstructor"
+                                                 and not _has_ec_policy(plan)):
                     continue
                 cmd = py + ["daemon", daemon, "-c", node["conf"]]
                 p = spawn(cmd, os.path.join(logs, f"{node['name']}-{daemon}.log"))

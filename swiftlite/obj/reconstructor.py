@@ -73,7 +73,9 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
             stats[k] = 0
         for ring in self.rings.values():
             await ring.refresh()
-        jobs = await run_blocking(partition_jobs, self.conf, self.devices, self.rings)
+        # Every partition the ring gives our devices, held or not: a primary that lost a
+        # partition whole (a wiped device) rebuilds it. One digest request per peer each.
+        jobs = await run_blocking(partition_jobs, self.conf, self.devices, self.rings, True)
         sem = asyncio.Semaphore(self.concurrency)
 
         async def one(dev: dict[str, Any], part: int) -> None:

@@ -50,16 +50,21 @@ def local_view(device_path: str, part: int, suffixes: list[str], reclaim_age: fl
     return digests.get_digests(device_path, part), states, reclaimed
 
 
-def partition_jobs(conf: Section, devices: str,
-                   rings: dict[int, Ring]) -> list[tuple[dict[str, Any], int]]:
+def partition_jobs(conf: Section, devices: str, rings: dict[int, Ring],
+                   assigned: bool = False) -> list[tuple[dict[str, Any], int]]:
     """(ring device, partition) of every local partition of the given policies' rings,
-    on this node's devices (blocking: lists each device's data dirs)."""
+    on this node's devices (blocking: lists each device's data dirs); with `assigned`, also
+    the partitions the ring gives a device that it holds nothing of (a wiped device)."""
     jobs = []
     for index, ring in rings.items():
         for dev in ring.devices_on(*daemon.server_address(conf, "object")):
             path = os.path.join(devices, dev["device"])
             if os.path.isdir(path):
-                jobs.extend((dev, p) for p in local_partitions(path, index))
+                parts = set(local_partitions(path, index))
+                if assigned:
+                    parts |= {fileformat.policy_part(p, index)
+                              for p in ring.parts_for_device(dev["id"])}
+                jobs.extend((dev, p) for p in sorted(parts))
     return jobs
 
 
