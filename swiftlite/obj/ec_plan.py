@@ -35,7 +35,8 @@ class PrimaryPlan:
 
 
 def plan_primary(mine: States, theirs: Mapping[int, States]) -> PrimaryPlan:
-    """Compare our states with each peer's (only suffixes listed on both sides count)."""
+    """Compare our states with each peer's, suffix by suffix: a peer's states count for
+    the suffixes it listed (those whose digest differed from ours)."""
     plan = PrimaryPlan()
     for s in sorted(set(mine) | {s for t in theirs.values() for s in t}):
         ours_s = mine.get(s, {})
@@ -43,7 +44,9 @@ def plan_primary(mine: States, theirs: Mapping[int, States]) -> PrimaryPlan:
         for h in sorted(hashes):
             ours = ours_s.get(h, "")
             our_main, our_meta = split_state(ours)
-            peer_mains = {j: split_state(t.get(s, {}).get(h, ""))[0] for j, t in theirs.items()}
+            # Only the peers that listed this suffix: one that did not holds what we hold.
+            peer_mains = {j: split_state(t[s].get(h, ""))[0] for j, t in theirs.items()
+                          if s in t}
             newest = max([our_main, *peer_mains.values()], key=main_key)
             if newest and newest.endswith(".data") and main_key(newest) > main_key(our_main):
                 holders = [j for j, m in peer_mains.items() if m == newest]
@@ -55,7 +58,7 @@ def plan_primary(mine: States, theirs: Mapping[int, States]) -> PrimaryPlan:
                     plan.send.setdefault(j, []).append((h, our_main))
                 elif our_meta and our_main and file_stem(peer_main) == file_stem(our_main) and \
                         file_stem(our_meta) > file_stem(split_state(
-                            theirs[j].get(s, {}).get(h, ""))[1]):
+                            theirs[j][s].get(h, ""))[1]):
                     plan.send.setdefault(j, []).append((h, our_meta))
     return plan
 

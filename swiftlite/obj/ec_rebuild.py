@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from swiftlite.common.ec import ArchiveInfo, ECError, decode_segments
 from swiftlite.common.ec.meta import EC_ARCHIVE_ETAG, EC_FRAG_INDEX
-from swiftlite.obj import bodysum, fileformat
+from swiftlite.common.fsutil import atomic_write
+from swiftlite.obj import bodysum, digests, fileformat
 
 
 class RebuildError(Exception):
@@ -91,6 +92,52 @@ def rebuild(index: int, sources: Mapping[int, Source]) -> bytes:
                "ETag": sums.etag, bodysum.CHECK_KEY: sums.check,
                "Content-Length": str(len(archive))})
     return archive + fileformat.pack_trailer(md)
+
+
+INDEX_MARK = "ec-index"  # in a partition dir: the fragment index its archives were checked for
+
+
+def index_checked(device_path: str, part: int | str) -> int | None:
+    """The fragment index this partition's archives were last found to hold (None: never
+    checked here)."""
+    try:
+        with open(os.path.join(fileformat.part_dir(device_path, part), INDEX_MARK)) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def mark_index(device_path: str, part: int | str, index: int) -> None:
+    """Remember that the partition's archives are of `index` (lost with the partition)."""
+    path = os.path.join(fileformat.part_dir(device_path, part), INDEX_MARK)
+    try:
+        # A temp file a crash leaves is a digests temp to the auditor's sweep.
+        atomic_write(path, str(index).encode(), fsync=False,
+                     prefix=digests.TEMP_PREFIXES[1])
+    except FileNotFoundError:
+        pass  # the partition went meanwhile (a handoff emptied): nothing to remember
+
+
+def other_index_archives(device_path: str, part: int | str, index: int
+                         ) -> tuple[dict[str, dict[str, str]], dict[str, int | None]] | None:
+    """Every object of the partition (one full listing) whose archive is not of `index`:
+    ({suffix: {hash: state}}, {hash: its fragment index}); None without a partition dir."""
+    states: dict[str, dict[str, str]] = {}
+    found: dict[str, int | None] = {}
+    try:
+        suffixes = [s for s in os.listdir(fileformat.part_dir(device_path, part))
+                    if len(s) == 3]
+    except FileNotFoundError:
+        return None
+    for s in suffixes:
+        listed = digests.object_states(device_path, part, s)
+        datas = [(h, st.split("|")[0]) for h, st in listed.items()
+                 if st.split("|")[0].endswith(".data")]
+        for h, i in frag_indexes(device_path, part, datas).items():
+            if i is not None and i != index:
+                states.setdefault(s, {})[h] = listed[h]
+                found[h] = i
+    return states, found
 
 
 def frag_indexes(device_path: str, part: int | str,

@@ -36,12 +36,13 @@ from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.obj import digests, ec_archive, ec_plan, ec_rebuild, fileformat, hashdir, sync
 from swiftlite.obj.peer_client import PeerClient, PeerError
-from swiftlite.obj.replicator import partition_jobs, remove_empty_partition
+from swiftlite.obj.replicator import partition_jobs, remove_empty_partition, run_jobs
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.object-reconstructor")
 NAME = "object-reconstructor"
-COUNTERS = ("primary_partitions", "handoff_partitions", "suffixes_listed", "fragments_rebuilt",
+COUNTERS = ("primary_partitions", "handoff_partitions", "index_checks", "suffixes_listed",
+            "fragments_rebuilt",
             "pending_committed", "rebuild_failures", "tombstones_sent", "reverted",
             "handoff_removed", "reclaimed", "bytes")
 
@@ -76,17 +77,7 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
         # Every partition the ring gives our devices, held or not: a primary that lost a
         # partition whole (a wiped device) rebuilds it. One digest request per peer each.
         jobs = await run_blocking(partition_jobs, self.conf, self.devices, self.rings, True)
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(dev: dict[str, Any], part: int) -> None:
-            async with sem:
-                try:
-                    await self.reconstruct_part(dev, part, stats)
-                except Exception:
-                    log.exception("partition %s/%s", dev["device"], part)
-                    stats["failures"] += 1
-
-        await asyncio.gather(*(one(d, p) for d, p in jobs))
+        await run_jobs(jobs, self.concurrency, self.reconstruct_part, stats)
 
     async def reconstruct_part(self, dev: dict[str, Any], part: int,
                                stats: dict[str, Any]) -> None:
@@ -120,6 +111,17 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
 
     async def sync_primary(self, device_path: str, part: int, index: int,
                            primaries: list[dict[str, Any]], stats: dict[str, Any]) -> None:
+        new_part = False
+        if await run_blocking(ec_rebuild.index_checked, device_path, part) != index:
+            new_part = await self.check_index(device_path, part, index, primaries, stats)
+        try:
+            await self._sync_primary(device_path, part, index, primaries, stats)
+        finally:
+            if new_part:  # what this pass put in a partition we held nothing of is ours
+                await run_blocking(ec_rebuild.mark_index, device_path, part, index)
+
+    async def _sync_primary(self, device_path: str, part: int, index: int,
+                            primaries: list[dict[str, Any]], stats: dict[str, Any]) -> None:
         local = await run_blocking(digests.get_digests, device_path, part)
         peers = {j: n for j, n in enumerate(primaries) if j != index}
         remote = await self._ask(stats, part, {j: self.peer_digests(n, part)
@@ -159,7 +161,7 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
                 await run_blocking(ec_archive.make_durable, device_path, part, h, ts,
                                    self.fsync)
                 stats["pending_committed"] += 1  # our own pending archive of that version
-            except (ec_archive.PendingMissing, hashdir.Conflict):
+            except (ec_archive.PendingMissing, hashdir.Conflict, fileformat.CorruptFile):
                 waiting.append((h, name, holders))
         sources: dict[str, dict[int, ec_rebuild.Source]] = {h: {} for h, _, _ in waiting}
         order = sorted({j for _, _, hs in waiting for j in hs})
@@ -200,6 +202,22 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
         """How many sources an object needs (k, once one source says; 1 before any)."""
         return next(iter(sources.values())).info.scheme.k if sources else 1
 
+    async def check_index(self, device_path: str, part: int, index: int,
+                          primaries: list[dict[str, Any]], stats: dict[str, Any]) -> bool:
+        """Once per partition and ring index (a marker file remembers it): archives of
+        another index (the ring moved this device to another index of the partition) go to
+        the primary of theirs and leave, so ours is rebuilt: the digests cannot see them.
+        True when we hold nothing of the partition (nothing to check)."""
+        found = await run_blocking(ec_rebuild.other_index_archives, device_path, part, index)
+        if found is None:
+            return True
+        stats["index_checks"] += 1
+        states, indexes = found
+        if not states or await self.hand_over(device_path, part, primaries, states, indexes,
+                                              stats):
+            await run_blocking(ec_rebuild.mark_index, device_path, part, index)
+        return False
+
     # ---- a handoff ------------------------------------------------------------------------
 
     async def revert(self, device_path: str, part: int, primaries: list[dict[str, Any]],
@@ -216,6 +234,14 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
                  for h, st in sv.items()]
         indexes = await run_blocking(ec_rebuild.frag_indexes, device_path, part,
                                      [(h, n) for h, n in datas if n.endswith(".data")])
+        await self.hand_over(device_path, part, primaries, states, indexes, stats)
+        await run_blocking(remove_empty_partition, device_path, part)
+
+    async def hand_over(self, device_path: str, part: int, primaries: list[dict[str, Any]],
+                        states: dict[str, dict[str, str]], indexes: dict[str, int | None],
+                        stats: dict[str, Any]) -> bool:
+        """Send these objects to the primaries that must hold them (``plan_revert``) and
+        remove each one all its primaries took. True when every one went."""
         targets = ec_plan.plan_revert(states, indexes, len(primaries))
         undelivered: set[str] = set()
         for j, wanted in targets.items():
@@ -238,7 +264,7 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
                     removed += 1
                     stats["reverted"] += (sync.split_state(st)[0] or "").endswith(".data")
         stats["handoff_removed"] += removed
-        await run_blocking(remove_empty_partition, device_path, part)
+        return not undelivered and removed == len(sent)
 
 
 def run_daemon(conf: Section, once: bool = False) -> int:

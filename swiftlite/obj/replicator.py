@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import shutil
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -66,6 +67,24 @@ def partition_jobs(conf: Section, devices: str, rings: dict[int, Ring],
                               for p in ring.parts_for_device(dev["id"])}
                 jobs.extend((dev, p) for p in sorted(parts))
     return jobs
+
+
+async def run_jobs(jobs: list[tuple[dict[str, Any], int]], concurrency: int,
+                   work: Callable[[dict[str, Any], int, dict[str, Any]], Awaitable[None]],
+                   stats: dict[str, Any]) -> None:
+    """`work(dev, part, stats)` for every job, `concurrency` at a time; a partition that
+    fails is logged and counted, and the pass goes on."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(dev: dict[str, Any], part: int) -> None:
+        async with sem:
+            try:
+                await work(dev, part, stats)
+            except Exception:
+                log.exception("partition %s/%s", dev["device"], part)
+                stats["failures"] += 1
+
+    await asyncio.gather(*(one(d, p) for d, p in jobs))
 
 
 def remove_handoff(device_path: str, part: int, verified: dict[str, bytes]) -> int:
@@ -216,17 +235,7 @@ class ObjectReplicator(daemon.PeerSession, PeerClient):
         for ring in self.rings.values():
             await ring.refresh()  # a changed ring file is read in the thread pool
         jobs = await run_blocking(partition_jobs, self.conf, self.devices, self.rings)
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(dev: dict[str, Any], part: int) -> None:
-            async with sem:
-                try:
-                    await self.replicate_part(dev, part, stats)
-                except Exception:
-                    log.exception("partition %s/%s", dev["device"], part)
-                    stats["failures"] += 1
-
-        await asyncio.gather(*(one(d, p) for d, p in jobs))
+        await run_jobs(jobs, self.concurrency, self.replicate_part, stats)
 
 
 def run_daemon(conf: Section, once: bool = False) -> int:

@@ -17,6 +17,7 @@ import pytest
 
 from swiftlite.common import daemon, hashing
 from swiftlite.common.config import load_sections
+from swiftlite.obj import ec_rebuild
 from swiftlite.obj.auditor import Auditor
 from swiftlite.obj.reconstructor import NAME, ObjectReconstructor
 from swiftlite.ring import Ring
@@ -128,6 +129,7 @@ def test_lost_devices_are_rebuilt_and_a_second_pass_moves_nothing(cluster, api):
         assert whole(cluster, api.account, name), placement(cluster, api.account, name)
     again = run_passes(cluster)
     assert again["fragments_rebuilt"] == 0 and again["suffixes_listed"] == 0, again
+    assert again["index_checks"] == 0, again
     assert again["failures"] == 0 and again["primary_partitions"] > 0, again
     REBUILT.update(bodies)
 
@@ -153,6 +155,27 @@ def test_corrupt_archive_is_quarantined_then_rebuilt(cluster, api):
     assert whole(cluster, api.account, "bad")
     assert frag_index(victim) == 2
     assert api("GET", "/ec/bad").content == body
+
+
+def test_an_archive_of_another_index_is_handed_over_and_ours_rebuilt(cluster, api):
+    """What a rebalance that moves a device to another index of a partition leaves: the
+    device holds archives of its old index. Same versions, so the same digests: the once-per
+    (partition, index) check finds them (here: the marker of the check removed)."""
+    body = body_of(2 * SEG + 9, 75)
+    assert api("PUT", "/ec/moved", data=body).status_code == 201
+    load_sections(cluster.nodes[0]["conf"])
+    h = hashing.hash_path(api.account, "ec", "moved")
+    paths = {frag_index(os.path.join(r, f)): os.path.join(r, f) for n in cluster.nodes
+             for r, _, fs in os.walk(n["devices_root"]) for f in fs
+             if f.endswith(".data") and os.path.basename(r) == h}
+    shutil.copyfile(paths[1], paths[0])  # primary 0 now holds archive 1
+    part_dir = os.path.dirname(os.path.dirname(os.path.dirname(paths[0])))
+    os.unlink(os.path.join(part_dir, ec_rebuild.INDEX_MARK))
+    stats = run_passes(cluster)
+    assert stats["index_checks"] >= 1 and stats["fragments_rebuilt"] >= 1, stats
+    assert whole(cluster, api.account, "moved"), placement(cluster, api.account, "moved")
+    assert frag_index(paths[0]) == 0
+    assert api("GET", "/ec/moved").content == body
 
 
 def test_handoff_archives_revert_to_their_primary(cluster, api):

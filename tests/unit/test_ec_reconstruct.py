@@ -120,3 +120,10 @@ def test_corrupt_sources_are_refused_and_too_few_fail():
     sources = {i: ec_rebuild.parse_source(files[i]) for i in (2, 3, 4)}
     with pytest.raises(ec_rebuild.RebuildError):
         ec_rebuild.rebuild(0, sources)
+
+
+def test_a_peer_that_did_not_list_a_suffix_is_not_sent_what_it_holds():
+    # Peer 1 agreed with us on suffix 123 (not listed); peer 2 lacks our tombstone there.
+    mine = {"123": {H1: f"{T2}.ts"}}
+    plan = ec_plan.plan_primary(mine, {1: {"abc": {}}, 2: {"123": {}}})
+    assert plan.send == {2: [(H1, f"{T2}.ts")]}
