@@ -1,6 +1,7 @@
 """The object reconstructor: every primary of an erasure-coded partition holds its own archive.
 
-Per local partition of each EC policy (``ec_plan`` says what is compared and why):
+Per partition of each EC policy that this node's devices hold, or that the ring gives them
+(a wiped device holds nothing yet); ``ec_plan`` says what is compared and why:
 
 - **Primary for fragment index i**: ask every other primary for its suffix digests (no
   listing anywhere when they all match ours: a no-op pass). For the differing suffixes, list
@@ -10,16 +11,19 @@ Per local partition of each EC policy (``ec_plan`` says what is compared and why
   archive i and write it durably as ours (``ec_rebuild``; a pending archive of that version
   we hold is just made durable instead). Tombstones and .meta files we hold go to the
   primaries that lack them (``MERGE .../sync``); archives are never copied between primaries
-  (each holds another index).
+  (each holds another index). Once per partition and ring index, archives of another index
+  are found and handed to their primary (``check_index``): digests cannot see an index.
 - **Not a primary** (a handoff, written while a primary was down): send each archive to the
   primary of its fragment index, tombstones and .meta files to every primary, and remove what
-  was delivered (``replicator.remove_handoff``'s rule: only if unchanged since listed).
+  was delivered (only if unchanged since listed, as the replicator removes handoffs).
 
 A corrupt archive is quarantined by the auditor (or a GET that reads it whole); its object then
 leaves our digests, and the next pass rebuilds it. Stats (the status file, ``/metrics``,
 ``swiftlite status``): ``fragments_rebuilt``, ``pending_committed``, ``rebuild_failures``,
-``reverted``, ``handoff_removed``, ``tombstones_sent``, ``suffixes_listed``, ``partitions``
-(``primary_partitions`` / ``handoff_partitions``), ``failures``, ``bytes``.
+``reverted`` (archives a primary took from us), ``handoff_removed`` (objects removed once
+handed over), ``tombstones_sent`` (and .meta files), ``suffixes_listed``, ``index_checks``
+(see ``check_index``), ``partitions`` (``primary_partitions`` / ``handoff_partitions``),
+``failures``, ``bytes``.
 """
 
 from __future__ import annotations
