@@ -39,6 +39,7 @@ ROLES = ("account", "container", "object")
 ROLE_OFFSET = {"object": 0, "container": 1, "account": 2}
 DAEMONS = {  # daemon name -> module that must exist for it to be started
     "object-replicator": "swiftlite.obj.replicator",
+    "object-reconstructor": "swiftlite.obj.reconstructor",  # with an EC policy only
     "object-updater": "swiftlite.obj.updater",
     "object-auditor": "swiftlite.obj.auditor",
     "object-expirer": "swiftlite.obj.expirer",
@@ -231,7 +232,7 @@ def build(args: Namespace) -> dict[str, Any]:
             sections[f"{role}-server"] = {"bind_port": ports[role],
                                           "workers": role_workers[role]}
         sections["object-server"]["io_threads"] = 32  # room for group-commit batches
-        for daemon in DAEMONS:
+        for daemon in node_daemons(bool(ec)):
             sections[daemon] = {"interval": 30}
         if getattr(args, "shard_threshold", None):
             sections["container-sharder"]["shard_container_threshold"] = args.shard_threshold
@@ -361,12 +362,23 @@ def _add_kms_secret(plan: dict[str, Any]) -> None:
     _save_conf(plan["proxy_conf"], parser)
 
 
+def node_daemons(ec: bool) -> list[str]:
+    """The daemons a node runs (and has a config section for): the object-reconstructor only
+    where a storage policy is erasure-coded."""
+    return [d for d in DAEMONS if ec or d != "object-reconstructor"]
+
+
+def _has_ec_policy(plan: dict[str, Any]) -> bool:
+    from swiftlite.common import policies
+    return any(p.is_ec for p in policies.load(plan["etc_dir"]))
+
+
 def _add_daemon_sections(plan: dict[str, Any]) -> None:
     """Give the node configs of a root made before a daemon existed (the object-expirer,
     say) that daemon's section, as a new root gets it."""
     for path in (n["conf"] for n in plan["nodes"]):
         parser = _read_conf(path)
-        missing = [d for d in DAEMONS if not parser.has_section(d)]
+        missing = [d for d in node_daemons(_has_ec_policy(plan)) if not parser.has_section(d)]
         if not missing:
             continue
         for d in missing:
@@ -436,8 +448,8 @@ def run_up(args: Namespace) -> int:
             entry["servers"][role] = {"port": node["ports"][role], "pid": p.pid, "cmd": cmd}
             checks.append((node["ip"], node["ports"][role]))
         if plan["daemons"]:
-            for daemon, module in DAEMONS.items():
-                if find_spec(module) is None:
+            for daemon in node_daemons(_has_ec_policy(plan)):
+                if find_spec(DAEMONS[daemon]) is None:
                     continue
                 cmd = py + ["daemon", daemon, "-c", node["conf"]]
                 p = spawn(cmd, os.path.join(logs, f"{node['name']}-{daemon}.log"))

@@ -15,6 +15,8 @@ SERVERS = {
 # daemon -> (module, entry, config section); entry(conf, once) runs the daemon.
 DAEMONS = {
     "object-replicator": ("swiftlite.obj.replicator", "run_daemon", "object-replicator"),
+    "object-reconstructor": ("swiftlite.obj.reconstructor", "run_daemon",
+                             "object-reconstructor"),
     "object-updater": ("swiftlite.obj.updater", "run_daemon", "object-updater"),
     "object-auditor": ("swiftlite.obj.auditor", "run_daemon", "object-auditor"),
     "object-expirer": ("swiftlite.obj.expirer", "run_daemon", "object-expirer"),

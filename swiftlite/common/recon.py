@@ -30,9 +30,9 @@ from swiftlite.common.threadpool import run_blocking
 RING_KINDS = ("object", "container", "account")
 QUARANTINE_KINDS = ("objects", "containers", "accounts", "async_pending")
 # Sections of a host's config that are daemons, with their default pass interval.
-DAEMON_SECTIONS = ("object-replicator", "object-updater", "object-auditor", "object-expirer",
-                   "container-replicator", "container-sharder", "container-reconciler",
-                   "account-replicator")
+DAEMON_SECTIONS = ("object-replicator", "object-reconstructor", "object-updater",
+                   "object-auditor", "object-expirer", "container-replicator",
+                   "container-sharder", "container-reconciler", "account-replicator")
 
 
 def _count_files(top: str) -> int:

@@ -25,7 +25,8 @@ archive of that timestamp (GET/HEAD with ``X-Backend-Ec-Pending: <timestamp>``,
 `open_pending`), as Swift reads non-durable fragments.
 
 A .pend older than the current .data/.ts is removed by the next commit in its hash dir; one
-whose commit never came stays until the reconstructor (not built yet) finishes or removes it.
+whose commit never came stays (never read); the reconstructor makes it durable when the
+other primaries hold that version durably, and removing abandoned ones is not built yet.
 """
 
 from __future__ import annotations

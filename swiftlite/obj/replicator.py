@@ -18,26 +18,20 @@ import asyncio
 import logging
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import msgpack
 
 from swiftlite.common import daemon, policies
-from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.obj import digests, fileformat, sync
+from swiftlite.obj.peer_client import PeerClient, PeerError
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.object-replicator")
 NAME = "object-replicator"
-READ_BATCH = 64  # files read per thread hop when streaming to a peer
-
-
-class PeerError(Exception):
-    pass
 
 
 def local_partitions(device_path: str, policy: int = 0) -> list[int]:
@@ -55,6 +49,42 @@ def local_view(device_path: str, part: int, suffixes: list[str], reclaim_age: fl
     (all digests, {suffix: {hash: state}}, tombstones reclaimed)."""
     states, reclaimed = sync.states_reclaiming(device_path, part, suffixes, reclaim_age)
     return digests.get_digests(device_path, part), states, reclaimed
+
+
+def partition_jobs(conf: Section, devices: str, rings: dict[int, Ring],
+                   assigned: bool = False) -> list[tuple[dict[str, Any], int]]:
+    """(ring device, partition) of every local partition of the given policies' rings,
+    on this node's devices (blocking: lists each device's data dirs); with `assigned`, also
+    the partitions the ring gives a device that it holds nothing of (a wiped device)."""
+    jobs = []
+    for index, ring in rings.items():
+        for dev in ring.devices_on(*daemon.server_address(conf, "object")):
+            path = os.path.join(devices, dev["device"])
+            if os.path.isdir(path):
+                parts = set(local_partitions(path, index))
+                if assigned:
+                    parts |= {fileformat.policy_part(p, index)
+                              for p in ring.parts_for_device(dev["id"])}
+                jobs.extend((dev, p) for p in sorted(parts))
+    return jobs
+
+
+async def run_jobs(jobs: list[tuple[dict[str, Any], int]], concurrency: int,
+                   work: Callable[[dict[str, Any], int, dict[str, Any]], Awaitable[None]],
+                   stats: dict[str, Any]) -> None:
+    """`work(dev, part, stats)` for every job, `concurrency` at a time; a partition that
+    fails is logged and counted, and the pass goes on."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(dev: dict[str, Any], part: int) -> None:
+        async with sem:
+            try:
+                await work(dev, part, stats)
+            except Exception:
+                log.exception("partition %s/%s", dev["device"], part)
+                stats["failures"] += 1
+
+    await asyncio.gather(*(one(d, p) for d, p in jobs))
 
 
 def remove_handoff(device_path: str, part: int, verified: dict[str, bytes]) -> int:
@@ -86,7 +116,7 @@ def remove_empty_partition(device_path: str, part: int) -> bool:
     return True
 
 
-class ObjectReplicator(daemon.PeerSession):
+class ObjectReplicator(daemon.PeerSession, PeerClient):
     limit_per_host = 8
 
     def __init__(self, conf: Section) -> None:
@@ -104,88 +134,12 @@ class ObjectReplicator(daemon.PeerSession):
         # One ring per storage policy; each policy's partitions replicate by its own.
         self.policies = policies.load(conf.get_str("swift_dir", "/etc/swiftlite"))
         # Not erasure-coded ones: copying archive i to the node of index j would put the
-        # wrong fragment there. Their reconstructor (rebuilding fragments) is not built yet.
+        # wrong fragment there. The object reconstructor rebuilds and reverts those.
         self.skipped = [p for p in self.policies if p.is_ec]
         self.rings = {p.index: Ring.from_conf(conf, p.ring_name) for p in self.policies
                       if not p.is_ec}
         self.ring = self.rings[0]
         self.session: aiohttp.ClientSession | None = None
-
-    # ---- peer requests ------------------------------------------------------------------
-
-    async def _request(self, method: str, node: dict[str, Any], path: str,
-                       body: Any = None, part: int = 0) -> Any:
-        assert self.session is not None
-        index = fileformat.policy_of(part)
-        headers = {policies.POLICY_INDEX_HEADER: str(index)} if index else None
-        try:
-            async with self.session.request(method, node_url(node, path), data=body,
-                                            headers=headers) as resp:
-                data = await resp.read()
-                if resp.status != 200:
-                    raise PeerError(f"{method} {node['ip']}:{node['port']}{path} -> "
-                                    f"{resp.status}")
-                return msgpack.unpackb(data, raw=False)
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
-            raise PeerError(f"{method} {node['ip']}:{node['port']}{path}: {exc!r}") from exc
-
-    async def peer_digests(self, node: dict[str, Any], part: int,
-                           suffixes: list[str] | None = None) -> dict[str, bytes]:
-        return await self._request(sync.SYNC_METHOD, node,
-                                   sync.digests_path(node["device"], part, suffixes),
-                                   part=part)
-
-    async def peer_states(self, node: dict[str, Any], part: int,
-                          suffixes: list[str]) -> dict[str, dict[str, str]]:
-        return await self._request(sync.SYNC_METHOD, node,
-                                   quote_path(node["device"], part, "states"),
-                                   msgpack.packb(suffixes), part)
-
-    async def _frames(self, device_path: str, part: int, wanted: list[tuple[str, str]],
-                      sent: dict[str, int]) -> AsyncIterator[bytes]:
-        for i in range(0, len(wanted), READ_BATCH):
-            files = await run_blocking(sync.read_files, device_path, part,
-                                       wanted[i:i + READ_BATCH])
-            for h, name, data in files:
-                if isinstance(data, int):
-                    async for piece in self._big_file(device_path, part, h, name):
-                        yield piece
-                else:
-                    await self.pacer.pace(1, len(data))
-                    yield sync.frame(h, name, len(data)) + data
-                sent["files"] += 1
-                sent["bytes"] += len(data) if isinstance(data, bytes) else data
-
-    async def _big_file(self, device_path: str, part: int, h: str,
-                        name: str) -> AsyncIterator[bytes]:
-        path = os.path.join(fileformat.hash_dir(device_path, part, h), name)
-        try:
-            fd = await run_blocking(os.open, path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            size = os.fstat(fd).st_size
-            await self.pacer.pace(1, 0)
-            yield sync.frame(h, name, size)
-            off = 0
-            while off < size:
-                chunk = await run_blocking(os.pread, fd, min(sync.CHUNK, size - off), off)
-                if not chunk:
-                    raise OSError(f"{path} shrank while sending")
-                await self.pacer.pace(0, len(chunk))
-                yield chunk
-                off += len(chunk)
-        finally:
-            os.close(fd)
-
-    async def send(self, node: dict[str, Any], device_path: str, part: int,
-                   wanted: list[tuple[str, str]]) -> dict[str, int]:
-        sent = {"files": 0, "bytes": 0}
-        counts = await self._request(sync.SYNC_METHOD, node,
-                                     quote_path(node["device"], part, "sync"),
-                                     self._frames(device_path, part, wanted, sent), part)
-        counts.update(sent)
-        return counts
 
     # ---- one partition --------------------------------------------------------------------
 
@@ -270,37 +224,18 @@ class ObjectReplicator(daemon.PeerSession):
 
     # ---- a pass ---------------------------------------------------------------------------
 
-    def _jobs(self) -> list[tuple[dict[str, Any], int]]:
-        jobs = []
-        for index, ring in self.rings.items():
-            for dev in ring.devices_on(*daemon.server_address(self.conf, "object")):
-                path = os.path.join(self.devices, dev["device"])
-                if os.path.isdir(path):
-                    jobs.extend((dev, p) for p in local_partitions(path, index))
-        return jobs
-
     async def run_pass(self, stats: dict[str, Any]) -> None:
         for k in ("handoff_partitions", "handoff_removed", "suffixes_synced", "reclaimed",
                   "bytes"):
             stats[k] = 0
         for p in self.skipped:
             log.info("skipping storage policy %d (%s, erasure_coding): its fragment archives "
-                     "are rebuilt by the object reconstructor, which is not built yet",
+                     "are rebuilt by the object-reconstructor",
                      p.index, p.name)
         for ring in self.rings.values():
             await ring.refresh()  # a changed ring file is read in the thread pool
-        jobs = await run_blocking(self._jobs)
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(dev: dict[str, Any], part: int) -> None:
-            async with sem:
-                try:
-                    await self.replicate_part(dev, part, stats)
-                except Exception:
-                    log.exception("partition %s/%s", dev["device"], part)
-                    stats["failures"] += 1
-
-        await asyncio.gather(*(one(d, p) for d, p in jobs))
+        jobs = await run_blocking(partition_jobs, self.conf, self.devices, self.rings)
+        await run_jobs(jobs, self.concurrency, self.replicate_part, stats)
 
 
 def run_daemon(conf: Section, once: bool = False) -> int:

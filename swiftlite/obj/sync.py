@@ -10,6 +10,8 @@ object server's own routes never use it. The backend signature covers the method
   digests from disk (healing drift) and answers just them.
 - ``MERGE /{dev}/{part}/states``: body msgpack ``[suffix, ...]``; answers msgpack
   ``{suffix: {hash: state}}`` (``digests.object_states``; one thread hop for all suffixes).
+- ``MERGE /{dev}/{part}/fetch``: body msgpack ``[[hash, file], ...]``; answers the files
+  it holds of those, in the frames ``sync`` takes (a reconstructor's source archives).
 - ``MERGE /{dev}/{part}/sync``: a streamed body of frames, each
   ``u32 BE header length || msgpack header || raw file bytes`` with header
   ``{"hash": str, "file": "<timestamp>.<data|ts|meta>", "size": int}``. Each file is written
@@ -33,6 +35,7 @@ import re
 import shutil
 import struct
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgpack
@@ -58,7 +61,7 @@ _HASH_RE = re.compile(r"[0-9a-f]{32}")
 _FILE_RE = re.compile(r"[0-9]{10}\.[0-9]{5}(_[0-9a-f]{1,16})?\.(data|ts|meta)")
 _SUFFIX_RE = re.compile(r"[0-9a-f]{3}")
 _SUFFIXES_RE = re.compile(r"[0-9a-f]{3}(-[0-9a-f]{3})*")
-_ROUTE_RE = re.compile(r"/([^/]+)/([0-9]{1,10})/(states|sync|digests)(?:/([^/]*))?")
+_ROUTE_RE = re.compile(r"/([^/]+)/([0-9]{1,10})/(states|sync|fetch|digests)(?:/([^/]*))?")
 
 
 def digests_path(device: str, part: int, suffixes: list[str] | None = None) -> str:
@@ -82,12 +85,12 @@ def split_state(state: str) -> tuple[str | None, str | None]:
     return main, meta
 
 
-def _stem(name: str | None) -> str:
+def file_stem(name: str | None) -> str:
     return name.rsplit(".", 1)[0] if name else ""
 
 
-def _main_key(name: str | None) -> tuple[str, bool]:
-    return (_stem(name), bool(name and name.endswith(".ts")))  # a .ts wins a tie
+def main_key(name: str | None) -> tuple[str, bool]:
+    return (file_stem(name), bool(name and name.endswith(".ts")))  # a .ts wins a tie
 
 
 def files_to_send(local: str, remote: str | None) -> list[str]:
@@ -95,10 +98,10 @@ def files_to_send(local: str, remote: str | None) -> list[str]:
     lmain, lmeta = split_state(local)
     rmain, rmeta = split_state(remote or "")
     out = []
-    if lmain and _main_key(lmain) > _main_key(rmain):
+    if lmain and main_key(lmain) > main_key(rmain):
         out.append(lmain)
-    effective = max(_main_key(lmain), _main_key(rmain))
-    if (lmeta and _stem(lmeta) > _stem(rmeta) and _stem(lmeta) > effective[0]
+    effective = max(main_key(lmain), main_key(rmain))
+    if (lmeta and file_stem(lmeta) > file_stem(rmeta) and file_stem(lmeta) > effective[0]
             and not effective[1]):
         out.append(lmeta)
     return out
@@ -138,7 +141,7 @@ def tombstone_expired(state: str, reclaim_age: float, now: float | None = None) 
     if not main or not main.endswith(".ts") or meta:
         return False
     try:
-        ts = float(Timestamp.parse(_stem(main).split("_")[0]))
+        ts = float(Timestamp.parse(file_stem(main).split("_")[0]))
     except (TimestampError, ValueError):
         return False
     return ts < (now if now is not None else time.time()) - reclaim_age
@@ -182,6 +185,55 @@ def read_files(device_path: str, part: int | str,
 def frame(hexhash: str, name: str, size: int) -> bytes:
     head = msgpack.packb({"hash": hexhash, "file": name, "size": size})
     return FRAME_HEAD.pack(len(head)) + head
+
+
+class BadFrame(ValueError):
+    pass
+
+
+async def read_frame_head(content: Any) -> tuple[str, str, int] | None:
+    """(hash, file, size) of the next frame of a stream (either end of the protocol), None
+    at its end; BadFrame for a malformed header, IncompleteReadError for a cut stream."""
+    try:
+        raw = await content.readexactly(FRAME_HEAD.size)
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise
+        return None  # EOF between frames
+    (hlen,) = FRAME_HEAD.unpack(raw)
+    if hlen > MAX_HEADER:
+        raise BadFrame("frame header too large")
+    try:
+        head = msgpack.unpackb(await content.readexactly(hlen), raw=False)
+        h, name, size = head["hash"], head["file"], int(head["size"])
+    except asyncio.IncompleteReadError:
+        raise
+    except Exception:
+        raise BadFrame("bad frame header") from None
+    if not _HASH_RE.fullmatch(h) or not _FILE_RE.fullmatch(name) or size < 0:
+        raise BadFrame("bad frame header")
+    return h, name, size
+
+
+async def file_frame(path: str, hexhash: str, name: str) -> AsyncIterator[bytes]:
+    """One file as a frame, read in CHUNK pieces through the thread pool: the frame's head,
+    then its bytes (nothing if the file is gone: superseded since it was listed)."""
+    try:
+        fd = await run_blocking(os.open, path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        yield frame(hexhash, name, size)
+        off = 0
+        while off < size:
+            chunk = await run_blocking(os.pread, fd, min(CHUNK, size - off), off)
+            if not chunk:
+                raise OSError(f"{path} shrank while sending")
+            yield chunk
+            off += len(chunk)
+    finally:
+        os.close(fd)
 
 
 # ---- receiving end ---------------------------------------------------------------------------
@@ -269,21 +321,14 @@ class SyncReceiver:
         content = request.content
         while True:
             try:
-                raw = await content.readexactly(FRAME_HEAD.size)
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial:
-                    return error(499, "sync stream ended early")
+                head = await read_frame_head(content)
+            except asyncio.IncompleteReadError:
+                return error(499, "sync stream ended early")
+            except BadFrame as exc:
+                return error(400, str(exc))
+            if head is None:
                 break  # EOF between frames: the end of the stream
-            (hlen,) = FRAME_HEAD.unpack(raw)
-            if hlen > MAX_HEADER:
-                return error(400, "frame header too large")
-            try:
-                head = msgpack.unpackb(await content.readexactly(hlen), raw=False)
-                h, name, size = head["hash"], head["file"], int(head["size"])
-            except Exception:
-                return error(400, "bad frame header")
-            if not _HASH_RE.fullmatch(h) or not _FILE_RE.fullmatch(name) or size < 0:
-                return error(400, "bad frame header")
+            h, name, size = head
             try:
                 if size <= WHOLE_FILE:
                     data = await content.readexactly(size)
@@ -299,6 +344,29 @@ class SyncReceiver:
                 raise
             counts[outcome] += 1
         return web.Response(body=msgpack.packb(counts), content_type="application/x-msgpack")
+
+    async def fetch(self, request: web.Request, dev: str, part_s: str) -> web.StreamResponse:
+        """The wanted files we hold, as frames (a reconstructor's source archives)."""
+        dev_path, part = await self._target(request, dev, part_s)
+        try:
+            wanted = msgpack.unpackb(await request.read(), raw=False)
+            ok = isinstance(wanted, list) and all(
+                isinstance(w, list) and len(w) == 2 and _HASH_RE.fullmatch(str(w[0]))
+                and _FILE_RE.fullmatch(str(w[1])) for w in wanted)
+        except Exception:
+            ok = False
+        if not ok:
+            return error(400, "body must be a msgpack list of [hash, file]")
+        if not os.path.isdir(dev_path):
+            raise hashdir.DeviceMissing(dev_path)
+        resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        await resp.prepare(request)
+        for h, name in wanted:
+            path = os.path.join(fileformat.hash_dir(dev_path, part, h), name)
+            async for piece in file_frame(path, h, name):
+                await resp.write(piece)
+        await resp.write_eof()
+        return resp
 
     async def _store_streamed(self, content: Any, dev_path: str, part: int, h: str, name: str,
                               size: int) -> str:
@@ -326,7 +394,7 @@ def register_sync_routes(app: web.Application, conf: Section) -> None:
     server's catch-all route; it costs other requests one string compare.
     """
     rx = SyncReceiver(conf)
-    handlers = {"states": rx.states, "sync": rx.sync}
+    handlers = {"states": rx.states, "sync": rx.sync, "fetch": rx.fetch}
 
     @web.middleware
     async def sync_routes(request: web.Request, handler: Any) -> web.StreamResponse:

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote, unquote, unquote_to_bytes
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
@@ -165,6 +166,34 @@ async def answer_of(app: Any, sub: web.Request) -> web.StreamResponse:
         return await app(sub)
     except HTTPError as exc:
         return exc.response()
+
+
+# What a feature's sub-request carries of its caller's request when it acts as the caller:
+# the credentials, and the Referer that container ACLs may grant on.
+CALLER_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
+
+
+def caller_headers(request: web.Request, extra: tuple[str, ...] = ()) -> CIMultiDict[str]:
+    """The caller's CALLER_HEADERS (and `extra` ones) that `request` has."""
+    h = request.headers
+    return CIMultiDict((k, h[k]) for k in CALLER_HEADERS + extra if k in h)
+
+
+async def send_sub(app: Any, request: web.Request, method: str, path: str,
+                   headers: Any = None, body: Any = None, query: str = "",
+                   reserved: bool = False,
+                   state: dict[str, Any] | None = None) -> web.StreamResponse:
+    """A feature's sub-request to `path` (already quoted) down the rest of the pipeline
+    (`app`) as the caller, and its answer (answer_of). `headers` default to the caller's
+    credentials; `reserved` lets it into the reserved namespace; `state` is set on it."""
+    sub = sub_request(request, method, path,
+                      caller_headers(request) if headers is None else headers, body, query)
+    if reserved:
+        sub[ALLOW_RESERVED] = True
+    if state:
+        for key, value in state.items():
+            sub[key] = value
+    return await answer_of(app, sub)
 
 
 def sub_request(request: web.Request, method: str, path: str,

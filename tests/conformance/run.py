@@ -202,6 +202,19 @@ def scoped(test_id: str, tests: str) -> bool:
     return tests == "all" or test_file(test_id) in tests.split()
 
 
+def policy_args() -> list[str]:
+    """`swiftlite up` arguments for CONFORMANCE_POLICIES and CONFORMANCE_EC."""
+    out: list[str] = []
+    pols = os.environ.get("CONFORMANCE_POLICIES")
+    if pols:
+        out += ["--policies", pols]
+    ec = os.environ.get("CONFORMANCE_EC")
+    if ec:
+        k, _, m = ec.partition("+")
+        out += ["--ec", ec, "--devices", str(max(4, int(k) + int(m or 0)))]
+    return out
+
+
 def gate(tests: str) -> int:
     expected = harness.read_expected(EXPECTED)
     prepare()  # before starting a cluster for nothing
@@ -217,10 +230,9 @@ def gate(tests: str) -> int:
             # open-expired tests expect: else an expirer pass landing between expiry and the
             # read fails them.
             # CONFORMANCE_POLICIES=silver: a second replicated storage policy, so the
-            # suite's multi-policy tests run instead of skipping.
-            pols = os.environ.get("CONFORMANCE_POLICIES")
-            proc, info = harness.start_cluster(r, "--delay-reaping", "300",
-                                               *(("--policies", pols) if pols else ()))
+            # suite's multi-policy tests run instead of skipping. CONFORMANCE_EC=4+2: an
+            # erasure-coded policy `ec` beside the default (devices enough for k + m).
+            proc, info = harness.start_cluster(r, "--delay-reaping", "300", *policy_args())
             procs.append((proc, r))
             clusters.append(info)
             print(f"conformance: cluster at {info['proxy']['url']}; running FUNC_TESTS={part}",

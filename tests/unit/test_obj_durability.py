@@ -26,7 +26,10 @@ def test_single_caller_flushes_once(tmp_path):
     gs.close()
 
 
-def test_concurrent_callers_share_flushes(tmp_path):
+def test_concurrent_callers_share_flushes(tmp_path, monkeypatch):
+    # Each flush takes 50 ms, as a disk's does: on tmpfs a flush is instant, and a loaded
+    # machine once ran all 32 writers one after another (32 flushes).
+    monkeypatch.setattr(durability, "_delay", [0.05])
     gs = GroupSync(str(tmp_path))
     n = 32
     barrier = threading.Barrier(n)
@@ -48,7 +51,7 @@ def test_concurrent_callers_share_flushes(tmp_path):
         t.join()
     assert not errors
     # Group commit: far fewer flushes than writers (at most two rounds per arrival wave).
-    assert 1 <= gs.flushes < n
+    assert 1 <= gs.flushes <= n // 4
     gs.close()
 
 

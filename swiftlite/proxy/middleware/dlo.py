@@ -36,12 +36,11 @@ from swiftlite.common.http import SWIFT_CONFLICT, HTTPError, error
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj.ranges import CONDITIONS, check_conditions, parse_range
 from swiftlite.proxy.pipeline import HOOKS, Middleware
-from swiftlite.proxy.request import api_path, sub_request
+from swiftlite.proxy.request import api_path, caller_headers, send_sub, sub_request
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk, close_answer
 
 BAD_MANIFEST = "X-Object-Manifest must be in the format container/prefix"
 # Request headers a segment or listing sub-request carries (auth and referrer ACLs).
-SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
 DROPPED = ("content-length", "content-range", "etag", "transfer-encoding")
 
 
@@ -116,9 +115,6 @@ class Dlo(Middleware):
         sub = sub_request(request, "HEAD", request.rel_url.raw_path, headers)
         return await self.app(sub)
 
-    def _sub_headers(self, request: web.Request) -> CIMultiDict[str]:
-        return CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS if k in request.headers)
-
     # ---- listing -----------------------------------------------------------------------------
 
     async def _listing(self, request: web.Request, version: str, account: str, cont: str,
@@ -127,12 +123,8 @@ class Dlo(Middleware):
         query = f"format=json&prefix={quote(prefix, safe='')}"
         if marker:
             query += f"&marker={quote(marker, safe='')}"
-        sub = sub_request(request, "GET", f"/{version}/{quote(account)}/{quote(cont)}",
-                          self._sub_headers(request), query=query)
-        try:
-            resp = await self.app(sub)
-        except HTTPError as exc:
-            resp = exc.response()
+        resp = await send_sub(self.app, request, "GET",
+                              f"/{version}/{quote(account)}/{quote(cont)}", query=query)
         if resp.status // 100 != 2:
             if request.method == "HEAD":
                 return web.Response(status=resp.status, headers={
@@ -245,7 +237,7 @@ class Dlo(Middleware):
 
     async def _segment(self, request: web.Request, path, cont: str, name: str, start: int,
                        end: int, size: int, deadline: float) -> AsyncIterator[bytes]:
-        headers = self._sub_headers(request)
+        headers = caller_headers(request)
         if start > 0 or end < size:
             headers["Range"] = f"bytes={start}-{end - 1}"
         sub = sub_request(request, "GET", "/" + "/".join(

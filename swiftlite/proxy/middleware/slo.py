@@ -58,12 +58,11 @@ from swiftlite.proxy.middleware.slo_manifest import (
 )
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
-    ALLOW_RESERVED,
     BACKEND_GET_HEADERS,
     ApiPath,
-    answer_of,
     api_path,
-    sub_request,
+    caller_headers,
+    send_sub,
 )
 from swiftlite.proxy.response import (
     BodyCutShort,
@@ -80,8 +79,13 @@ GET_HEADERS = {"X-Backend-Etag-Is-At": SLO_ETAG,
 RESERVED = ("X-Static-Large-Object is a reserved header. To create a static large object "
             "add query param multipart-manifest=put.")
 # Request headers a segment sub-request carries (who the caller is, referrer ACLs, expiry).
-SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer",
-               "X-Open-Expired")
+
+
+def _sub_headers(request: web.Request) -> CIMultiDict[str]:
+    """A segment read acts as the caller, and reads expired segments when it may."""
+    return caller_headers(request, ("X-Open-Expired",))
+
+
 # Headers of the stored manifest that the assembled object does not keep.
 DROPPED = ("content-length", "content-range", "etag", "transfer-encoding")
 MAX_NESTING = 10  # manifests within manifests, as Swift
@@ -158,18 +162,12 @@ class Slo(ManifestPut, Middleware):
     def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
         return SLO_ETAG not in resp.headers  # a manifest: `get` assembles it
 
-    def _sub_headers(self, request: web.Request) -> CIMultiDict[str]:
-        return CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS if k in request.headers)
-
     async def _send(self, request: web.Request, method: str, path: str,
                     headers: CIMultiDict[str] | None = None, body: Any = None,
                     query: str = "", reserved: bool = False) -> web.StreamResponse:
-        sub = sub_request(request, method, path,
-                          self._sub_headers(request) if headers is None else headers, body,
-                          query)
-        if reserved:
-            sub[ALLOW_RESERVED] = True
-        return await answer_of(self.app, sub)
+        return await send_sub(self.app, request, method, path,
+                              _sub_headers(request) if headers is None else headers, body,
+                              query, reserved)
 
     # ---- reading a large object ------------------------------------------------------------
 
@@ -341,7 +339,7 @@ class Slo(ManifestPut, Middleware):
 
     async def _segment(self, request: web.Request, path: ApiPath, item: dict, start: int,
                        end: int, deadline: float) -> AsyncIterator[bytes]:
-        headers = self._sub_headers(request)
+        headers = _sub_headers(request)
         if start > 0 or end < int(item["bytes"]):
             headers["Range"] = f"bytes={start}-{end - 1}"
         resp = await self._send(request, "GET", obj_path(path.version, path.account,

@@ -25,16 +25,14 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from aiohttp import web
-from multidict import CIMultiDict
 
 from swiftlite.proxy.pipeline import HOOKS, Middleware
-from swiftlite.proxy.request import IDENTITY, ApiPath, answer_of, api_path, sub_request
+from swiftlite.proxy.request import IDENTITY, ApiPath, api_path, send_sub
 from swiftlite.proxy.response import BodyResponse, close_answer
 
 TRUE = ("true", "1", "yes", "on", "t", "y")
 META = "x-container-meta-web-"
 # Request headers a sub-request carries (who the caller is, referrer ACLs).
-SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
 # A temp URL's parameters, carried by every link of a listing reached through one.
 TEMPURL_PARAMS = ("temp_url_prefix", "temp_url_expires", "temp_url_sig")
 DEFAULT_CSS = ("body{font-family:sans-serif}table{border-collapse:collapse}"
@@ -115,16 +113,6 @@ class StaticWeb(Middleware):
 
     # ---- pieces --------------------------------------------------------------------------------
 
-    def _sub_headers(self, request: web.Request) -> CIMultiDict[str]:
-        return CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS if k in request.headers)
-
-    async def _send(self, request: web.Request, method: str, path: str,
-                    headers: Any = None, query: str = "") -> web.StreamResponse:
-        sub = sub_request(request, method, path,
-                          self._sub_headers(request) if headers is None else headers,
-                          query=query)
-        return await answer_of(self.app, sub)
-
     @staticmethod
     def _redirect(request: web.Request) -> web.Response:
         location = f"{request.scheme}://{request.host}{request.rel_url.raw_path}/"
@@ -142,7 +130,7 @@ class StaticWeb(Middleware):
                      resp: web.StreamResponse | None = None) -> web.StreamResponse:
         """`status` with the container's `<status><web-error>` page as its body if any."""
         if site.error and status in (401, 404):
-            page = await self._send(request, "GET",
+            page = await send_sub(self.app, request, "GET",
                                     self._object_path(path, f"{status}{site.error}"))
             if page.status // 100 == 2 and isinstance(page, BodyResponse):
                 if resp is not None:
@@ -164,7 +152,7 @@ class StaticWeb(Middleware):
                          prefix: str) -> web.StreamResponse:
         """A path ending in '/': its index object, else its listing, else 404."""
         if site.index:
-            resp = await self._send(request, request.method,
+            resp = await send_sub(self.app, request, request.method,
                                     self._object_path(path, prefix + site.index),
                                     request.headers)
             if resp.status != 404:
@@ -195,7 +183,7 @@ class StaticWeb(Middleware):
             return await self._error(request, path, site, 404, resp)
         # 'name' may be a directory without its slash: an index or any object under it.
         if site.index:
-            probe = await self._send(request, "HEAD",
+            probe = await send_sub(self.app, request, "HEAD",
                                      self._object_path(path, f"{name}/{site.index}"))
             close_answer(probe)
             if probe.status // 100 == 2:
@@ -217,7 +205,7 @@ class StaticWeb(Middleware):
             query += f"&limit={limit}"
         if marker:
             query += f"&marker={quote(marker, safe='')}"
-        resp = await self._send(request, "GET",
+        resp = await send_sub(self.app, request, "GET",
                                 f"/{path.version}/{quote(path.account)}/"
                                 f"{quote(path.container or '')}", query=query)
         if resp.status // 100 != 2:

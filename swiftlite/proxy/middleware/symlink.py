@@ -40,6 +40,8 @@ from swiftlite.proxy.request import (
     ApiPath,
     answer_of,
     api_path,
+    caller_headers,
+    send_sub,
     sub_request,
 )
 from swiftlite.proxy.response import close_answer
@@ -62,7 +64,6 @@ BAD_FORM = "X-Symlink-Target header must be of the form <container name>/<object
 POST_BODY = ("The requested POST was applied to a symlink. POST directly to the target to "
              "apply requested metadata.")
 # Request headers a PUT's target check carries (who the caller is, referrer ACLs).
-SUB_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
 
 
 def _text(status: int, body: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -243,12 +244,12 @@ class Symlink(Middleware):
         if "X-Symlink-Target-Etag" in h:
             given = _normal_etag(h["X-Symlink-Target-Etag"])
             location = {"Content-Location": link_path}
-            head = await self._call(sub_request(
-                request, "HEAD", f"/{path.version}/{quote(account)}/{quoted}",
-                CIMultiDict((k, h[k]) for k in SUB_HEADERS if k in h), query="symlink=get"))
+            head = await send_sub(self.app, request, "HEAD",
+                                  f"/{path.version}/{quote(account)}/{quoted}",
+                                  query="symlink=get")
             head, _ = await self._resolve(
                 request, path.version, (account, cont, obj), head, "HEAD",
-                CIMultiDict((k, h[k]) for k in SUB_HEADERS if k in h), "symlink=get")
+                caller_headers(request), "symlink=get")
             close_answer(head)
             if head.status == 404:
                 return _text(409, "X-Symlink-Target does not exist", location)
@@ -349,10 +350,8 @@ class Symlink(Middleware):
         if resp.status != 202:
             return resp
         # Is it a link? The object servers answered the POST; its metadata says.
-        head = await self._call(sub_request(
-            request, "HEAD", request.rel_url.raw_path,
-            CIMultiDict((k, request.headers[k]) for k in SUB_HEADERS
-                        if k in request.headers), query="symlink=get"))
+        head = await send_sub(self.app, request, "HEAD", request.rel_url.raw_path,
+                              query="symlink=get")
         close_answer(head)
         if TARGET not in head.headers or _is_reserved_link(head.headers):
             return resp

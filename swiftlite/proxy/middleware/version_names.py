@@ -14,6 +14,7 @@ from multidict import CIMultiDict
 
 from swiftlite.common.reserved import reserved_name, split_reserved
 from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.proxy.request import caller_headers
 
 CLIENT_ENABLED = "X-Versions-Enabled"
 SYSMETA_ENABLED = "X-Container-Sysmeta-Versions-Enabled"
@@ -23,7 +24,6 @@ DELETE_MARKER = "application/x-deleted;swift_versions_deleted=1"
 # listings show it: S3 still calls that version `null`; a client's never do).
 WAS_NULL = "was_null"
 MAX_TICKS = 10**15 - 1  # 9999999999.99999: versions are named by the inverse, newest first
-AUTH_HEADERS = ("X-Auth-Token", "X-Storage-Token", "X-Service-Token", "Referer")
 
 
 def versions_container(container: str) -> str:
@@ -54,7 +54,7 @@ def path_of(version: str, *names: str) -> str:
 
 def auth_headers(request: web.Request) -> CIMultiDict[str]:
     """The client's credentials, passed on to a listing sub-request."""
-    return CIMultiDict((k, request.headers[k]) for k in AUTH_HEADERS if k in request.headers)
+    return caller_headers(request)
 
 
 def listing_query(params: list[tuple[str, str]]) -> str:

@@ -42,10 +42,9 @@ from swiftlite.proxy.request import (
     AUTHORIZER,
     IDENTITY,
     ApiPath,
-    answer_of,
     api_path,
     clone,
-    sub_request,
+    send_sub,
 )
 from swiftlite.proxy.response import BodyResponse, bytes_response, close_answer
 
@@ -202,9 +201,8 @@ class VersionedWrites(Middleware):
     async def _send(self, request: web.Request, method: str, path: str,
                     headers: CIMultiDict[str] | None = None, body: Any = None,
                     query: str = "") -> web.StreamResponse:
-        sub = sub_request(request, method, path, headers or CIMultiDict(), body, query)
-        sub[AUTHORIZER] = TRUSTED
-        return await answer_of(self.app, sub)
+        return await send_sub(self.app, request, method, path, headers or CIMultiDict(), body,
+                              query, state={AUTHORIZER: TRUSTED})
 
     async def _read_raw(self, request: web.Request, path: str) -> web.StreamResponse:
         resp = await self._send(request, "GET", path, CIMultiDict({"X-Newest": "true"}),
