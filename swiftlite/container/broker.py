@@ -91,8 +91,9 @@ class ContainerBroker(ShardingMixin, DatabaseBroker):
             with write_txn(conn, path):
                 conn.execute(_ADD_ROW_POLICY)
                 meta = json.loads(conn.execute("SELECT metadata FROM stat").fetchone()[0])
-                conn.execute("UPDATE object SET storage_policy_index = ?",
-                             (container_policy(meta) or 0,))
+                policy = container_policy(meta) or 0
+                if policy:  # the column's default is 0: only another policy rewrites rows
+                    conn.execute("UPDATE object SET storage_policy_index = ?", (policy,))
         except sqlite3.OperationalError as exc:
             if "duplicate column" not in str(exc):  # another worker migrated it meanwhile
                 raise
