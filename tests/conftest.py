@@ -49,6 +49,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     return result
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _keep_module_hash_affixes():
+    """The same for a module's fixtures (a module-scoped cluster whose fixture loads its
+    config for the module's tests): set up before them, so it saves the affixes from before
+    the module and puts them back after it. Without it the function-scoped guard below saved
+    the module's affixes as the ones to keep, and every later test of the worker computed
+    hash dirs with the last module's salts (four fault tests found none of their files)."""
+    saved = hashing._PREFIX, hashing._SUFFIX
+    yield
+    hashing._PREFIX, hashing._SUFFIX = saved
+
+
 @pytest.fixture(autouse=True)
 def _keep_hash_affixes():
     """Loading a node's config (load_config) sets this process's [hash] affixes; a test that
