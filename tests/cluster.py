@@ -128,3 +128,22 @@ def start_cluster(root: str, nodes: int = 1, devices: int = 4, replicas: int = 3
     with open(path) as f:
         info = json.load(f)
     return Cluster(root, proc, info)
+
+
+def swift_api(cluster: Cluster):
+    """`call(method, path="", headers=None, **kw)`: a requests call into test:tester's account
+    of `cluster` with its token (`call.account` names the account)."""
+    import requests
+
+    r = requests.get(cluster.auth_url, headers={"X-Auth-User": "test:tester",
+                                                "X-Auth-Key": "testing"})
+    assert r.status_code == 200
+    url, token = r.headers["X-Storage-Url"], r.headers["X-Auth-Token"]
+
+    def call(method: str, path: str = "", headers: dict | None = None, **kw):
+        return requests.request(method, url + path, headers={"X-Auth-Token": token,
+                                                             **(headers or {})}, **kw)
+    call.account = url.rsplit("/", 1)[1]  # type: ignore[attr-defined]
+    call.url = url  # type: ignore[attr-defined]
+    call.token = token  # type: ignore[attr-defined]
+    return call

@@ -29,7 +29,7 @@ from swiftlite.common import hashing
 from swiftlite.common.config import load_sections
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.ring import Ring
-from tests.cluster import start_cluster
+from tests.cluster import start_cluster, swift_api
 
 POLICY = "X-Backend-Storage-Policy-Index"
 
@@ -45,16 +45,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api(cluster):
-    r = requests.get(cluster.auth_url, headers={"X-Auth-User": "test:tester",
-                                                "X-Auth-Key": "testing"})
-    assert r.status_code == 200
-    url, token = r.headers["X-Storage-Url"], r.headers["X-Auth-Token"]
-
-    def call(method: str, path: str = "", headers: dict | None = None, **kw):
-        return requests.request(method, url + path, headers={"X-Auth-Token": token,
-                                                             **(headers or {})}, **kw)
-    call.account = url.rsplit("/", 1)[1]  # type: ignore[attr-defined]
-    return call
+    return swift_api(cluster)
 
 
 class Backend:

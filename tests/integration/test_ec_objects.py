@@ -27,7 +27,7 @@ from swiftlite.common.config import load_sections
 from swiftlite.common.ec import ArchiveInfo
 from swiftlite.obj import fileformat
 from swiftlite.ring import Ring
-from tests.cluster import start_cluster
+from tests.cluster import start_cluster, swift_api
 from tests.helpers import healthy, wait_for
 
 SEG = 4096
@@ -49,17 +49,7 @@ def api(cluster):
 
 
 def _api(cluster):
-    r = requests.get(cluster.auth_url, headers={"X-Auth-User": "test:tester",
-                                                "X-Auth-Key": "testing"})
-    assert r.status_code == 200
-    url, token = r.headers["X-Storage-Url"], r.headers["X-Auth-Token"]
-
-    def call(method: str, path: str = "", headers: dict | None = None, **kw):
-        return requests.request(method, url + path, headers={"X-Auth-Token": token,
-                                                             **(headers or {})}, **kw)
-    call.account = url.rsplit("/", 1)[1]  # type: ignore[attr-defined]
-    call.url = url  # type: ignore[attr-defined]
-    call.token = token  # type: ignore[attr-defined]
+    call = swift_api(cluster)
     assert call("PUT", "/ec", {"X-Storage-Policy": "ec"}).status_code == 201
     return call
 

@@ -16,7 +16,7 @@ import requests
 from swiftlite.common import hashing
 from swiftlite.common.config import load_sections
 from swiftlite.ring import Ring
-from tests.cluster import start_cluster
+from tests.cluster import start_cluster, swift_api
 from tests.helpers import wait_for
 
 
@@ -30,16 +30,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api(cluster):
-    r = requests.get(cluster.auth_url, headers={"X-Auth-User": "test:tester",
-                                                "X-Auth-Key": "testing"})
-    assert r.status_code == 200
-    url, token = r.headers["X-Storage-Url"], r.headers["X-Auth-Token"]
-
-    def call(method: str, path: str = "", headers: dict | None = None, **kw):
-        return requests.request(method, url + path, headers={"X-Auth-Token": token,
-                                                             **(headers or {})}, **kw)
-    call.account = url.rsplit("/", 1)[1]  # type: ignore[attr-defined]
-    return call
+    return swift_api(cluster)
 
 
 def hash_path(cluster, *names: str) -> str:
