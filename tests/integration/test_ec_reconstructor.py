@@ -51,6 +51,11 @@ def run_passes(cluster, kind: type = ObjectReconstructor, name: str = NAME,
     node, all at once; their status files' counters summed."""
     idx = list(range(len(cluster.nodes))) if nodes is None else nodes
     confs = [load_sections(cluster.nodes[i]["conf"])[name] for i in idx]
+    for conf in confs:
+        # Four daemons share this one loop and thread pool: on a loaded 2-core runner their
+        # own stalls outlast the 0.5 s default connect timeout (seen in CI: 12 MERGE digests
+        # "timed out" to idle peers). These tests are about what a pass moves, not timeouts.
+        conf["conn_timeout"] = "10"
 
     async def passes() -> None:
         ds = [kind(conf) for conf in confs]

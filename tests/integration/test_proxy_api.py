@@ -291,11 +291,21 @@ def _replica_files(cluster, cont: str, obj: str) -> list[str]:
     part, nodes = ring.get_nodes("AUTH_test", cont, obj)
     h = hash_path("AUTH_test", cont, obj)
     node = cluster.nodes[0]
-    out = []
-    for n in nodes:
-        d = os.path.join(node["devices_root"], n["device"], "objects", str(part), h[-3:], h)
-        out += [os.path.join(d, f) for f in os.listdir(d) if f.endswith(".data")]
-    return out
+    dirs = [os.path.join(node["devices_root"], n["device"], "objects", str(part), h[-3:], h)
+            for n in nodes]
+
+    def found() -> list[str] | None:
+        # The proxy answers once a quorum is durable; the last replica may land just after.
+        out = []
+        for d in dirs:
+            names = os.listdir(d) if os.path.isdir(d) else []
+            datas = [os.path.join(d, f) for f in names if f.endswith(".data")]
+            if not datas:
+                return None
+            out += datas
+        return out
+
+    return wait_for(found, timeout=20)
 
 
 @pytest.mark.parametrize("size", [20_000, 3 * 1024 * 1024])
