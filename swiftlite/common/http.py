@@ -157,3 +157,13 @@ def query_str(request: web.Request, name: str) -> str | None:
 
 def is_success(status: int) -> bool:
     return 200 <= status < 300
+
+
+def csv_items(value: str) -> list[str]:
+    """A comma-separated header's items (CORS headers, for Swift's and S3's front ends)."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def add_vary(headers, value: str) -> None:
+    """Add `value` to an answer's Vary header."""
+    headers["Vary"] = f"{headers['Vary']}, {value}" if headers.get("Vary") else value

@@ -1,5 +1,5 @@
 """`swiftlite s3-keys create|list|revoke`: S3 key pairs through the proxy's admin API
-(swiftlite/proxy/middleware/s3_keys.py), as an account admin or reseller admin.
+(swiftlite/proxy/s3/key_admin.py), as an account admin or reseller admin.
 
 It authenticates at `--auth-url` (tempauth's /auth/v1.0) with `--user`/`--key`, then asks
 the storage URL it is given (or `--account`'s, for a reseller admin). `create` prints the

@@ -67,7 +67,7 @@ REGISTRY: dict[str, str] = {
     "gatekeeper": "swiftlite.proxy.middleware.gatekeeper:Gatekeeper",
     "s3api": "swiftlite.proxy.s3.middleware:S3Api",
     "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
-    "s3_keys": "swiftlite.proxy.middleware.s3_keys:S3Keys",
+    "s3_keys": "swiftlite.proxy.s3.key_admin:S3Keys",
     "ratelimit": "swiftlite.proxy.middleware.ratelimit:RateLimit",
     "copy": "swiftlite.proxy.middleware.copy:Copy",
     "cors": "swiftlite.proxy.middleware.cors:Cors",

@@ -1,4 +1,4 @@
-"""S3 key pairs (proxy/s3/keys.py, proxy/middleware/s3_keys.py, `swiftlite s3-keys`): made
+"""S3 key pairs (proxy/s3/keys.py, proxy/s3/key_admin.py, `swiftlite s3-keys`): made
 by an account admin, used through boto3 with the bound user's rights, listed without their
 secret, revoked, kept sealed in the cluster, refused to everyone else."""
 

@@ -1,13 +1,22 @@
-"""Layering (issue 16, item 13): no import cycles between packages, no patched aiohttp.
+"""Layering (issue 37, item 4): every package's allowed imports, written down and tested, and
+no import circle anywhere.
 
-- `common` is what every package builds on: it imports no other swiftlite package (daemon
-  plumbing used to import the ring, which imports `common`);
-- `db` is what containers and accounts share: it imports neither of them (the replication
-  endpoint and the replicator are given their role's broker class);
-- a broker (and the listing walk it uses) loads no HTTP stack: `db.listing` has no aiohttp,
-  `db.listing_http` holds what reads requests and makes responses.
+The floors, lowest first (a package imports only packages listed under it in ALLOWED):
 
-Each import runs in a fresh interpreter, so what one module pulls in is seen alone.
+- `common`: primitives, the server runtime, clients, observability; imports no other package;
+- `ring`: placement; `db`: what containers and accounts share (given their role's broker
+  class, it imports neither); `obj`: the object storage engine and server;
+- `account`, `container`: the database roles (the container-reconciler talks to object
+  servers through `obj`'s client side);
+- `proxy`: the front ends; inside it, the core (its top-level modules) imports neither the
+  middleware nor the S3 front end, and those two import each other not at all;
+- `migrate`, `ops`: tools over the cluster; the top-level modules (`cli`, `node`, `roles`,
+  `allinone`) are entry points, imported by no package.
+
+Also: a broker (and the listing walk it uses) loads no HTTP stack (`db.listing` has no
+aiohttp; `db.listing_http` reads requests and makes responses), and daemon plumbing does not
+load the ring. Those imports run in a fresh interpreter, so what one module pulls in is seen
+alone; the rest reads every file's imports (function-level ones too) with `ast`.
 """
 
 from __future__ import annotations
@@ -68,7 +77,38 @@ ALLOWED = {
     "common": set(),
     "ring": {"common"},
     "db": {"common", "ring"},
+    "obj": {"common", "ring"},
+    "account": {"common", "db"},
+    "container": {"common", "db", "obj", "ring"},
+    "proxy": {"common", "db", "obj", "ring"},
+    "migrate": {"common", "ring"},
+    "ops": {"common", "container", "db", "migrate", "proxy", "ring"},
 }
+ENTRY_MODULES = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+# Inside proxy/: sub-package -> the proxy sub-packages it may import ("" is the core: the
+# modules right under proxy/).
+PROXY_ALLOWED = {"": set(), "middleware": {""}, "s3": {""}}
+
+
+def all_modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def package_of(module: str) -> str:
+    """'swiftlite.obj.server' -> 'obj'; an entry module ('swiftlite.cli') -> its name."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_every_package_has_its_floor():
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert packages - set(ALLOWED) == set(), "say what a new package may import (ALLOWED)"
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -76,10 +116,99 @@ def test_package_layering(package):
     bad = []
     for path in sorted((PACKAGE / package).rglob("*.py")):
         for mod in imports_of(path):
-            top = mod.split(".")[1] if "." in mod else ""
-            if top != package and top not in ALLOWED[package]:
+            top = package_of(mod)
+            if top in ENTRY_MODULES:
+                bad.append(f"{path.relative_to(ROOT)} imports the entry module {mod}")
+            elif top not in (package, "") and top not in ALLOWED[package]:
                 bad.append(f"{path.relative_to(ROOT)} imports {mod}")
     assert bad == []
+
+
+def _proxy_part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["swiftlite", "proxy"] or len(parts) < 3:
+        return None
+    sub = PACKAGE / "proxy" / parts[2]
+    return parts[2] if sub.is_dir() else ""
+
+
+def test_proxy_floors():
+    bad = []
+    for mod, path in sorted(all_modules().items()):
+        part = _proxy_part(mod)
+        if part is None:
+            continue
+        for dep in imports_of(path):
+            other = _proxy_part(dep)
+            if other is not None and other != part and other not in PROXY_ALLOWED[part]:
+                bad.append(f"{path.relative_to(ROOT)} imports {dep}")
+    assert set(PROXY_ALLOWED) == {""} | {p.name for p in (PACKAGE / "proxy").iterdir()
+                                          if (p / "__init__.py").exists()}
+    assert bad == []
+
+
+def test_no_import_circle_anywhere():
+    """Between any two modules, at any depth of the file (a function-level import closes a
+    circle as surely as a top-level one, only later)."""
+    modules = all_modules()
+    graph = {m: {d for d in imports_of(p) if d in modules and d != m}
+             for m, p in modules.items()}
+    # `from swiftlite.proxy import obj` names the module swiftlite.proxy.obj, not only the
+    # package: count both.
+    for m, p in modules.items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                graph[m] |= {f"{node.module}.{a.name}" for a in node.names
+                             if f"{node.module}.{a.name}" in modules} - {m}
+    circles = _circles(graph)
+    assert circles == [], circles
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, deps = work[-1]
+            for dep in deps:
+                if dep not in index:
+                    index[dep] = low[dep] = len(index)
+                    stack.append(dep)
+                    on_stack.add(dep)
+                    work.append((dep, iter(sorted(graph[dep]))))
+                    break
+                if dep in on_stack:
+                    low[node] = min(low[node], index[dep])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        comp.append(m)
+                        if m == node:
+                            break
+                    if len(comp) > 1:
+                        found.append(sorted(comp))
+    return found
+
+
+def test_the_circle_finder_finds_one():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_storage_servers_parse_with_the_one_adapted_parser():

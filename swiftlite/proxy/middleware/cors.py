@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from swiftlite.common.http import HTTPError
+from swiftlite.common.http import HTTPError, add_vary, csv_items
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, api_path, unauthorized
 
@@ -30,15 +30,6 @@ ALWAYS_EXPOSED = ("cache-control", "content-language", "content-type", "expires"
                   "last-modified", "pragma", "etag", "x-timestamp", "x-trans-id",
                   "x-openstack-request-id")
 META = "x-container-meta-access-control-"
-
-
-def csv_items(value: str) -> list[str]:
-    """A comma-separated header's items (shared with the S3 front end's CORS, s3/cors.py)."""
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-def add_vary(headers, value: str) -> None:
-    headers["Vary"] = f"{headers['Vary']}, {value}" if headers.get("Vary") else value
 
 
 class Cors(Middleware):

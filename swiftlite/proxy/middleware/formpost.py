@@ -28,6 +28,7 @@ from aiohttp.multipart import BodyPartReader
 from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError
+from swiftlite.proxy.forms import READ_CHUNK, field_value
 from swiftlite.proxy.middleware.tempurl import (
     DEPRECATED_DIGESTS,
     DIGESTS,
@@ -38,10 +39,6 @@ from swiftlite.proxy.middleware.tempurl import (
 from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, api_path, sub_request, unauthorized
 from swiftlite.proxy.response import BodyResponse
-
-# Longest value of a plain form field that counts (the rest is read and dropped).
-MAX_VALUE_LENGTH = 4096
-READ_CHUNK = 64 * 1024
 
 
 class FormInvalid(Exception):
@@ -61,21 +58,6 @@ def _reason_phrase(status: int) -> str:
         return f"{status} {HTTPStatus(status).phrase}"
     except ValueError:
         return str(status)
-
-
-async def field_value(part: BodyPartReader, limit: int = MAX_VALUE_LENGTH) -> tuple[str, bool]:
-    """A plain form field's value: its first `limit` bytes as text (the rest is read and
-    dropped, so the next part can be read), and whether there was more. Shared with the S3
-    front end's POST forms (s3/postform.py)."""
-    value = bytearray()
-    while len(value) <= limit:
-        # Whole chunks: aiohttp's reader needs room for the boundary in each read.
-        chunk = await part.read_chunk(READ_CHUNK)
-        if not chunk:
-            break
-        value += chunk
-    await part.release()
-    return value[:limit].decode("utf-8", "replace"), len(value) > limit
 
 
 class FormPost(Middleware):

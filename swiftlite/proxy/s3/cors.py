@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.proxy.middleware.cors import add_vary, csv_items
+from swiftlite.common.http import add_vary, csv_items
 from swiftlite.proxy.s3 import access, xml
 from swiftlite.proxy.s3.bucket_settings import bucket_setting
 from swiftlite.proxy.s3.context import S3Request

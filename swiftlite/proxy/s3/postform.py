@@ -50,7 +50,7 @@ from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.multipart import BodyPartReader
 from multidict import CIMultiDict
 
-from swiftlite.proxy.middleware.formpost import READ_CHUNK, field_value
+from swiftlite.proxy.forms import READ_CHUNK, field_value
 from swiftlite.proxy.s3 import access, acl, encryption, payload, sse_cipher, xml
 from swiftlite.proxy.s3.context import S3Request, error_of
 from swiftlite.proxy.s3.documents import xml_response
