@@ -1,6 +1,6 @@
 """ceph's s3-tests against a fresh `swiftlite up`, gated by a list of known failures.
 
-usage: run_s3.py [--write-expected]
+usage: run_s3.py [--write-expected | --write-durations]
 
 Without the suite's tarball (../shared/conformance/s3-tests-<rev>.tar.gz beside the
 checkout, or S3_TESTS_TARBALL) it says so in one line and exits 0: a bare clone skips it.
@@ -9,7 +9,8 @@ temp dir, runs the selected tests of s3tests/functional/test_s3.py against it (S
 test names or node ids, to run only those; S3_TESTS_SHARDS: pytest processes side by side,
 default 2), stops the cluster whatever happens, and compares the failures with
 s3_expected_failures.txt. Unexpected failures are rerun once by id before the run fails.
-`--write-expected` rewrites the list from the last run instead of running.
+`--write-expected` rewrites the list from the last run instead of running;
+`--write-durations` rewrites s3_durations.txt (how the shards are dealt) from it.
 """
 
 from __future__ import annotations
@@ -101,10 +102,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write-expected", action="store_true",
                     help=f"rewrite {EXPECTED.name} from the last run (no run)")
+    ap.add_argument("--write-durations", action="store_true",
+                    help=f"rewrite {s3_suite.DURATIONS.name} from the last run (no run)")
     args = ap.parse_args()
     harness.line_buffered()
     if args.write_expected:
         return write_expected()
+    if args.write_durations:
+        return s3_suite.write_durations(LAST / "run")
     tar = s3_suite.tarball()
     if tar is None:
         print(f"conformance: s3-tests skipped: no ../shared/conformance/{s3_suite.TARBALL} "

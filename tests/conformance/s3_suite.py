@@ -55,6 +55,12 @@ SELECTED = 612  # tests that MARKERS keeps of test_s3.py at REV
 # Tests that need the main user to own no bucket but their own (they list the account):
 # run alone after the others, which run side by side in shards.
 SERIAL = ("test_list_buckets_paginated",)
+# How long each slow test took (seconds, from a run's junit: `run_s3.py --write-durations`),
+# so the shards are dealt even loads: dealt in turn, five 70-100 s tests (a thousand
+# sequential PUTs each) left one shard three minutes behind the other.
+DURATIONS = Path(__file__).resolve().parent / "s3_durations.txt"
+MIN_KEPT = 2.0  # a test quicker than this counts as DEFAULT_SECONDS: not worth a line
+DEFAULT_SECONDS = 1.0
 # Seconds, unless S3_TIMEOUT / S3_TEST_TIMEOUT say otherwise: the whole run (a hung or far
 # too slow run fails within CI's budget rather than using it up), and one test (the
 # slowest here copy 8 MiB objects or sleep a few seconds).
@@ -229,14 +235,59 @@ def run(host: str, port: int, tests: list[str] | None, results: Path,
                              f"was not checked: see {results / 'collect.log'})")
         alone = [t for t in ids if t.rpartition("::")[2] in SERIAL]
         rest = [t for t in ids if t not in alone]
-        n = max(shards, 1)
-        passes = [{f"-{k}": rest[k::n] for k in range(n)}, {"-serial": alone}]
+        dealt = deal(rest, max(shards, 1), read_durations())
+        passes = [{f"-{k}": part for k, part in enumerate(dealt)}, {"-serial": alone}]
     out = harness.Results()
     for part in passes:
         out.add(_side_by_side(part, conf, results, deadline))
     harness.write_summary(results, out)
     print(f"conformance: {NAME}: {out.counts()}", flush=True)
     return out
+
+
+def read_durations() -> dict[str, float]:
+    out = {}
+    if DURATIONS.exists():
+        for line in DURATIONS.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                secs, _, name = line.partition(" ")
+                out[name.strip()] = float(secs)
+    return out
+
+
+def deal(ids: list[str], n: int, durations: dict[str, float]) -> list[list[str]]:
+    """`ids` in `n` shards of about equal expected time: longest first, each to the shard
+    with the least so far (ties in the suite's order, so the same file deals the same way
+    every run), each shard then in the suite's order."""
+    order = {t: i for i, t in enumerate(ids)}
+
+    def secs(t: str) -> float:
+        return durations.get(t.rpartition("::")[2], DEFAULT_SECONDS)
+
+    loads = [0.0] * n
+    shards: list[list[str]] = [[] for _ in range(n)]
+    for t in sorted(ids, key=lambda t: (-secs(t), order[t])):
+        k = min(range(n), key=lambda k: (loads[k], k))
+        loads[k] += secs(t)
+        shards[k].append(t)
+    return [sorted(s, key=order.__getitem__) for s in shards]
+
+
+def write_durations(results: Path) -> int:
+    """Rewrite DURATIONS from the junit files of a whole run in `results`."""
+    times: dict[str, float] = {}
+    for junit in sorted(results.glob("junit-*.xml")):
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            times[case.get("name", "")] = float(case.get("time", 0))
+    if not times:
+        print(f"conformance: no junit files in {results}", file=sys.stderr)
+        return 1
+    kept = sorted(((s, t) for t, s in times.items() if s >= MIN_KEPT), reverse=True)
+    DURATIONS.write_text(f"# seconds test: the s3-tests that took {MIN_KEPT:g} s or more in "
+                         "one run (run_s3.py --write-durations)\n"
+                         + "".join(f"{s:.1f} {t}\n" for s, t in kept))
+    print(f"conformance: {len(kept)} durations written to {DURATIONS}")
+    return 0
 
 
 def _collect(conf: Path, log: Path, deadline: float) -> list[str]:
