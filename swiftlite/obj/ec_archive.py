@@ -26,7 +26,8 @@ archive of that timestamp (GET/HEAD with ``X-Backend-Ec-Pending: <timestamp>``,
 
 A .pend older than the current .data/.ts is removed by the next commit in its hash dir; one
 whose commit never came stays (never read); the reconstructor makes it durable when the
-other primaries hold that version durably, and removing abandoned ones is not built yet.
+other primaries hold that version durably, and removes it `reclaim_age` after its write if
+it is still pending then (found by its mark, obj/pending_marks.py: no listing).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from collections.abc import Iterator
 import msgpack
 
 from swiftlite.common.ec.meta import KEYS, ArchiveInfo
-from swiftlite.obj import durability
+from swiftlite.obj import durability, pending_marks
 from swiftlite.obj.fileformat import (
     CorruptFile,
     _listdir,
@@ -51,7 +52,7 @@ from swiftlite.obj.fileformat import (
 from swiftlite.obj.hashdir import CommitResult, Conflict, renamed
 from swiftlite.obj.reading import ObjectInfo
 
-PENDING = "pend"  # the extension of an archive whose write is not yet durable
+PENDING = pending_marks.PENDING  # the extension of an archive not yet durable
 COMMIT_HEADER = "X-Backend-Ec-Commit"
 PENDING_HEADER = "X-Backend-Ec-Pending"  # a GET/HEAD of the pending archive of this timestamp
 FOOTER = struct.Struct("<I4s")
@@ -171,11 +172,14 @@ def make_durable(device_path: str, part: int | str, hexhash: str, timestamp: str
                     durability.flush_dirs(device_path, r.held.fd, [])
                 res = r.finish()
                 _remove_stale_pending(r.held.path, r.names, timestamp)
-                return res, metadata
+        pending_marks.clear(device_path, part, hexhash, timestamp)
+        return res, metadata
     except Done:
+        pending_marks.clear(device_path, part, hexhash, timestamp)
         return None, metadata
     except Conflict:
         _unlink(os.path.join(hdir, pend))
+        pending_marks.clear(device_path, part, hexhash, timestamp)
         raise
 
 

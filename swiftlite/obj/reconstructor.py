@@ -18,8 +18,11 @@ Per partition of each EC policy that this node's devices hold, or that the ring 
   was delivered (only if unchanged since listed, as the replicator removes handoffs).
 
 A corrupt archive is quarantined by the auditor (or a GET that reads it whole); its object then
-leaves our digests, and the next pass rebuilds it. Stats (the status file, ``/metrics``,
-``swiftlite status``): ``fragments_rebuilt``, ``pending_committed``, ``rebuild_failures``,
+leaves our digests, and the next pass rebuilds it. After the partitions, a pass removes the
+pending archives whose commit never came, ``reclaim_age`` after they were written (found by
+their marks, ``pending_marks``: still no listing). Stats (the status file, ``/metrics``,
+``swiftlite status``): ``fragments_rebuilt``, ``pending_committed``, ``pending_reclaimed``,
+``rebuild_failures``,
 ``reverted`` (archives a primary took from us), ``handoff_removed`` (objects removed once
 handed over), ``tombstones_sent`` (and .meta files), ``suffixes_listed``, ``index_checks``
 (see ``check_index``), ``partitions`` (``primary_partitions`` / ``handoff_partitions``),
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from typing import Any
 
 import aiohttp
@@ -38,7 +42,16 @@ import aiohttp
 from swiftlite.common import daemon, policies
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import digests, ec_archive, ec_plan, ec_rebuild, fileformat, hashdir, sync
+from swiftlite.obj import (
+    digests,
+    ec_archive,
+    ec_plan,
+    ec_rebuild,
+    fileformat,
+    hashdir,
+    pending_marks,
+    sync,
+)
 from swiftlite.obj.peer_client import PeerClient, PeerError
 from swiftlite.obj.replicator import partition_jobs, remove_empty_partition, run_jobs
 from swiftlite.ring import Ring
@@ -47,7 +60,8 @@ log = logging.getLogger("swiftlite.object-reconstructor")
 NAME = "object-reconstructor"
 COUNTERS = ("primary_partitions", "handoff_partitions", "index_checks", "suffixes_listed",
             "fragments_rebuilt",
-            "pending_committed", "rebuild_failures", "tombstones_sent", "reverted",
+            "pending_committed", "pending_reclaimed", "rebuild_failures", "tombstones_sent",
+            "reverted",
             "handoff_removed", "reclaimed", "bytes")
 
 
@@ -82,6 +96,19 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
         # partition whole (a wiped device) rebuilds it. One digest request per peer each.
         jobs = await run_blocking(partition_jobs, self.conf, self.devices, self.rings, True)
         await run_jobs(jobs, self.concurrency, self.reconstruct_part, stats)
+        # After the syncs, which make durable what other primaries hold durably.
+        devices = sorted({dev["device"] for dev, _ in jobs})
+        stats["pending_reclaimed"] = await run_blocking(self.reclaim_pending, devices)
+
+    def reclaim_pending(self, devices: list[str]) -> int:
+        """Pending archives abandoned over `reclaim_age` ago, on every device (by their
+        marks, obj/pending_marks.py: no hash dir is listed to find them). Blocking."""
+        removed = 0
+        now = time.time()
+        for dev in devices:
+            removed += pending_marks.sweep(os.path.join(self.devices, dev),
+                                           self.reclaim_age, now)[0]
+        return removed
 
     async def reconstruct_part(self, dev: dict[str, Any], part: int,
                                stats: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from swiftlite.obj import bodysum, direct_io, durability
+from swiftlite.obj import bodysum, direct_io, durability, pending_marks
 from swiftlite.obj.fileformat import (
     EXTS,
     MUTABLE,
@@ -228,6 +228,7 @@ class DataWriter:
                 else:
                     _write_all(self.fd, [pack_trailer(metadata)])
                 self._close_synced()
+                self._mark_pending(timestamp)
                 res = commit(self.device_path, self.part, self.hexhash, self.tmp,
                              f"{timestamp}.{self.ext}", self._locked_check(timestamp),
                              self.fsync, metadata if self.ext == "data" else None)
@@ -335,9 +336,15 @@ class DataWriter:
         `<timestamp>.data`, with the same checks as `put`; pass the finished result to
         `committed`."""
         assert self.tmp is not None
+        self._mark_pending(timestamp)
         return renamed(self.device_path, self.part, self.hexhash, self.tmp,
                        f"{timestamp}.{self.ext}", self._locked_check(timestamp),
                        metadata if self.ext == "data" else None, self.fsync)
+
+    def _mark_pending(self, timestamp: str) -> None:
+        # Before the rename, under the same flush: a durable .pend has a durable mark.
+        if self.ext == pending_marks.PENDING:
+            pending_marks.note(self.device_path, self.part, self.hexhash, timestamp)
 
     def committed(self, result: CommitResult, metadata: dict[str, str]) -> CommitResult:
         self.tmp = None

@@ -12,13 +12,15 @@ import asyncio
 import contextlib
 import os
 import shutil
+import time
 from typing import Any
 
 import pytest
 
 from swiftlite.common import daemon, hashing
 from swiftlite.common.config import load_sections
-from swiftlite.obj import ec_rebuild
+from swiftlite.common.timestamp import Timestamp
+from swiftlite.obj import ec_rebuild, fileformat, pending_marks
 from swiftlite.obj.auditor import Auditor
 from swiftlite.obj.reconstructor import NAME, ObjectReconstructor
 from swiftlite.ring import Ring
@@ -229,3 +231,31 @@ def test_rebuilt_archives_serve_reads_with_two_other_devices_gone(cluster, api):
         for name, body in REBUILT.items():
             r = api("GET", f"/ec/{name}")
             assert r.status_code == 200 and r.content == body, name
+
+
+def test_abandoned_pending_archives_are_reclaimed_after_reclaim_age(cluster, api):
+    """What a proxy that died between an EC PUT's two phases leaves: `.pend` archives, never
+    read and never in a digest. A pass removes those written over `reclaim_age` (7 days) ago,
+    found by their marks, and leaves a younger one (its commit may still come)."""
+    body = body_of(2 * SEG + 3, 90)
+    assert api("PUT", "/ec/abandoned", data=body).status_code == 201
+    load_sections(cluster.nodes[0]["conf"])
+    h = hashing.hash_path(api.account, "ec", "abandoned")
+    ring = Ring.load(os.path.join(cluster.etc_dir, "object-1.ring.gz"))
+    part, primaries = ring.get_nodes(api.account, "ec", "abandoned")
+    # A primary's device (a handoff's hash dir goes whole once its archive is handed over).
+    roots = {n["servers"]["object"]["port"]: n["devices_root"] for n in cluster.nodes}
+    device_path = os.path.join(roots[primaries[0]["port"]], primaries[0]["device"])
+    hdir = fileformat.hash_dir(device_path, fileformat.policy_part(part, 1), h)
+    data = next(os.path.join(hdir, f) for f in os.listdir(hdir) if f.endswith(".data"))
+    old, young = (Timestamp.parse(time.time() - age).internal for age in (8 * 86400, 60))
+    for ts in (old, young):  # the first phase's file and its mark
+        shutil.copyfile(data, os.path.join(hdir, f"{ts}.pend"))
+        pending_marks.note(device_path, fileformat.policy_part(part, 1), h, ts)
+    stats = run_passes(cluster)
+    assert stats["pending_reclaimed"] == 1, stats
+    assert sorted(f for f in os.listdir(hdir) if f.endswith(".pend")) == [f"{young}.pend"]
+    assert [m for m in pending_marks.marks(device_path) if h in m] == \
+        [f"1.{part}.{h}.{young}"]
+    assert whole(cluster, api.account, "abandoned")
+    assert api("GET", "/ec/abandoned").content == body

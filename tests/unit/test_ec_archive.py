@@ -9,7 +9,7 @@ import random
 import pytest
 
 from swiftlite.common.ec import ECScheme, Encoder
-from swiftlite.obj import digests, ec_archive, fileformat, reading, writing
+from swiftlite.obj import digests, ec_archive, fileformat, pending_marks, reading, writing
 from swiftlite.obj.hashdir import Conflict
 
 SCHEME = ECScheme(4, 2, segment_size=4096)
@@ -117,3 +117,45 @@ def test_listing_size_and_etag_are_the_objects():
     md = {"Content-Length": "2900", "ETag": "f" * 32, **enc.archive_info(1).to_metadata()}
     assert ec_archive.listing_size_etag(md) == ("10000", enc.etag)
     assert ec_archive.listing_size_etag({"Content-Length": "5", "ETag": "e"}) == ("5", "e")
+
+
+def test_pending_archives_are_marked_until_committed(tmp_path):
+    dev = str(tmp_path / "d1")
+    os.makedirs(dev)
+    _put(dev, "0000000001.00000", b"a" * 5000, ec_archive.PENDING)
+    _put(dev, "0000000002.00000", b"b" * 5000, ec_archive.PENDING)
+    assert sorted(pending_marks.marks(dev)) == [f"1.7.{HASH}.0000000001.00000",
+                                                f"1.7.{HASH}.0000000002.00000"]
+    ec_archive.make_durable(dev, PART, HASH, "0000000002.00000", fsync=False)
+    # The commit removed its own mark and (as before) the older pending archive; that one's
+    # mark stays until a sweep finds nothing left of it.
+    assert pending_marks.marks(dev) == [f"1.7.{HASH}.0000000001.00000"]
+    assert ec_archive.pending_archives(dev, PART, HASH) == []
+    assert pending_marks.sweep(dev, 60, now=1.0 + 61) == (0, 1)
+    assert pending_marks.marks(dev) == []
+    # A whole archive (a replica's .data, a rebuilt archive) is never marked.
+    _put(dev, "0000000003.00000", b"c" * 5000, "data")
+    assert pending_marks.marks(dev) == []
+
+
+def test_a_sweep_removes_only_pending_archives_older_than_reclaim_age(tmp_path):
+    dev = str(tmp_path / "d1")
+    os.makedirs(dev)
+    _put(dev, "0000000001.00000", b"old" * 3000, "data")
+    _put(dev, "0000001000.00000", b"abandoned" * 500, ec_archive.PENDING)
+    _put(dev, "0000005000.00000", b"in flight" * 500, ec_archive.PENDING)
+    before = digests.get_digests(dev, PART)
+    # At t=4000 with a reclaim age of 2000: the write of t=1000 was abandoned, the one of
+    # t=5000 (a clock ahead, or still in flight) is not touched.
+    assert pending_marks.sweep(dev, 2000, now=4000.0) == (1, 1)
+    assert ec_archive.pending_archives(dev, PART, HASH) == ["0000005000.00000.pend"]
+    assert pending_marks.marks(dev) == [f"1.7.{HASH}.0000005000.00000"]
+    assert _current(dev) == "0000000001.00000"
+    assert digests.get_digests(dev, PART) == before
+    # The one left is still committed as ever.
+    ec_archive.make_durable(dev, PART, HASH, "0000005000.00000", fsync=False)
+    assert _current(dev) == "0000005000.00000" and pending_marks.marks(dev) == []
+    # A mark whose hash dir is gone (the partition moved) is just dropped.
+    pending_marks.note(dev, fileformat.policy_part(9, 1), "f" * 32, "0000000100.00000")
+    assert pending_marks.sweep(dev, 2000, now=4000.0) == (0, 1)
+    assert not os.path.exists(fileformat.part_dir(dev, fileformat.policy_part(9, 1)))
