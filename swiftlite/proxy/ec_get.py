@@ -34,7 +34,6 @@ from multidict import CIMultiDict
 from swiftlite.common.client import node_path
 from swiftlite.common.ec import ArchiveInfo, ECError, ECScheme
 from swiftlite.common.ec.decode import decode_checked, fragment_problem
-from swiftlite.common.ec.scheme import as_bytes
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
@@ -239,25 +238,31 @@ class _Stream:
         self.index = archive.info.frag_index
         self.resp = resp
         self._chunks = resp.iter_chunks(READ_CHUNK)
-        self._held: list[bytes] = []  # received, not yet returned
-        self._held_len = 0
+        self._chunk: bytes = b""  # the chunk being handed out, from self._at on
+        self._at = 0
 
-    async def read_exact(self, n: int) -> bytes:
-        while self._held_len < n:
+    async def read_exact(self, n: int) -> bytes | memoryview:
+        """The next `n` bytes: a view of the chunk received when it holds them all (no
+        copy: the checks and the join of data fragments take views; pyeclib gets bytes,
+        decode.py), else joined once."""
+        chunk, at = self._chunk, self._at
+        if len(chunk) - at >= n:
+            self._at = at + n
+            return memoryview(chunk)[at:at + n]
+        parts = [memoryview(chunk)[at:]] if at < len(chunk) else []
+        have = len(chunk) - at
+        while True:
             chunk = await anext(self._chunks, None)
             if chunk is None:
                 raise EOFError(f"archive {self.index} ended early")
-            self._held.append(chunk)
-            self._held_len += len(chunk)
-        # Joined once per fragment, not copied at all when one chunk is exactly it; always
-        # bytes (pyeclib aborts the process on a bytearray: common/ec/scheme.py).
-        data = as_bytes(self._held[0] if len(self._held) == 1 else b"".join(self._held))
-        if len(data) == n:
-            self._held, self._held_len = [], 0
-            return data
-        self._held = [data[n:]]
-        self._held_len = len(data) - n
-        return data[:n]
+            if have + len(chunk) >= n:
+                self._chunk, self._at = chunk, n - have
+                if not parts:
+                    return memoryview(chunk)[:n]
+                parts.append(memoryview(chunk)[:n - have])
+                return b"".join(parts)
+            parts.append(chunk)
+            have += len(chunk)
 
     def close(self) -> None:
         self.resp.release()
@@ -325,7 +330,7 @@ class _Reader:
         try:
             for j in plan.segments:
                 seg_len, frag_len = layout.segment_length(j), layout.fragment_length(j)
-                good: dict[int, bytes] = {}
+                good: dict[int, bytes | memoryview] = {}
                 segment: bytes | None = None
                 while segment is None:
                     while len(active) < scheme.k and spares:
@@ -344,7 +349,7 @@ class _Reader:
                                            f"{scheme.k} needed")
                     reads = await asyncio.gather(*(s.read_exact(frag_len) for s in waiting),
                                                  return_exceptions=True)
-                    fresh: dict[int, bytes] = {}
+                    fresh: dict[int, bytes | memoryview] = {}
                     for s, r in zip(waiting, reads, strict=True):
                         if isinstance(r, BaseException):
                             if not isinstance(r, (*NETWORK_ERRORS, EOFError)):
@@ -365,8 +370,9 @@ class _Reader:
                     self.streams.remove(stream)
 
 
-def _check_and_decode(scheme: ECScheme, seg_len: int, frag_len: int, good: dict[int, bytes],
-                      fresh: dict[int, bytes]) -> tuple[dict[int, str], bytes | None]:
+def _check_and_decode(scheme: ECScheme, seg_len: int, frag_len: int,
+                      good: dict[int, bytes | memoryview], fresh: dict[int, bytes | memoryview],
+                      ) -> tuple[dict[int, str], bytes | None]:
     """Check the fragments just read (adding the good ones to `good`); decode the segment
     once k are good. One thread-pool hop per segment on the usual path."""
     problems = {}
