@@ -70,6 +70,8 @@ def join_data(scheme, segment_length: int, fragments: list) -> bytes | None:
             return None
         pieces.append(memoryview(fragment)[HEADER.size:HEADER.size + size])
     segment = b"".join(pieces)
+    if len(segment) < segment_length:
+        return None
     return segment[:segment_length] if len(segment) > segment_length else segment
 
 
