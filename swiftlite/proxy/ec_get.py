@@ -35,7 +35,7 @@ from multidict import CIMultiDict
 from swiftlite.common.client import node_path
 from swiftlite.common.ec import ArchiveInfo, ECError, ECScheme
 from swiftlite.common.ec.decode import decode_checked, fragment_problem
-from swiftlite.common.ec.frag_header import join_data
+from swiftlite.common.ec.frag_header import data_views
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
@@ -333,7 +333,7 @@ class _Reader:
             for j in plan.segments:
                 seg_len, frag_len = layout.segment_length(j), layout.fragment_length(j)
                 good: dict[int, bytes | memoryview] = {}
-                segment: bytes | None = None
+                segment: list[bytes | memoryview] | None = None
                 while segment is None:
                     while len(active) < scheme.k and spares:
                         archive = spares.pop(0)
@@ -364,10 +364,16 @@ class _Reader:
                         self._drop(active, index, problem)
                     if len(good) >= scheme.k:
                         chosen = [f for _, f in sorted(good.items())[:scheme.k]]
-                        # The data fragments: a join, here; else pyeclib, in the pool.
-                        segment = join_data(scheme, seg_len, chosen) or await run_blocking(
-                            decode_checked, scheme, seg_len, chosen)
-                yield plan.trim(j, segment, scheme.segment_size)
+                        # The data fragments: their payloads, as views (no copy; the socket
+                        # takes views, BodyResponse.chunks gives a reader bytes); else
+                        # pyeclib's decode, in the pool.
+                        segment = data_views(scheme, seg_len, chosen) or [await run_blocking(
+                            decode_checked, scheme, seg_len, chosen)]
+                a, b = plan.bounds(j, seg_len, scheme.segment_size)
+                for piece in segment:
+                    if a < len(piece) and b > 0:
+                        yield piece[max(a, 0):min(b, len(piece))]
+                    a, b = a - len(piece), b - len(piece)
         finally:
             for index in list(active):
                 stream = active.pop(index)

@@ -58,21 +58,28 @@ def fragment_ok(scheme, fragment, index: int, segment_length: int,
     return zlib.crc32(view) == crc
 
 
-def join_data(scheme, segment_length: int, fragments: list) -> bytes | None:
-    """The segment from its data fragments 0..k-1, in order, each passed by `fragment_ok`;
-    None when `fragments` are not those (decode them with pyeclib)."""
+def data_views(scheme, segment_length: int, fragments: list) -> list[memoryview] | None:
+    """The segment as views of the payloads of its data fragments 0..k-1 (in order, each
+    passed by `fragment_ok` or pyeclib); None when `fragments` are not those (decode them
+    with pyeclib)."""
     if len(fragments) != scheme.k or _probe(scheme.k, scheme.m, scheme.ec_type) is None:
         return None
-    pieces = []
+    views = []
+    left = segment_length
     for i, fragment in enumerate(fragments):
         index, size = struct.unpack_from("<II", fragment)
         if index != i:
             return None
-        pieces.append(memoryview(fragment)[HEADER.size:HEADER.size + size])
-    segment = b"".join(pieces)
-    if len(segment) < segment_length:
-        return None
-    return segment[:segment_length] if len(segment) > segment_length else segment
+        take = min(size, left)
+        views.append(memoryview(fragment)[HEADER.size:HEADER.size + take])
+        left -= take
+    return views if left == 0 else None
+
+
+def join_data(scheme, segment_length: int, fragments: list) -> bytes | None:
+    """`data_views`, joined."""
+    views = data_views(scheme, segment_length, fragments)
+    return None if views is None else b"".join(views)
 
 
 @lru_cache(maxsize=64)
