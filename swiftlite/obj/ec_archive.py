@@ -15,7 +15,9 @@ Backend protocol (the proxy's side is swiftlite/proxy/ec_put.py):
    proxy only once a quorum of PUTs succeeded: `make_durable` renames ``<ts>.pend`` to
    ``<ts>.data`` (through `hashdir.renamed`, so the state hint, journal and expiring queue
    are kept as for any write), flushes the hash dir, and the server then sends the container
-   update, with the object's size and ETag (not the archive's). Repeating it is harmless.
+   update, with the object's size and ETag (not the archive's), when the commit names a
+   container replica (the proxy names one in only some commits: `ec_put.update_senders`).
+   Repeating it is harmless.
 
 A kill -9 at any point leaves either a .pend (never read as the object) or a whole .data; a
 rename is atomic. A kill of the proxy during phase 2 may leave some archives of a version

@@ -9,7 +9,9 @@ most one segment of the body plus QUEUE_DEPTH pieces per archive.
 
 Phase 1 ends when the object servers answered; only if a quorum (k + 1, at most k + m) stored
 their archive does phase 2 tell those servers to make it durable (``X-Backend-Ec-Commit``),
-and the client hears 201 only once a quorum of those commits succeeded. With a client ETag
+and the client hears 201 only once a quorum of those commits succeeded (a later commit
+finishes in the background). Only some commits carry the container update
+(`update_senders`: 3 of a 4+2 PUT's 6, as in Swift), not every archive's. With a client ETag
 that is not the body's MD5, no archive gets its footer: the connections are cut, and the
 object servers drop what they received (422, nothing stored).
 
@@ -31,7 +33,7 @@ from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.ec_archive import COMMIT_HEADER, pack_footer
-from swiftlite.proxy.backend import BackendResponse, best_response, settle
+from swiftlite.proxy.backend import BackendResponse, best_response, quorum_size, settle
 from swiftlite.proxy.put_common import Feed, container_headers, start_senders
 
 # Body bytes gathered before one trip to the encoder: a trip costs a thread-pool hop, so
@@ -109,7 +111,8 @@ async def store(proxy, target, scheme: ECScheme, headers: dict[str, str], body,
     ts = Timestamp.parse(headers["X-Timestamp"])
     if len(stored) < need:
         return _failed([r or BackendResponse(503) for r in results], scheme.n, need)
-    statuses = await _commit(proxy, stored, part, (acct, cont, name), headers_for)
+    statuses = await _commit(proxy, stored, part, (acct, cont, name), headers_for,
+                             len(cnodes), need)
     if statuses.count(201) < need:
         if statuses.count(201) + statuses.count(409) >= need:
             return web.Response(status=202)  # a newer write won meanwhile, as in Swift
@@ -130,24 +133,62 @@ async def _send(feeds: list[Feed], pieces: list[bytes], need: int) -> None:
         raise HTTPError(503, "Service Unavailable: lost quorum while sending")
 
 
+def update_senders(container_replicas: int, stored: int, need: int) -> int:
+    """How many of the `stored` archives' commits carry the container update (the first
+    ones; the j-th tells container replica j mod `container_replicas`), as Swift's
+    `num_container_updates`: every replica is named once (nothing for the container
+    replicator to do when all goes well), and if the PUT succeeds with only `need` commits,
+    the failed ones having been senders, a container quorum of updates still went out
+    (each sent, or saved as an async_pending by its object server). 4+2 with 3 container
+    replicas: 3, where one per archive was 6."""
+    if not container_replicas:
+        return 0
+    return min(stored, max(container_replicas,
+                           quorum_size(container_replicas) + stored - need))
+
+
 async def _commit(proxy, stored: list[tuple[int, BackendResponse]], part: int,
-                  names: tuple[str, str, str], headers_for) -> list[int]:
-    """Phase 2 on every node that stored its archive; their statuses (201: durable, 409: a
-    newer version is there already, 503: no answer)."""
-    async def one(index: int, resp: BackendResponse) -> int:
+                  names: tuple[str, str, str], headers_for, container_replicas: int,
+                  need: int) -> list[int]:
+    """Phase 2 on every node that stored its archive; the statuses of those answered (201:
+    durable, 409: a newer version is there already, 503: no answer) once `need` are 201 or
+    all have answered. A commit still running then carries on in the background: the
+    client's 201 waits for a quorum of durable archives, not for the last one."""
+    senders = update_senders(container_replicas, len(stored), need)
+
+    async def one(j: int, resp: BackendResponse) -> int:
         node = resp.node
         assert node is not None
-        headers = dict(headers_for(index, node))
+        headers = dict(headers_for(j, node))
         # Only what the commit needs: the timestamp names the pending archive, the
-        # container headers say where to list it.
+        # container headers (of the first `senders` commits) say where to list it.
         keep = {k: v for k, v in headers.items()
-                if k.lower().startswith(("x-container-", "x-backend-", "x-timestamp",
-                                         "x-trans-id"))}
+                if k.lower().startswith(("x-backend-", "x-timestamp", "x-trans-id"))
+                or (j < senders and k.lower().startswith("x-container-"))}
         keep[COMMIT_HEADER] = "yes"
         r = await proxy.backend.request(node, "POST", node_path(node, part, *names), keep)
         return r.status if r is not None else 503
 
-    return list(await asyncio.gather(*(one(i, r) for i, r in stored)))
+    pending = {asyncio.ensure_future(one(j, r)) for j, (_, r) in enumerate(stored)}
+    statuses: list[int] = []
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        statuses += [t.result() for t in done]
+        if statuses.count(201) >= need:
+            break
+    for task in pending:  # held until done (the loop keeps only weak references)
+        _LATE_COMMITS.add(task)
+        task.add_done_callback(_late_done)
+    return statuses
+
+
+_LATE_COMMITS: set[asyncio.Future] = set()
+
+
+def _late_done(task: asyncio.Future) -> None:
+    _LATE_COMMITS.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: a failed late commit leaves a .pend, as a dead proxy
 
 
 def _failed(responses: list[BackendResponse], n: int, need: int) -> web.Response:

@@ -55,7 +55,8 @@ class BodyResponse(web.StreamResponse):
                 yield self._data
             elif self.body_iter is not None:
                 async for chunk in self.body_iter:
-                    yield chunk
+                    # bytes for a reader; only the socket gets views (an EC GET's)
+                    yield bytes(chunk) if type(chunk) is memoryview else chunk
         finally:
             self.close()
 

@@ -211,6 +211,27 @@ def test_listing_and_container_head(api):
     assert head.headers["X-Storage-Policy"] == "ec"
 
 
+def test_each_container_replica_lists_an_ec_put(cluster, api):
+    """Only 3 of a 4+2 PUT's 6 commits carry the container update (ec_put.update_senders),
+    one per container replica: each replica lists the object, with its size and ETag."""
+    body = body_of(2 * SEG + 5, 40)
+    assert api("PUT", "/ec/told", data=body).status_code == 201
+    load_sections(cluster.nodes[0]["conf"])  # the cluster's [hash] affixes
+    ring = Ring.load(os.path.join(cluster.etc_dir, "container.ring.gz"))
+    part, nodes = ring.get_nodes(api.account, "ec")
+    assert len(nodes) == 3
+
+    def listed(node):
+        r = requests.get(f"http://{node['ip']}:{node['port']}/{node['device']}/{part}/"
+                         f"{api.account}/ec", params={"format": "json", "prefix": "told"},
+                         timeout=10)
+        rows = r.json() if r.status_code == 200 else []
+        return rows and rows[0]["name"] == "told" and rows[0]
+    for node in nodes:
+        row = wait_for(lambda node=node: listed(node), 10, what=f"row on {node['port']}")
+        assert row["bytes"] == len(body) and row["hash"] == hashlib.md5(body).hexdigest()
+
+
 def test_container_and_account_stats_count_object_bytes(api):
     assert api("PUT", "/ecstats", {"X-Storage-Policy": "ec"}).status_code == 201
     sizes = [SEG * 3, 10, 0]
@@ -474,5 +495,14 @@ def test_writes_and_reads_use_handoffs_for_a_node_down(tmp_path_factory):
             assert on_handoffs  # the dead node's share went somewhere else
         for name, body in bodies.items():
             assert api("GET", f"/ec/{name}").content == body, name
+        # The commits that carried the container updates were of archives stored (none
+        # of the dead node's): the listing has every object, with its size and ETag.
+        def listing():
+            rows = {o["name"]: o for o in api("GET", "/ec?format=json").json()}
+            return all(n in rows for n in bodies) and rows
+        rows = wait_for(listing, 10, what="listing rows")
+        for name, body in bodies.items():
+            assert rows[name]["bytes"] == len(body), name
+            assert rows[name]["hash"] == hashlib.md5(body).hexdigest(), name
     finally:
         c.stop()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Protocol, runtime_checkable
 
+from swiftlite.common.ec.frag_header import fragment_ok, join_data
 from swiftlite.common.ec.layout import Layout
 from swiftlite.common.ec.scheme import ECDecodeError, ECScheme, as_bytes
 
@@ -31,12 +32,17 @@ class ArchiveReader(Protocol):
 Archive = bytes | bytearray | memoryview | ArchiveReader
 
 
-def fragment_problem(scheme: ECScheme, fragment: bytes, index: int, segment_length: int,
-                     fragment_length: int) -> str | None:
-    """Why `fragment` cannot be segment data at `index`, or None when it checks out."""
+def fragment_problem(scheme: ECScheme, fragment: bytes | memoryview, index: int,
+                     segment_length: int, fragment_length: int) -> str | None:
+    """Why `fragment` cannot be segment data at `index`, or None when it checks out (read
+    in Python when the header allows, frag_header.py; else, and to say why not, by
+    pyeclib)."""
     from pyeclib.ec_iface import ECDriverError
+    if fragment_ok(scheme, fragment, index, segment_length, fragment_length):
+        return None
     if len(fragment) != fragment_length:
         return f"{len(fragment)} bytes, not {fragment_length}"
+    fragment = as_bytes(fragment)
     try:
         # Verifies the header's own checksum and computes the payload's CRC.
         info = scheme.driver.get_metadata(fragment, 1)
@@ -71,20 +77,25 @@ def decode_segment(scheme: ECScheme, segment_length: int,
     return _decode(scheme, segment_length, good, problems)
 
 
-def decode_checked(scheme: ECScheme, segment_length: int, fragments: list[bytes]) -> bytes:
+def decode_checked(scheme: ECScheme, segment_length: int,
+                   fragments: list[bytes | memoryview]) -> bytes:
     """One segment from k fragments the caller already checked with `fragment_problem`
     (a streaming reader checks each as it arrives, to know which archive to replace)."""
     return _decode(scheme, segment_length, fragments, [])
 
 
-def _decode(scheme: ECScheme, segment_length: int, good: list[bytes],
+def _decode(scheme: ECScheme, segment_length: int, good: list[bytes | memoryview],
             problems: list[str]) -> bytes:
     from pyeclib.ec_iface import ECDriverError
     if len(good) < scheme.k:
         raise ECDecodeError(f"{len(good)} good fragments of the {scheme.k} needed"
                             + (f" ({'; '.join(problems)})" if problems else ""))
+    # The k data fragments, in order: the segment is their payloads (a copy, no pyeclib).
+    data = join_data(scheme, segment_length, good[:scheme.k])
+    if data is not None and len(data) == segment_length:
+        return data
     try:
-        data = scheme.driver.decode(good)
+        data = scheme.driver.decode([as_bytes(f) for f in good])
     except ECDriverError as e:
         raise ECDecodeError(f"pyeclib could not decode checked fragments: {e}") from e
     if len(data) != segment_length:

@@ -103,7 +103,12 @@ class RangePlan:
 
     def trim(self, j: int, segment: bytes, segment_size: int) -> bytes:
         """The client's part of decoded segment j."""
+        start, end = self.bounds(j, len(segment), segment_size)
+        return segment[start:end]
+
+    def bounds(self, j: int, segment_length: int, segment_size: int) -> tuple[int, int]:
+        """Where the client's part of segment j (`segment_length` bytes) starts and ends."""
         start = self.skip if j == self.first_segment else 0
         # The client's bytes end at skip + length past the first segment's start.
         end = self.skip + self.length - (j - self.first_segment) * segment_size
-        return segment[start:min(end, len(segment))]
+        return start, min(end, segment_length)
