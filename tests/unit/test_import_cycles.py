@@ -68,6 +68,7 @@ ALLOWED = {
     "common": set(),
     "ring": {"common"},
     "db": {"common", "ring"},
+    "image": set(),  # the variant renderer: no server code in its worker processes
 }
 
 
