@@ -194,7 +194,11 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
                                    "parameter", "partNumber", part)
         query = f"part-number={int(part)}"
     vq = version_query(s3.query.get("versionId"))
-    query = "&".join(p for p in (query, vq) if p)
+    # An image variant (middleware/image_variants.py) is asked for on the Swift read, which
+    # S3's own signature (the query is in it) has authorized.
+    image = s3.query.get("image")
+    iq = f"image={quote(image, safe='')}" if image is not None else ""
+    query = "&".join(p for p in (query, vq, iq) if p)
     overrides = {OVERRIDES[k]: v for k, v in s3.query.items() if k in OVERRIDES}
     if overrides and s3.ident is None:
         raise invalid_argument("Request specific response headers cannot be used for "
