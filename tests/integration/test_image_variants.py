@@ -24,6 +24,7 @@ from PIL import Image
 from tests.cluster import swift_api
 from tests.helpers import wait_for
 from tests.integration import s3_support
+from tests.integration.test_backend_signing import primaries
 
 KEY = "image-tempurl-key"
 
@@ -136,6 +137,52 @@ def test_overwrite_never_serves_the_old_variant(env):
         .status_code == 201
     second = decoded(get(env, private, name, "resize:width:50"))
     assert second.size == (50, 50) and second.getpixel((25, 25))[1] > 200
+
+
+def stored_variants(cluster, account: str, cont: str, name: str) -> list[list[str]]:
+    """Per container replica, the names of the stored variants of `cont/name` (straight from
+    the container servers: no client can list the reserved namespace)."""
+    hidden = f"\x00image\x00{cont}"
+    part, nodes = primaries(cluster, "container", account, hidden)
+    prefix = "\x00" + hashlib.sha1(name.encode()).hexdigest() + "\x00"
+    out = []
+    for n in nodes:
+        r = requests.get(f"http://{n['ip']}:{n['port']}/{n['device']}/{part}/{account}/"
+                         + urllib.parse.quote(hidden, safe=""),
+                         params={"format": "json", "prefix": prefix},
+                         headers={"X-Backend-Allow-Reserved-Names": "true"})
+        out.append([row["name"] for row in r.json()] if r.status_code == 200 else [])
+    return out
+
+
+def test_overwrite_reclaims_old_variants(cluster, env):
+    call, private, _ = env
+    name = f"reclaim-{uuid.uuid4().hex[:6]}.jpg"
+    assert call("PUT", f"/{private}/{name}", data=jpeg((40, 40))).status_code == 201
+    for variant in ("resize:width:10", "resize:width:20"):
+        assert decoded(get(env, private, name, variant)).size[0] in (10, 20)
+    wait_for(lambda: all(len(r) == 2 for r in stored_variants(cluster, call.account, private,
+                                                                 name)),
+             what="both variants listed")
+    assert call("PUT", f"/{private}/{name}", data=jpeg((30, 30))).status_code == 201
+    assert decoded(get(env, private, name, "resize:width:10")).size == (10, 10)
+    # The two variants of the old bytes go in the background; the new one stays.
+    left = wait_for(lambda: (lambda rows: rows if all(len(r) == 1 for r in rows) else None)(
+        stored_variants(cluster, call.account, private, name)), what="old variants reclaimed")
+    assert len({r[0] for r in left}) == 1
+
+
+def test_head_and_if_none_match(env):
+    _, private, _ = env
+    got = get(env, private, "photo.jpg", "resize:width:24")
+    assert got.status_code == 200
+    call = env[0]
+    head = call("HEAD", f"/{private}/photo.jpg", params={"image": "resize:width:24"})
+    assert head.status_code == 200 and head.headers["ETag"] == got.headers["ETag"]
+    assert int(head.headers["Content-Length"]) == len(got.content)
+    same = get(env, private, "photo.jpg", "resize:width:24",
+               {"If-None-Match": got.headers["ETag"]})
+    assert same.status_code == 304 and not same.content
 
 
 def test_private_refused_anonymously_public_served(env):

@@ -1,19 +1,24 @@
 """Where image variants are kept: hidden derived objects in the reserved namespace.
 
 A variant of `/v1/<a>/<c>/<o>` is the object
-    `/v1/<a>/\\x00image\\x00<c>/\\x00<sha1(o)>\\x00<sha256(etag "\\n" canonical)[:32]>`
+    `/v1/<a>/\\x00image\\x00<c>/\\x00<sha1(o)>\\x00<sha1(etag)[:16]>\\x00<sha256(canonical)[:32]>`
 (`<c>` replaced by its sha1 where the name would pass the container-name limit). No client
 can name it (common/reserved.py); only the image feature reads and writes it, after the
-caller was judged on the original. The key holds the original's ETag, so an overwrite of
+caller was judged on the original. The name holds the original's ETag, so an overwrite of
 the original makes every variant of its old bytes unreachable at once: a request for the
-new bytes looks under a new name. Old variants are reclaimed by expiry (`image_cache_ttl`,
-X-Delete-After on each) where an operator sets one; all variants of one object share the
-`\\x00<sha1(o)>\\x00` prefix, so a sweeper can list them.
+new bytes looks under a new name.
+
+Reclaiming: when a variant of new bytes is made, the variants of the object's other ETags
+(listed by the `\\x00<sha1(o)>\\x00` prefix) are deleted in the background. Variants of a
+deleted original, or of one never asked for again, go by expiry where an operator sets one
+(`image_cache_ttl`: X-Delete-After on each).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
 import logging
 from urllib.parse import quote
 
@@ -21,11 +26,11 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common import constraints
-from swiftlite.common.reserved import reserved_name
+from swiftlite.common.reserved import RESERVED, reserved_name, split_reserved
 from swiftlite.image.formats import CONTENT_TYPES
 from swiftlite.image.render import Rendered
 from swiftlite.proxy.request import ApiPath, send_sub
-from swiftlite.proxy.response import BodyResponse, close_answer
+from swiftlite.proxy.response import BodyResponse, answer_body, close_answer
 
 log = logging.getLogger("swiftlite.proxy")
 # Metadata on a stored variant, for operators (and a sweeper): what it was made from.
@@ -33,14 +38,26 @@ SOURCE_ETAG = "X-Object-Meta-Image-Source-Etag"
 VARIANT = "X-Object-Meta-Image-Variant"
 
 
+# Old variants deleted per reclaim (one listing page): the rest go at the next one.
+RECLAIM_LIMIT = 1000
+
+
+def _object_tag(path: ApiPath) -> str:
+    assert path.obj is not None
+    return hashlib.sha1(path.obj.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def etag_tag(etag: str) -> str:
+    return hashlib.sha1(etag.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
 def variant_names(path: ApiPath, etag: str, canonical: str) -> tuple[str, str]:
     assert path.container is not None and path.obj is not None
     container = reserved_name("image", path.container)
     if len(container.encode()) > constraints.MAX_CONTAINER_NAME_LENGTH:
         container = reserved_name("image", hashlib.sha1(path.container.encode()).hexdigest())
-    key = hashlib.sha256(f"{etag}\n{canonical}".encode()).hexdigest()[:32]
-    obj = reserved_name(hashlib.sha1(path.obj.encode("utf-8", "surrogateescape")).hexdigest(),
-                        key)
+    obj = reserved_name(_object_tag(path), etag_tag(etag),
+                        hashlib.sha256(canonical.encode()).hexdigest()[:32])
     return container, obj
 
 
@@ -48,18 +65,21 @@ class VariantStore:
     def __init__(self, app, ttl: int = 0) -> None:
         self.app = app
         self.ttl = ttl
+        self._reclaims: set[asyncio.Task] = set()  # held, so a running one is not collected
 
     @staticmethod
     def _path(path: ApiPath, container: str, obj: str | None = None) -> str:
         out = f"/{path.version}/{quote(path.account, safe='')}/{quote(container, safe='')}"
         return out + (f"/{quote(obj, safe='')}" if obj is not None else "")
 
-    async def read(self, request: web.Request, path: ApiPath, names: tuple[str, str],
-                   method: str) -> BodyResponse | None:
+    async def read(self, request: web.Request, path: ApiPath,
+                   names: tuple[str, str]) -> BodyResponse | None:
         """The stored variant's answer, or None (not made yet, or unreadable: make it)."""
         # No caller headers: the reserved namespace is the feature's own (the core treats
         # its sub-requests there as the owner's), and a caller's token has been judged.
-        resp = await send_sub(self.app, request, method, self._path(path, *names),
+        # A GET for a HEAD too: its answer is a BodyResponse either way, and aiohttp sends
+        # no body for a HEAD (the core's HEAD answer would be a plain one, never served).
+        resp = await send_sub(self.app, request, "GET", self._path(path, *names),
                               CIMultiDict(), reserved=True)
         if resp.status == 200 and isinstance(resp, BodyResponse):
             return resp
@@ -88,3 +108,33 @@ class VariantStore:
                 log.warning("image variant of %s/%s not stored: %s", path.container,
                             path.obj, resp.status)
             return
+
+    def reclaim_later(self, request: web.Request, path: ApiPath, container: str,
+                      etag: str) -> None:
+        """Delete, in the background, the stored variants of `path` made from any other
+        ETag than `etag` (the bytes just read)."""
+        task = asyncio.ensure_future(self._reclaim(request, path, container, etag_tag(etag)))
+        self._reclaims.add(task)
+        task.add_done_callback(self._reclaims.discard)
+
+    async def _reclaim(self, request: web.Request, path: ApiPath, container: str,
+                       keep: str) -> None:
+        prefix = reserved_name(_object_tag(path)) + RESERVED
+        try:
+            listing = await send_sub(
+                self.app, request, "GET", self._path(path, container), CIMultiDict(),
+                query=f"format=json&limit={RECLAIM_LIMIT}&prefix={quote(prefix, safe='')}",
+                reserved=True)
+            if listing.status != 200:
+                close_answer(listing)
+                return
+            rows = json.loads(await answer_body(listing))
+            for row in rows:
+                parts = split_reserved(row["name"])
+                if len(parts) == 3 and parts[1] != keep:
+                    gone = await send_sub(self.app, request, "DELETE",
+                                          self._path(path, container, row["name"]),
+                                          CIMultiDict(), reserved=True)
+                    close_answer(gone)
+        except Exception:  # reclaiming is housekeeping: never a request's failure
+            log.exception("reclaiming old image variants of %s/%s", path.container, path.obj)

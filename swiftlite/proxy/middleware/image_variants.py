@@ -123,7 +123,7 @@ class ImageVariants(Middleware):
                 auto_format(request.headers.get("Accept", ""), self.avif))
         canonical = variant.canonical()
         names = variant_names(path, etag, canonical)
-        stored = await self.store.read(request, path, names, request.method)
+        stored = await self.store.read(request, path, names)
         if stored is not None:
             metrics.image_variant("cached")
             return self._answer(request, stored, canonical, vary)
@@ -169,8 +169,9 @@ class ImageVariants(Middleware):
             rendered = await self.pool.render(data, variant, self.limits)
             metrics.image_computed(time.monotonic() - started)
         canonical = variant.canonical()
-        await self.store.write(request, path, variant_names(path, etag, canonical), rendered,
-                               etag, canonical)
+        names = variant_names(path, etag, canonical)
+        await self.store.write(request, path, names, rendered, etag, canonical)
+        self.store.reclaim_later(request, path, names[0], etag)
         return rendered
 
     async def _read_limited(self, resp: BodyResponse) -> bytes:
