@@ -22,7 +22,7 @@ import requests
 from PIL import Image
 
 from tests.cluster import swift_api
-from tests.helpers import wait_for
+from tests.helpers import start_proxy_variant, wait_for
 from tests.integration import s3_support
 from tests.integration.test_backend_signing import primaries
 
@@ -281,8 +281,8 @@ def test_s3_get_with_image(cluster):
     assert (im.size, im.format) == ((30, 20), "PNG")
 
 
-def metric(cluster, result: str) -> float:
-    text = requests.get(cluster.proxy_url + "/metrics").text
+def metric(cluster, result: str, base: str | None = None) -> float:
+    text = requests.get((base or cluster.proxy_url) + "/metrics").text
     pattern = r'^swiftlite_proxy_image_variants_total\{result="' + result + r'"\} (\S+)$'
     m = re.search(pattern, text, re.M)
     return float(m.group(1)) if m else 0.0
@@ -307,3 +307,24 @@ def test_concurrent_first_requests_compute_once_and_metrics(cluster, env):
     assert delta["computed"] == 1, delta
     assert "swiftlite_proxy_image_compute_seconds" in \
         requests.get(cluster.proxy_url + "/metrics").text
+
+
+def test_another_proxy_serves_the_stored_variant(cluster, env):
+    """A variant made by one proxy is read from the store by another (no memory cache, no
+    plain-read short cut there: the full pipeline's path)."""
+    call, private, _ = env
+    variant = "resize:fit:17:17/format:png"
+    made = get(env, private, "photo.jpg", variant)
+    assert decoded(made).size == (11, 17)
+    other = start_proxy_variant(cluster, "image-store", {"plain_read_shortcut": "false"},
+                                {"image": {"image_memory_cache": "0"}})
+    try:
+        base = f"http://127.0.0.1:{other.port}"
+        url = base + urllib.parse.urlsplit(call.url).path
+        resp = requests.get(f"{url}/{private}/photo.jpg", params={"image": variant},
+                            headers={"X-Auth-Token": call.token})
+        assert resp.content == made.content and resp.headers["ETag"] == made.headers["ETag"]
+        wait_for(lambda: metric(cluster, "cached", base) >= 1, 10, what="a cached read")
+        assert metric(cluster, "computed", base) == 0
+    finally:
+        other.stop()

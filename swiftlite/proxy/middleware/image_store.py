@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import json
 import logging
+from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
@@ -72,14 +73,15 @@ class VariantStore:
         out = f"/{path.version}/{quote(path.account, safe='')}/{quote(container, safe='')}"
         return out + (f"/{quote(obj, safe='')}" if obj is not None else "")
 
-    async def read(self, request: web.Request, path: ApiPath,
+    async def read(self, reads: Any, request: web.Request, path: ApiPath,
                    names: tuple[str, str]) -> BodyResponse | None:
-        """The stored variant's answer, or None (not made yet, or unreadable: make it)."""
+        """The stored variant's answer, or None (not made yet, or unreadable: make it).
+        `reads`: the handler to read it through (the plain-read short cut)."""
         # No caller headers: the reserved namespace is the feature's own (the core treats
         # its sub-requests there as the owner's), and a caller's token has been judged.
         # A GET for a HEAD too: its answer is a BodyResponse either way, and aiohttp sends
         # no body for a HEAD (the core's HEAD answer would be a plain one, never served).
-        resp = await send_sub(self.app, request, "GET", self._path(path, *names),
+        resp = await send_sub(reads, request, "GET", self._path(path, *names),
                               CIMultiDict(), reserved=True)
         if resp.status == 200 and isinstance(resp, BodyResponse):
             return resp
