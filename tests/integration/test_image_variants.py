@@ -279,6 +279,15 @@ def test_s3_get_with_image(cluster):
     body = s3.get_object(Bucket=bucket, Key="k.jpg")["Body"].read()
     im = Image.open(io.BytesIO(body))
     assert (im.size, im.format) == ((30, 20), "PNG")
+    # A refusal keeps its status (not S3's BadDigest for a 422).
+    refused = s3_support.client(cluster)
+    too_big = "?image=" + urllib.parse.quote("resize:fill:9999:9", safe="")
+    refused.meta.events.register("before-sign.s3.GetObject",
+                                 lambda request, **_: setattr(request, "url",
+                                                              request.url + too_big))
+    with pytest.raises(Exception) as exc:
+        refused.get_object(Bucket=bucket, Key="k.jpg")
+    assert s3_support.code_of(exc) == (422, "InvalidImageVariant")
 
 
 def metric(cluster, result: str, base: str | None = None) -> float:
