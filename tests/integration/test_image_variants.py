@@ -265,6 +265,26 @@ def test_tempurl_signs_the_variant(env):
         .status_code == 401
 
 
+def test_free_form_off_still_serves_a_signed_variant(env):
+    call, _, _ = env
+    cont = f"signed-{uuid.uuid4().hex[:6]}"
+    assert call("PUT", f"/{cont}", {"X-Container-Meta-Image-Free-Form": "false",
+                                    "X-Container-Read": ".r:*"}).status_code in (201, 202)
+    assert call("PUT", f"/{cont}/p.jpg", data=jpeg()).status_code == 201
+    assert get(env, cont, "p.jpg", "resize:width:12", anonymous=True).status_code == 403
+    path = urllib.parse.urlsplit(f"{call.url}/{cont}/p.jpg").path
+    expires = int(time.time()) + 300
+    sig = sign(expires, f"{path}?image=resize:width:12")
+    resp = requests.get(call.url.split("/v1/")[0] + path, params={
+        "image": "resize:width:12", "temp_url_sig": sig, "temp_url_expires": str(expires)})
+    assert decoded(resp).size == (12, 8)
+
+
+def test_info_advertises_image(cluster):
+    info = requests.get(cluster.proxy_url + "/info").json()
+    assert "webp" in info["image"]["formats"] and info["image"]["max_output_side"] == 4096
+
+
 def test_s3_get_with_image(cluster):
     s3 = s3_support.client(cluster)
     bucket = f"imgs3-{uuid.uuid4().hex[:8]}"

@@ -14,7 +14,8 @@ caller, decoded in the process pool (swiftlite/image/pool.py), stored, and serve
   bare path cannot ask for variants, and a variant link cannot fetch the original.
 - Presets: `X-Container-Meta-Image-Preset-<name>: <variant>` makes `?image=<name>` that
   variant; `X-Container-Meta-Image-Free-Form: false` refuses (403) any variant spelled out in
-  the query on that container, so only its presets can be asked for.
+  the query on that container unless a temp URL signed it, so strangers can ask only for its
+  presets.
 - `format:auto` picks AVIF or WebP from Accept (else the original's format); the answer says
   `Vary: Accept`, and each chosen format is its own stored variant.
 - Concurrent first requests for one variant make it once (Flights); at most
@@ -174,9 +175,12 @@ class ImageVariants(Middleware):
             if not preset:
                 raise ImageRefused(400, f"No image preset {text!r} on this container")
             return self._checked(parse(preset, self.avif))
-        if meta.get(FREE_FORM_META, "").strip().lower() in FALSE:
+        # A temp URL's signature covers the variant (tempurl.py), and was checked by the
+        # original's HEAD before this: a signed variant is one the key holder chose.
+        signed = "temp_url_sig" in request.query
+        if meta.get(FREE_FORM_META, "").strip().lower() in FALSE and not signed:
             raise ImageRefused(403, "Free-form image variants are off for this container: "
-                                    "ask for one of its presets")
+                                    "ask for one of its presets, or a signed variant")
         return self._checked(parse(text, self.avif))
 
     def _checked(self, variant: Variant) -> Variant:
