@@ -5,7 +5,8 @@ answers with: 400 (the `image` query is malformed, or names no preset), 403 (fre
 variants are off for the container), 415 (the original is not an image we decode, or is
 corrupt), 422 (the original or the output is past a limit), 429 (the account already has its
 share of variants being made). None of them is ever a 5xx: a variant that cannot be made is
-the caller's business, not the cluster's health.
+the caller's business, not the cluster's health. (The one exception is carried, not made: an
+original that the storage servers fail to return keeps their status.)
 """
 
 from __future__ import annotations

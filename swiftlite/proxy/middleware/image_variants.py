@@ -48,7 +48,7 @@ from swiftlite.image.memo import VariantMemo
 from swiftlite.image.pool import RenderPool
 from swiftlite.image.render import Rendered
 from swiftlite.proxy.middleware.image_store import VariantStore, variant_names
-from swiftlite.proxy.pipeline import PASS, Middleware
+from swiftlite.proxy.pipeline import DEFAULT_PIPELINE, PASS, Middleware
 from swiftlite.proxy.request import ApiPath, answer_of, api_path, clone
 from swiftlite.proxy.response import BodyResponse, bytes_response, close_answer
 
@@ -85,6 +85,11 @@ class ImageVariants(Middleware):
         self.memo = VariantMemo(conf.get_size("image_memory_cache", 32 * 1024 * 1024),
                                 conf.get_size("image_memory_cache_max_object", 256 * 1024))
         self.avif = avif_available()
+        # Whether a temp URL's signature is judged (by tempurl, after this feature) at all:
+        # without it a `temp_url_sig` in the query proves nothing.
+        names = conf.get_str("pipeline", DEFAULT_PIPELINE).split()
+        self.tempurl_after = "tempurl" in names and "image" in names and \
+            names.index("tempurl") > names.index("image")
 
     def info(self) -> dict[str, Any] | None:
         if not self.enabled:
@@ -177,7 +182,7 @@ class ImageVariants(Middleware):
             return self._checked(parse(preset, self.avif))
         # A temp URL's signature covers the variant (tempurl.py), and was checked by the
         # original's HEAD before this: a signed variant is one the key holder chose.
-        signed = "temp_url_sig" in request.query
+        signed = self.tempurl_after and "temp_url_sig" in request.query
         if meta.get(FREE_FORM_META, "").strip().lower() in FALSE and not signed:
             raise ImageRefused(403, "Free-form image variants are off for this container: "
                                     "ask for one of its presets, or a signed variant")
@@ -194,7 +199,8 @@ class ImageVariants(Middleware):
             orig = await answer_of(self.app, clone(request, method="GET", headers=headers))
             if orig.status // 100 != 2 or not isinstance(orig, BodyResponse):
                 close_answer(orig)
-                raise ImageRefused(orig.status if orig.status // 100 == 4 else 404,
+                # The original's own answer (gone since the HEAD, or a backend failure).
+                raise ImageRefused(orig.status if orig.status // 100 != 2 else 415,
                                    "The original could not be read")
             # The ETag of the bytes read (the original may have changed since the HEAD): the
             # stored variant is filed under the bytes it was made from.
