@@ -155,7 +155,7 @@ def stored_variants(cluster, account: str, cont: str, name: str) -> list[list[st
     return out
 
 
-def test_overwrite_reclaims_old_variants(cluster, env):
+def test_overwrite_and_delete_reclaim_old_variants(cluster, env):
     call, private, _ = env
     name = f"reclaim-{uuid.uuid4().hex[:6]}.jpg"
     assert call("PUT", f"/{private}/{name}", data=jpeg((40, 40))).status_code == 201
@@ -170,6 +170,11 @@ def test_overwrite_reclaims_old_variants(cluster, env):
     left = wait_for(lambda: (lambda rows: rows if all(len(r) == 1 for r in rows) else None)(
         stored_variants(cluster, call.account, private, name)), what="old variants reclaimed")
     assert len({r[0] for r in left}) == 1
+    # Deleting the original takes its variants with it.
+    assert call("DELETE", f"/{private}/{name}").status_code == 204
+    assert get(env, private, name, "resize:width:10").status_code == 404
+    wait_for(lambda: not any(stored_variants(cluster, call.account, private, name)),
+             what="a deleted original's variants reclaimed")
 
 
 def test_head_and_if_none_match(env):

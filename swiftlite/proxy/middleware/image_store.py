@@ -9,9 +9,10 @@ the original makes every variant of its old bytes unreachable at once: a request
 new bytes looks under a new name.
 
 Reclaiming: when a variant of new bytes is made, the variants of the object's other ETags
-(listed by the `\\x00<sha1(o)>\\x00` prefix) are deleted in the background. Variants of a
-deleted original, or of one never asked for again, go by expiry where an operator sets one
-(`image_cache_ttl`: X-Delete-After on each).
+(listed by the `\\x00<sha1(o)>\\x00` prefix) are deleted in the background; so are all of
+an object's variants when it is deleted through the proxy. Variants of an original expired by
+X-Delete-At, or overwritten and never asked for again, go by expiry where an operator sets
+one (`image_cache_ttl`: X-Delete-After on each).
 """
 
 from __future__ import annotations
@@ -112,15 +113,16 @@ class VariantStore:
             return
 
     def reclaim_later(self, request: web.Request, path: ApiPath, container: str,
-                      etag: str) -> None:
+                      etag: str | None) -> None:
         """Delete, in the background, the stored variants of `path` made from any other
-        ETag than `etag` (the bytes just read)."""
-        task = asyncio.ensure_future(self._reclaim(request, path, container, etag_tag(etag)))
+        ETag than `etag` (the bytes just read); None: all of them (a deleted original)."""
+        keep = etag_tag(etag) if etag is not None else None
+        task = asyncio.ensure_future(self._reclaim(request, path, container, keep))
         self._reclaims.add(task)
         task.add_done_callback(self._reclaims.discard)
 
     async def _reclaim(self, request: web.Request, path: ApiPath, container: str,
-                       keep: str) -> None:
+                       keep: str | None) -> None:
         prefix = reserved_name(_object_tag(path)) + RESERVED
         try:
             listing = await send_sub(

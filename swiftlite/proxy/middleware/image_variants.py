@@ -49,7 +49,7 @@ from swiftlite.image.pool import RenderPool
 from swiftlite.image.render import Rendered
 from swiftlite.proxy.middleware.image_store import VariantStore, variant_names
 from swiftlite.proxy.pipeline import DEFAULT_PIPELINE, PASS, Middleware
-from swiftlite.proxy.request import ApiPath, answer_of, api_path, clone
+from swiftlite.proxy.request import ALLOW_RESERVED, ApiPath, answer_of, api_path, clone
 from swiftlite.proxy.response import BodyResponse, bytes_response, close_answer
 
 QUERY = "image"
@@ -66,7 +66,7 @@ KEPT = ("content-type", "content-length", "etag", "last-modified")
 
 class ImageVariants(Middleware):
     name = "image"
-    plain_reads = PASS  # acts on `?image=`: a plain read has no query
+    plain_reads = PASS  # acts on `?image=` and on DELETE: a plain read has neither
     wants_lane = True  # its own plain reads (the original's HEAD, a stored variant) take it
 
     def __init__(self, app, proxy, conf) -> None:
@@ -99,6 +99,8 @@ class ImageVariants(Middleware):
                 "max_output_side": self.limits.max_output_side}
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "DELETE" and self.enabled:
+            return await self._deleted(request)
         if not self.enabled or request.method not in ("GET", "HEAD") or \
                 "image=" not in request.rel_url.raw_query_string:
             return await self.app(request)
@@ -111,6 +113,20 @@ class ImageVariants(Middleware):
         except ImageRefused as exc:
             metrics.image_variant("refused")
             return error(exc.status, exc.reason)
+
+    async def _deleted(self, request: web.Request) -> web.StreamResponse:
+        """A deleted original's stored variants go too, in the background. Costs a DELETE
+        one cached info lookup (is there a variants container?) when there is none."""
+        resp = await self.app(request)
+        if resp.status // 100 == 2:
+            path = api_path(request)
+            if path is not None and path.obj is not None and path.container is not None \
+                    and not request.get(ALLOW_RESERVED):
+                container = variant_names(path, "", "")[0]
+                info = await self.proxy.container_info(request, path.account, container)
+                if info.status // 100 == 2:
+                    self.store.reclaim_later(request, path, container, None)
+        return resp
 
     # ---- one variant request ----------------------------------------------------------------
 
