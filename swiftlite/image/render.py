@@ -103,7 +103,20 @@ def _for_format(im: Image.Image, fmt: str) -> Image.Image:
 
 
 def render(data: bytes, variant: Variant, limits: Limits) -> Rendered:
-    """The variant of the image `data`; ImageRefused (415, 422) when it cannot be made."""
+    """The variant of the image `data`; ImageRefused (415, 422) when it cannot be made.
+    Whatever a decoder raises on hostile bytes is one of those, never an error of ours."""
+    try:
+        return _render(data, variant, limits)
+    except ImageRefused:
+        raise
+    except MemoryError:
+        raise ImageRefused(422, "Image too large to process") from None
+    except Exception as exc:  # a decoder's surprise on odd bytes: the image's fault
+        raise ImageRefused(415, f"Image could not be processed ({type(exc).__name__})") \
+            from None
+
+
+def _render(data: bytes, variant: Variant, limits: Limits) -> Rendered:
     Image.MAX_IMAGE_PIXELS = limits.max_source_pixels  # Pillow's own guard, as a second one
     try:
         im = Image.open(io.BytesIO(data), formats=SOURCE_FORMATS)

@@ -82,8 +82,13 @@ class VariantStore:
         # its sub-requests there as the owner's), and a caller's token has been judged.
         # A GET for a HEAD too: its answer is a BodyResponse either way, and aiohttp sends
         # no body for a HEAD (the core's HEAD answer would be a plain one, never served).
-        resp = await send_sub(reads, request, "GET", self._path(path, *names),
-                              CIMultiDict(), reserved=True)
+        try:
+            resp = await send_sub(reads, request, "GET", self._path(path, *names),
+                                  CIMultiDict(), reserved=True)
+        except Exception:  # unreadable is a miss: the variant is made again, not a 500
+            log.exception("stored image variant of %s/%s unreadable", path.container,
+                          path.obj)
+            return None
         if resp.status == 200 and isinstance(resp, BodyResponse):
             return resp
         close_answer(resp)
@@ -96,10 +101,17 @@ class VariantStore:
                                SOURCE_ETAG: etag, VARIANT: canonical})
         if self.ttl > 0:
             headers["X-Delete-After"] = str(self.ttl)
+        try:
+            await self._write(request, path, names, headers, rendered.body)
+        except Exception:  # the variant is made: a store failure must not lose the answer
+            log.exception("image variant of %s/%s not stored", path.container, path.obj)
+
+    async def _write(self, request: web.Request, path: ApiPath, names: tuple[str, str],
+                     headers: CIMultiDict[str], body: bytes) -> None:
         target = self._path(path, *names)
         for attempt in range(2):
             resp = await send_sub(self.app, request, "PUT", target, headers,
-                                  body=rendered.body, reserved=True)
+                                  body=body, reserved=True)
             close_answer(resp)
             if resp.status == 404 and attempt == 0:
                 made = await send_sub(self.app, request, "PUT",
