@@ -7,8 +7,9 @@ loop, threads and sockets), import Pillow once, and live on. Each worker's addre
 capped (`memory_mib`, RLIMIT_AS), so an image that slips past the header checks fails with
 MemoryError inside the worker (422) instead of growing the host's memory.
 
-A worker that dies (a crash in a decoder, the OOM killer) breaks the whole executor: the jobs
-it held fail with 422, and the next job gets a fresh executor.
+Each job also has a CPU budget (`cpu_seconds`, RLIMIT_CPU): a job past it kills its worker.
+A worker that dies (that, a crash in a decoder, the OOM killer) breaks the whole executor: the
+jobs it held fail with 422, and the next job gets a fresh executor.
 """
 
 from __future__ import annotations
@@ -28,12 +29,30 @@ def _init_worker(memory_mib: int) -> None:
     if memory_mib > 0:
         cap = memory_mib * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    # A worker killed by its CPU limit (below) leaves no core file behind.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _job(data: bytes, variant: Variant, limits: Limits, cpu_seconds: int) -> Rendered:
+    """`render` under a CPU budget: the soft RLIMIT_CPU is moved to this job's start plus
+    `cpu_seconds`, so a job past it gets SIGXCPU and its worker dies (even inside a C
+    decoder, where no Python-level timeout could reach)."""
+    if cpu_seconds > 0:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        used = usage.ru_utime + usage.ru_stime
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        soft = int(used) + 1 + cpu_seconds
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    return render(data, variant, limits)
 
 
 class RenderPool:
-    def __init__(self, workers: int = 2, memory_mib: int = 1024) -> None:
+    def __init__(self, workers: int = 2, memory_mib: int = 1024, cpu_seconds: int = 30) -> None:
         self.workers = max(1, workers)
         self.memory_mib = memory_mib
+        self.cpu_seconds = cpu_seconds
         self._executor: ProcessPoolExecutor | None = None
 
     def _get(self) -> ProcessPoolExecutor:
@@ -51,7 +70,8 @@ class RenderPool:
         executor = self._get()
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(executor, render, data, variant, limits)
+            return await loop.run_in_executor(executor, _job, data, variant, limits,
+                                              self.cpu_seconds)
         except BrokenProcessPool:
             if self._executor is executor:
                 self._executor = None

@@ -77,7 +77,8 @@ class ImageVariants(Middleware):
             max_source_bytes=conf.get_size("image_max_source_bytes", 64 * 1024 * 1024),
             max_output_side=conf.get_int("image_max_output_side", 4096))
         self.pool = RenderPool(conf.get_int("image_workers", 2),
-                               conf.get_int("image_worker_memory_mib", 1024))
+                               conf.get_int("image_worker_memory_mib", 1024),
+                               conf.get_int("image_cpu_seconds", 30))
         self.slots = AccountSlots(conf.get_int("image_account_concurrency", 4),
                                   conf.get_float("image_account_wait", 10.0))
         self.store = VariantStore(app, conf.get_int("image_cache_ttl", 0))
