@@ -202,7 +202,17 @@ def init() -> None:
                                      "Client connections shed at max_clients, by how: "
                                      "evicted (the oldest with no request in progress "
                                      "closed) or refused (a newcomer answered 503)", ["how"])
-    for name in ("replica_reads", "plain_reads", "cache", "cache_fills", "connections_shed"):
+    _m["image_variants"] = Counter("swiftlite_proxy_image_variants",
+                                   "Image variant requests by result: computed (made and "
+                                   "stored), cached (served from a stored variant), joined "
+                                   "(served from another request's making of it), refused "
+                                   "(a 4xx: bad query, not an image, past a limit)",
+                                   ["result"])
+    _m["image_compute"] = Histogram("swiftlite_proxy_image_compute_seconds",
+                                    "Time to make one image variant in the process pool "
+                                    "(decode, transform, encode)", buckets=LATENCY_BUCKETS)
+    for name in ("replica_reads", "plain_reads", "cache", "cache_fills", "connections_shed",
+                 "image_variants"):
         sampled(_tally_sampler(name))
     sampled(lambda: pool_state(*threadpool.state()))
     sampled(_flush_requests)
@@ -374,6 +384,15 @@ def cache_lookup(result: str) -> None:
 
 def cache_fill(result: str) -> None:
     tally("cache_fills", result)
+
+
+def image_variant(result: str) -> None:
+    tally("image_variants", result)
+
+
+def image_computed(seconds: float) -> None:
+    if _m:
+        _m["image_compute"].observe(seconds)
 
 
 def replica_read(node: dict[str, Any], via: str) -> None:

@@ -4,12 +4,14 @@ no import circle anywhere.
 The floors, lowest first (a package imports only packages listed under it in ALLOWED):
 
 - `common`: primitives, the server runtime, clients, observability; imports no other package;
+- `image`: the image variant renderer, run in worker processes: imports no other package;
 - `ring`: placement; `db`: what containers and accounts share (given their role's broker
   class, it imports neither); `obj`: the object storage engine and server;
 - `account`, `container`: the database roles (the container-reconciler talks to object
   servers through `obj`'s client side);
-- `proxy`: the front ends; inside it, the core (its top-level modules) imports neither the
-  middleware nor the S3 front end, and those two import each other not at all;
+- `proxy`: the front ends (image variants through `image`); inside it, the core (its
+  top-level modules) imports neither the middleware nor the S3 front end, and those two
+  import each other not at all;
 - `migrate`, `ops`: tools over the cluster; the top-level modules (`cli`, `node`, `roles`,
   `allinone`) are entry points, imported by no package.
 
@@ -77,10 +79,11 @@ ALLOWED = {
     "common": set(),
     "ring": {"common"},
     "db": {"common", "ring"},
+    "image": set(),  # the variant renderer: no server code in its worker processes
     "obj": {"common", "ring"},
     "account": {"common", "db"},
     "container": {"common", "db", "obj", "ring"},
-    "proxy": {"common", "db", "obj", "ring"},
+    "proxy": {"common", "db", "image", "obj", "ring"},
     "migrate": {"common", "ring"},
     "ops": {"common", "container", "db", "migrate", "proxy", "ring"},
 }

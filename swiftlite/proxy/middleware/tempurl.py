@@ -299,6 +299,11 @@ class TempUrl(Middleware):
             signed_path = f"prefix:/{path.version}/{path.account}/{path.container}/{prefix}"
         else:
             signed_path = f"/{path.version}/{path.account}/{path.container}/{obj}"
+        variant = request.query.get("image")
+        if variant is not None:
+            # An image variant (middleware/image_variants.py) is part of what is signed: a
+            # link for the object cannot ask for variants, nor a variant's link for another.
+            signed_path += f"?image={variant}"
         ip_range = request.query.get("temp_url_ip_range")
         if ip_range is not None and not self.address_in(request.remote, ip_range):
             raise invalid()

@@ -175,6 +175,10 @@ async def store(s3: S3Request, bucket: str, key: str, headers: CIMultiDict[str],
     return resp
 
 
+# What the image feature answers for a variant it will not make (middleware/image_variants.py).
+IMAGE_REFUSALS = (400, 415, 422, 429)
+
+
 @route("object", "GET")
 @route("object", "HEAD")
 async def get_object(s3: S3Request) -> web.StreamResponse:
@@ -194,7 +198,11 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
                                    "parameter", "partNumber", part)
         query = f"part-number={int(part)}"
     vq = version_query(s3.query.get("versionId"))
-    query = "&".join(p for p in (query, vq) if p)
+    # An image variant (middleware/image_variants.py) is asked for on the Swift read, which
+    # S3's own signature (the query is in it) has authorized.
+    image = s3.query.get("image")
+    iq = f"image={quote(image, safe='')}" if image is not None else ""
+    query = "&".join(p for p in (query, vq, iq) if p)
     overrides = {OVERRIDES[k]: v for k, v in s3.query.items() if k in OVERRIDES}
     if overrides and s3.ident is None:
         raise invalid_argument("Request specific response headers cannot be used for "
@@ -216,6 +224,11 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
     if status // 100 != 2:
         if status == 404:
             raise await versioned.not_found(s3, resp, req.method == "GET")
+        if image is not None and status in IMAGE_REFUSALS:
+            # A variant that cannot be made keeps its status and reason (Swift's 422 is not
+            # a bad digest here, nor its 429 a 503).
+            reason = (await answer_body(resp)).decode("utf-8", "replace").strip()[:200]
+            raise S3Error("InvalidImageVariant", status, reason or "Image variant refused")
         raise await error_of(resp, s3.bucket, s3.key)
     extra = await parts.checksum_headers(s3, resp, part, vq)
     resp = await encryption.on_read(s3, resp, query)
