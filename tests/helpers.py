@@ -13,11 +13,13 @@ import resource
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -223,3 +225,15 @@ def log_tracebacks(root: str, skip: Callable[[str], bool] = lambda excerpt: Fals
             excerpt = where + "\n".join(lines[max(0, i - 1):i + 1] + ["  ..."] + tail)
             seen.setdefault(kind, [0, excerpt])[0] += 1
     return [f"({n}x) {excerpt}" for n, excerpt in seen.values()]
+
+
+def bomb_png(side: int = 50_000) -> bytes:
+    """A decompression bomb: a valid PNG header claiming side x side 1-bit pixels, with a
+    tiny IDAT (~100 bytes on the wire, 312 MB as bits, 7.5 GB as RGB); never decoded by a
+    correct guard."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + \
+            struct.pack(">I", zlib.crc32(kind + data))
+    ihdr = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + \
+        chunk(b"IDAT", zlib.compress(b"\0" * 1024)) + chunk(b"IEND", b"")

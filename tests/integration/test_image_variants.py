@@ -10,11 +10,9 @@ import hashlib
 import hmac
 import io
 import re
-import struct
 import time
 import urllib.parse
 import uuid
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -22,7 +20,7 @@ import requests
 from PIL import Image
 
 from tests.cluster import swift_api
-from tests.helpers import start_proxy_variant, wait_for
+from tests.helpers import bomb_png, start_proxy_variant, wait_for
 from tests.integration import s3_support
 from tests.integration.test_backend_signing import primaries
 
@@ -42,17 +40,6 @@ def png_rgba(size=(64, 64)) -> bytes:
     buf = io.BytesIO()
     Image.new("RGBA", size, (0, 0, 255, 128)).save(buf, "PNG")
     return buf.getvalue()
-
-
-def bomb_png(side: int = 50_000) -> bytes:
-    """A valid PNG header claiming side x side 1-bit pixels, with a tiny IDAT (~100 bytes on
-    the wire, 312 MB as bits, 7.5 GB as RGB)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + \
-            struct.pack(">I", zlib.crc32(kind + data))
-    ihdr = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + \
-        chunk(b"IDAT", zlib.compress(b"\0" * 1024)) + chunk(b"IEND", b"")
 
 
 def decoded(resp: requests.Response) -> Image.Image:

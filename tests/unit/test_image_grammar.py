@@ -4,9 +4,7 @@ images: canonical forms, refusals with their statuses, output sizes."""
 from __future__ import annotations
 
 import io
-import struct
 import time
-import zlib
 
 import pytest
 from PIL import Image
@@ -15,6 +13,7 @@ from swiftlite.image.formats import auto_format
 from swiftlite.image.grammar import is_preset_name, parse
 from swiftlite.image.limits import ImageRefused, Limits
 from swiftlite.image.render import render
+from tests.helpers import bomb_png
 
 
 @pytest.mark.parametrize("text,canonical", [
@@ -100,17 +99,6 @@ def test_orientation_applied_and_exif_stripped():
     kept = Image.open(io.BytesIO(render(_jpeg(orientation=6), parse("strip:false"),
                                         Limits()).body))
     assert kept.size == (48, 64) and kept.getexif().get(0x0112) == 1
-
-
-def bomb_png(side: int = 50_000) -> bytes:
-    """A PNG whose header claims side x side 1-bit pixels, with a tiny IDAT: never decodable
-    here, and never decoded by a correct guard."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + \
-            struct.pack(">I", zlib.crc32(kind + data))
-    ihdr = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + \
-        chunk(b"IDAT", zlib.compress(b"\0" * 1024)) + chunk(b"IEND", b"")
 
 
 def test_bomb_refused_from_header():
