@@ -9,7 +9,7 @@ per object byte on each against (k+m)/k.
     .venv/bin/python loadtests/compare_swift_ec.py --swift http://127.0.0.1:16080/auth/v1.0 \\
         [--sizes 1m,8m] [-c 16] [--repeat 3] [--count-1m 192] [--count-8m 64] [--ec 4+2] \\
         [--ec-type liberasurecode_rs_vand] [--segment-size 1048576] [--shapes defaults] \\
-        [--warmup 256] [--json out.json] [--keep]
+        [--warmup 256] [--memcache-max-connections 32] [--json out.json] [--keep]
     ../shared/anchors/swift/stop.sh
 
 First it runs swift_ec.enable() on the anchor (ANCHOR_DIR, default /tmp/anchor-swift) with
@@ -111,6 +111,10 @@ def main() -> int:
     p.add_argument("--shapes", default="defaults", help=f"comma list of {', '.join(SHAPES)}")
     p.add_argument("--warmup", type=int, default=256,
                    help="64 KiB objects PUT into an ec container of each first, not counted")
+    p.add_argument("--memcache-max-connections", type=int, default=32,
+                   help="the anchor proxy's memcache_max_connections (swift_ec.py; Swift's "
+                        "default 2 error-limits memcached on a crowded machine, and tempauth "
+                        "then answers 401 for a minute: it only helps Swift)")
     p.add_argument("--json", help="write every run's report and disk figures here")
     p.add_argument("--keep", action="store_true",
                    help="keep swiftlite's root and Swift's benchmark objects")
@@ -118,7 +122,8 @@ def main() -> int:
     k, m = (int(x) for x in a.ec.split("+"))
     ideal = (k + m) / k
     srv = os.path.join(a.anchor_dir, "srv")
-    swift_ec.enable(a.anchor_dir, a.ec, a.ec_type, a.segment_size)
+    swift_ec.enable(a.anchor_dir, a.ec, a.ec_type, a.segment_size,
+                    memcache_max_connections=a.memcache_max_connections)
     ec_up = ["--ec", a.ec, "--ec-type", a.ec_type, "--ec-segment-size", str(a.segment_size)]
     swift_version = subprocess.run(
         [os.path.join(a.anchor_dir, "venv", "bin", "python"), "-c",
@@ -146,7 +151,7 @@ def main() -> int:
                 if a.warmup:
                     print(f"# warm-up, not counted: {a.warmup} PUTs of 64 KiB into each",
                           flush=True)
-                    rep = bench(url, a.swift, "64k", a.warmup, 32,
+                    rep = bench(url, a.swift, "64k", a.warmup, a.concurrency,
                                 os.path.join(work, f"warmup-{len(runs)}.json"), "put",
                                 policy="ec", vs_policy="ec")
                     swift_containers.append((rep["config"]["container"] + "-vs", a.warmup))
