@@ -41,6 +41,11 @@ What it does, on `$ANCHOR_DIR` (default /tmp/anchor-swift):
    archives (`*#<index>#d.data`, Swift's durable EC files) of it are on disk; then deletes
    them.
 
+Changing `--ec-type` or `--segment-size` rewrites the policy in place: objects the anchor
+already holds under the old values no longer decode (Swift itself forbids such a change on a
+policy with data). compare_swift_ec.py deletes its objects at the end of every run, so its
+runs can switch schemes; `swift-ring-builder` and the device dirs are left as they are.
+
 start.sh regenerates swift.conf (without policy 1) on every start, and RESET=1 deletes the
 rings: after a restart of the anchor run this again. Run it after `swift_s3api.py` if both
 are wanted: swift_s3api.py restarts the proxy with the stock `swift-proxy-server`, which
@@ -96,7 +101,7 @@ LAUNCHER = (
 
 def policy_section(k: int, m: int, ec_type: str, segment_size: int) -> str:
     return (f"[storage-policy:{POLICY_INDEX}]\n"
-            "# Added by swiftlite's loadtests/swift_ec.py: swiftlite's EC scheme.\n"
+            "# Added by swiftlite's loadtests/swift_ec.py: the scheme swiftlite runs with.\n"
             f"name = {POLICY_NAME}\n"
             "policy_type = erasure_coding\n"
             f"ec_type = {ec_type}\n"
