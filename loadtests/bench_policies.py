@@ -29,10 +29,14 @@ from up import start_cluster, stop_cluster  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def disk_bytes(root: str) -> dict[str, tuple[int, int]]:
-    """{data dir name: (file bytes, allocated bytes)} over every device under `root`."""
+def disk_bytes(root: str, only: tuple[str, ...] | None = None) -> dict[str, tuple[int, int]]:
+    """{data dir name: (file bytes, allocated bytes)} over every device under `root`; with
+    `only` (data dir names, e.g. ("objects-1",)) the other data dirs are not walked at all."""
     out: dict[str, list[int]] = {}
-    for dirpath, _dirs, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        if only is not None:
+            dirs[:] = [d for d in dirs
+                       if d in only or not (d == "objects" or d.startswith("objects-"))]
         rel = os.path.relpath(dirpath, root).split(os.sep)
         kind = next((p for p in rel if p == "objects" or p.startswith("objects-")), None)
         if kind is None:

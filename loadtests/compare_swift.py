@@ -57,11 +57,16 @@ SHAPES = {
 
 
 def bench(a_url: str, b_url: str, size: str, count: int, conc: int, out: str,
-          phases: str = "put,get", api: str = "swift") -> dict:
+          phases: str = "put,get", api: str = "swift", policy: str | None = None,
+          vs_policy: str | None = None) -> dict:
+    """One bench.py A/B run (A swiftlite, B Swift as test:tester), its JSON report; `policy`
+    and `vs_policy` are the X-Storage-Policy of A's and B's containers (None: default)."""
     cmd = [sys.executable, os.path.join(HERE, "bench.py"), "--url", a_url, "--vs", b_url,
            "--vs-user", "test:tester", "--vs-key", "testing", "--size", size,
            "--count", str(count), "-c", str(conc), "--phases", phases, "--rounds", "2",
            "--api", api, "--vs-api", api, "--json", out]
+    cmd += ["--policy", policy] if policy else []
+    cmd += ["--vs-policy", vs_policy] if vs_policy else []
     print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     print(r.stdout, flush=True)
