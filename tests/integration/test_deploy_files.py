@@ -73,7 +73,7 @@ def test_example_node_conf_refuses_placeholder_hash_salts(name, tmp_path):
 
 def readme_ring_block() -> str:
     """The README walkthrough's ring commands, without its secret generators."""
-    block = next(b for b in re.findall(r"```\n(.*?)```", readme(), re.S)
+    block = next(b for b in re.findall(r"^```[a-z]*\n(.*?)^```", readme(), re.S | re.M)
                  if "swiftlite-ring-builder $kind.builder create" in b)
     return "\n".join(line for line in block.splitlines() if "python3 -c" not in line)
 

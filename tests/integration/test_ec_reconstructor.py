@@ -243,11 +243,15 @@ def test_abandoned_pending_archives_are_reclaimed_after_reclaim_age(cluster, api
     h = hashing.hash_path(api.account, "ec", "abandoned")
     ring = Ring.load(os.path.join(cluster.etc_dir, "object-1.ring.gz"))
     part, primaries = ring.get_nodes(api.account, "ec", "abandoned")
-    # A primary's device (a handoff's hash dir goes whole once its archive is handed over).
+    # A primary's archive (a handoff's hash dir goes whole once its archive is handed over;
+    # a node the proxy still error-limits from an earlier test left its primaries' to one).
     roots = {n["servers"]["object"]["port"]: n["devices_root"] for n in cluster.nodes}
-    device_path = os.path.join(roots[primaries[0]["port"]], primaries[0]["device"])
-    hdir = fileformat.hash_dir(device_path, fileformat.policy_part(part, 1), h)
-    data = next(os.path.join(hdir, f) for f in os.listdir(hdir) if f.endswith(".data"))
+    device_path, hdir, data = next(
+        (dp, hd, os.path.join(hd, f))
+        for p in primaries
+        for dp in [os.path.join(roots[p["port"]], p["device"])]
+        for hd in [fileformat.hash_dir(dp, fileformat.policy_part(part, 1), h)]
+        if os.path.isdir(hd) for f in os.listdir(hd) if f.endswith(".data"))
     old, young = (Timestamp.parse(time.time() - age).internal for age in (8 * 86400, 60))
     for ts in (old, young):  # the first phase's file and its mark
         shutil.copyfile(data, os.path.join(hdir, f"{ts}.pend"))
