@@ -32,7 +32,7 @@ test: conformance-suites $(STAMP) test-services
 	$(VENV)/bin/ruff check swiftlite ringbuilder tests loadtests
 	$(if $(TEST_TMPDIR),mkdir -p $(TEST_TMPDIR))
 	$(TEST_ENV) $(PY) -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider \
-	  -o tmp_path_retention_policy=failed tests
+	  -o tmp_path_retention_policy=failed --durations=25 --durations-min=15 tests
 	$(TEST_ENV) $(PY) tests/conformance/run.py --core
 	$(TEST_ENV) $(PY) tests/conformance/run_s3.py
 
