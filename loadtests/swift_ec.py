@@ -60,7 +60,6 @@ import glob
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -72,9 +71,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from swift_s3api import (  # noqa: E402
     _alive,
-    _children,
     _healthy,
     set_memcache_max_connections,
+    stop_pid,
 )
 
 from swiftlite.common.ec.scheme import DEFAULT_EC_TYPE, DEFAULT_SEGMENT_SIZE  # noqa: E402
@@ -198,23 +197,6 @@ def servers(anchor_dir: str) -> list[tuple[str, str, str, int]]:
     return out
 
 
-def _stop(pidfile: str) -> None:
-    if not os.path.exists(pidfile):
-        return
-    with open(pidfile) as f:
-        pid = int(f.read().strip())
-    if not _alive(pid):
-        return
-    pids = [pid, *_children(pid)]
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for p in pids:
-        if _alive(p):
-            os.kill(p, signal.SIGKILL)
-
-
 def restart_all(anchor_dir: str, timeout: float = 60) -> None:
     """Every server of the anchor stopped (its recorded pid and that pid's workers), then
     started again through LAUNCHER with etc/swift.conf's policies; pids recorded."""
@@ -223,7 +205,7 @@ def restart_all(anchor_dir: str, timeout: float = 60) -> None:
     py = os.path.join(anchor_dir, "venv", "bin", "python")
     todo = servers(anchor_dir)
     for name, _module, _conf, _port in reversed(todo):  # proxy first, as stop.sh
-        _stop(os.path.join(run, f"{name}.pid"))
+        stop_pid(os.path.join(run, f"{name}.pid"))
     for _name, _module, _conf, port in todo:
         deadline = time.monotonic() + 15
         while _healthy(port) and time.monotonic() < deadline:

@@ -90,23 +90,31 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in r.stdout.split()]
 
 
+def stop_pid(pidfile: str) -> None:
+    """The anchor server whose pid `pidfile` records, and its workers, stopped as stop.sh
+    does: TERM, up to 15 s, then KILL."""
+    if not os.path.exists(pidfile):
+        return
+    with open(pidfile) as f:
+        pid = int(f.read().strip())
+    if not _alive(pid):
+        return
+    pids = [pid, *_children(pid)]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for p in pids:
+        if _alive(p):
+            os.kill(p, signal.SIGKILL)
+
+
 def restart_proxy(anchor_dir: str, port: int = 16080, timeout: float = 60) -> int:
     """Stop the anchor's proxy (its recorded pid and that pid's workers), start it again on
     the current config; returns the new pid."""
     run, etc, logs = (os.path.join(anchor_dir, d) for d in ("run", "etc", "logs"))
     pidfile = os.path.join(run, "proxy.pid")
-    if os.path.exists(pidfile):
-        with open(pidfile) as f:
-            pid = int(f.read().strip())
-        if _alive(pid):
-            pids = [pid, *_children(pid)]
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            for p in pids:
-                if _alive(p):
-                    os.kill(p, signal.SIGKILL)
+    stop_pid(pidfile)
     # The old listener may linger a moment: wait until the port stops answering.
     deadline = time.monotonic() + 15
     while _healthy(port) and time.monotonic() < deadline:
