@@ -34,6 +34,7 @@ from swiftlite.common import signing
 from swiftlite.common.fsutil import atomic_write
 from swiftlite.common.server import listen_socket
 from swiftlite.common.supervisor import spawn, terminate
+from swiftlite.proxy.pipeline import with_console
 
 ROLES = ("account", "container", "object")
 ROLE_OFFSET = {"object": 0, "container": 1, "account": 2}
@@ -256,7 +257,9 @@ def build(args: Namespace) -> dict[str, Any]:
         "proxy-server": {"bind_ip": args.bind, "bind_port": proxy_port, "workers": workers,
                          "auth_secret": secrets.token_hex(32), **TEMPAUTH, **USERS, **EMAILS,
                          # as Swift's all-in-one setup: expired objects readable on request
-                         "allow_open_expired": "true", **local_reads},
+                         "allow_open_expired": "true", **local_reads,
+                         # the web console at /console/ (off in a production config)
+                         "pipeline": with_console()},
         # S3 SSE-KMS / SSE-S3 keys derive from this cluster's own random secret.
         "filter:s3api": {"kms_root_secret": secrets.token_urlsafe(32)},
     }), private=True)
@@ -495,6 +498,7 @@ def run_up(args: Namespace) -> int:
         key = _password(plan["proxy_conf"], "user_test_tester")
         print(f"swiftlite is up: {cluster['proxy']['auth_url']}\n"
               f"  swift -A {cluster['proxy']['auth_url']} -U test:tester -K {key} stat\n"
+              f"  web console: {cluster['proxy']['url']}/console/ (test:tester / {key})\n"
               f"  data and logs under {root}; Ctrl-C stops everything", flush=True)
     reported: set[str] = set()
     while not stopping:

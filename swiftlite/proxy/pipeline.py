@@ -60,6 +60,21 @@ DEFAULT_PIPELINE = " ".join([
     "proxy-server",
 ])
 
+# The web console is off unless named (`swiftlite up` names it): a production proxy serves
+# it only where its operator chose to, on a proxy of its own if they like.
+CONSOLE_AFTER = "gatekeeper"
+
+
+def with_console(pipeline: str = DEFAULT_PIPELINE) -> str:
+    """`pipeline` with the console right after gatekeeper (before s3api, so /console/ is never
+    taken for an anonymous S3 bucket)."""
+    names = pipeline.split()
+    if "console" in names:
+        return pipeline
+    at = names.index(CONSOLE_AFTER) + 1 if CONSOLE_AFTER in names else 1
+    return " ".join([*names[:at], "console", *names[at:]])
+
+
 # Pipeline name -> "module:class". A name not listed here is a configuration error.
 REGISTRY: dict[str, str] = {
     "tempurl": "swiftlite.proxy.middleware.tempurl:TempUrl",
@@ -68,6 +83,7 @@ REGISTRY: dict[str, str] = {
     "gatekeeper": "swiftlite.proxy.middleware.gatekeeper:Gatekeeper",
     "s3api": "swiftlite.proxy.s3.middleware:S3Api",
     "image": "swiftlite.proxy.middleware.image_variants:ImageVariants",
+    "console": "swiftlite.proxy.console.middleware:Console",
     "tempauth": "swiftlite.proxy.middleware.tempauth:TempAuthMiddleware",
     "s3_keys": "swiftlite.proxy.s3.key_admin:S3Keys",
     "ratelimit": "swiftlite.proxy.middleware.ratelimit:RateLimit",
