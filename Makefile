@@ -42,14 +42,20 @@ test: conformance-suites $(STAMP) test-services
 conformance-suites:
 	@nice -n 19 $(PYTHON) tests/conformance/prepare.py --detach
 
-# The cache and info-coherence tests run a real memcached; a fresh Debian machine has none,
-# so install it where we may (root, apt), else those tests say they are skipped.
+# The cache and info-coherence tests run a real memcached, and the web console's tests a real
+# browser (Debian's chromium and chromium-driver); a fresh Debian machine has neither, so
+# install them where we may (root, apt), else those tests say they are skipped.
+TEST_PACKAGES := memcached:memcached chromium:chromium chromedriver:chromium-driver
 test-services:
-	@command -v memcached >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-	  && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q memcached >/dev/null 2>&1 \
-	  || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive \
-	       apt-get install -y -q memcached >/dev/null 2>&1; }; }; } \
-	  || echo "memcached is not installed: the tests that need it will be skipped"
+	@for pair in $(TEST_PACKAGES); do \
+	  cmd=$${pair%%:*}; pkg=$${pair#*:}; \
+	  command -v $$cmd >/dev/null && continue; \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	    && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$pkg >/dev/null 2>&1 \
+	    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive \
+	         apt-get install -y -q $$pkg >/dev/null 2>&1; }; }; } \
+	  || echo "$$pkg is not installed: the tests that need it will be skipped"; \
+	done
 
 # Swift's functional suite against a fresh cluster, gated by tests/conformance/expected_failures.txt
 # (FUNC_TESTS=all for all 13 files). Serial: every suite class empties the shared test account.

@@ -331,3 +331,20 @@ def test_first_paint_of_1000_images(cluster, browser):
           f"{timings['listing']:.0f} ms, painted in {timings['paint']:.0f} ms; first screen of "
           f"thumbnails (12, computed as variants) in {first_screen * 1000:.0f} ms")
     assert timings["rows"] == 1000
+
+
+def test_the_pages_own_sha256_matches_pythons(cluster, browser):
+    """Temp URLs signed on a page served over plain http from a LAN address, where the
+    browser offers no WebCrypto, use the console's own HMAC-SHA256."""
+    import hashlib
+    import hmac
+
+    browser.get(cluster.proxy_url + "/console/")
+    cases = [("key", ""), ("k" * 100, "GET\n1700000000\n/v1/AUTH_test/c/ü ö.jpg"),
+             ("secret", "x" * 1000), ("ключ", "a" * 55), ("", "b" * 64)]
+    got = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import('./hmac.js').then(m => done(arguments[0].map(([k, v]) => m._test.hmacHex(k, v))));
+    """, cases)
+    want = [hmac.new(k.encode(), m.encode(), hashlib.sha256).hexdigest() for k, m in cases]
+    assert got == want
