@@ -8,8 +8,11 @@ Where each part comes from, all asked at once and bounded together by `timeout`:
   container and account rings): replicas, partitions, devices, zones, balance (the worst
   device's distance, in %, from its weight's share of the partition replicas; a weight-0
   device still holding partitions counts as MAX_BALANCE) and the ring file's md5.
-- `servers`: every (ip, port) the rings place devices on, asked `GET /recon` (signed with
-  the cluster's backend secret, as `swiftlite status --cluster` asks: common/recon_client.py).
+- `servers`: every (ip, port) the rings place devices on, asked `GET /recon` as `swiftlite
+  status --cluster` asks (common/recon_client.py): signed by the process-wide signer, which
+  `serve` sets from the proxy's `backend_secret` before any worker starts (common/signing.py).
+  Only the rings' servers are asked: md5s of object-N rings are not on /recon, so a host
+  that missed a push of a policy ring other than 0's is not flagged.
   Devices are the host's (as /recon reports them) joined by name with the rings' devices on
   that server (weight, partition replicas per ring); a ring device the host does not have
   is listed unmounted. `problems` follow the status tool's rules (common/recon_client.py),
