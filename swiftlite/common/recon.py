@@ -118,15 +118,18 @@ def pid_alive(pid: Any) -> bool:
     return True
 
 
+def file_md5(path: str) -> str | None:
+    """The md5 of a ring file (None if unreadable): what hosts compare to spot a missed
+    ring push (blocking)."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.md5(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
 def ring_md5s(swift_dir: str) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for kind in RING_KINDS:
-        try:
-            with open(os.path.join(swift_dir, f"{kind}.ring.gz"), "rb") as f:
-                out[kind] = hashlib.md5(f.read()).hexdigest()
-        except OSError:
-            out[kind] = None
-    return out
+    return {kind: file_md5(os.path.join(swift_dir, f"{kind}.ring.gz")) for kind in RING_KINDS}
 
 
 def host_report(conf: Section, role: str) -> dict[str, Any]:

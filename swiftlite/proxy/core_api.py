@@ -15,9 +15,11 @@ from aiohttp import web
 
 from swiftlite.common.config import Section
 from swiftlite.common.http import HTTPError
+from swiftlite.common.policies import Policies
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy.auth import Identity, TempAuth
 from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache
+from swiftlite.proxy.nodes import ErrorLimiter
 from swiftlite.ring import Ring
 
 
@@ -39,8 +41,11 @@ class ProxyCore(Protocol):
     auth: TempAuth | None  # set by the tempauth feature when it is in use
     middleware: list[Any]  # the pipeline's features, in order (pipeline.Middleware)
     object_ring: Ring
+    policies: Policies
+    object_rings: dict[int, Ring]  # policy index -> its object ring
     container_ring: Ring
     account_ring: Ring
+    limiter: ErrorLimiter  # this worker's error limiting of backend nodes
     container_cache: InfoCache
     link_cache: InfoCache | None
     client_timeout: float

@@ -108,6 +108,22 @@ class ErrorLimiter:
         else:
             log.warning("node %s error: %s", key, why)
 
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The faults counted in the current window, this process's view: `node` (ip:port
+        for a whole server, ip:port/device for one device), `errors`, `limited`, and
+        `until` (wall clock; None when not limited): when the limit lapses unless another
+        fault comes. Read only: lapsed entries are skipped, not dropped."""
+        now, wall = time.monotonic(), time.time()
+        out = []
+        for key, (count, last, _) in list(self._errors.items()):
+            if now - last > self.interval:
+                continue
+            limited = count >= self.limit
+            out.append({"node": key, "errors": count, "limited": limited,
+                        "until": round(wall + last + self.interval - now, 3)
+                        if limited else None})
+        return sorted(out, key=lambda e: e["node"])
+
     def fatal(self, node: dict[str, Any], why: str, server: bool = False) -> None:
         """A node that cannot serve at all (refused connection: its server; 507: its
         device): limit at once."""

@@ -16,6 +16,7 @@ a pass. Without an event loop in the calling thread (tools, tests), the check ru
 from __future__ import annotations
 
 import asyncio
+import collections
 import gzip
 import itertools
 import logging
@@ -87,7 +88,7 @@ class _Loaded:
     """One ring file as loaded: replaced whole on a reload, never changed in place (apart from
     its handoff cache), so a lookup that took it sees one ring from start to end."""
 
-    __slots__ = ("ident", "part_power", "replicas", "devs", "tables", "handoffs")
+    __slots__ = ("ident", "part_power", "replicas", "devs", "tables", "handoffs", "counts")
 
     def __init__(self, ident: Identity, data: RingData) -> None:
         self.ident = ident
@@ -96,6 +97,7 @@ class _Loaded:
         self.devs = data.devs
         self.tables = data.replica2part2dev
         self.handoffs: dict[int, list[dict[str, Any]]] = {}
+        self.counts: dict[int, int] | None = None  # assignments(), once asked
 
 
 class Ring:
@@ -302,3 +304,15 @@ class Ring:
                 if d == dev_id:
                     parts.add(part)
         return sorted(parts)
+
+    def assignments(self) -> dict[int, int]:
+        """dev id -> partition replicas assigned to it (blocking: a pass over the whole
+        table, kept with the loaded ring so it is made once per ring file)."""
+        ring = self._ring
+        if ring.counts is None:
+            counts: collections.Counter[int] = collections.Counter()
+            for table in ring.tables:
+                counts.update(table)  # counted in C: ~0.15 s for 3 x 2**20 assignments
+            counts.pop(NONE_DEV, None)
+            ring.counts = dict(counts)
+        return ring.counts
