@@ -53,8 +53,11 @@ def tar_of(files: dict[str, bytes]) -> bytes:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[Cluster]:
+    # With screenshots to take, the daemons run too, so the cluster page shows a cluster at
+    # work rather than a list of daemons that never started.
     c = start_cluster(str(tmp_path_factory.mktemp("console")), nodes=2, devices=2,
-                      replicas=2, part_power=6)
+                      replicas=2, part_power=6,
+                      daemons=bool(os.environ.get("CONSOLE_SCREENSHOTS")))
     yield c
     c.stop()
 
@@ -64,7 +67,7 @@ def browser(tmp_path_factory) -> Iterator[webdriver.Chrome]:
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,900", "--no-first-run", "--disable-extensions",
+                "--window-size=1280,1000", "--no-first-run", "--disable-extensions",
                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -120,6 +123,7 @@ def go(driver, cluster: Cluster, route: str) -> None:
 
 def shot(driver, shots: str | None, name: str) -> None:
     if shots:
+        driver.execute_script("document.activeElement.blur(); window.scrollTo(0, 0)")
         driver.save_screenshot(os.path.join(shots, name))
 
 
@@ -151,6 +155,7 @@ def test_sign_in_create_container_upload_three_images(cluster, browser, tmp_path
         assert r.headers["Content-Type"] == "image/jpeg"
     wait(browser, lambda d: "3 objects" in d.find_element(By.CSS_SELECTOR, ".toolbar").text,
          what="the container's count")
+    assert "null" not in browser.find_element(By.ID, "main").text
     shot(browser, shots, "console-images.png")
     go(browser, cluster, "#/")
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#containers tr[data-name=photos]"),
@@ -249,15 +254,24 @@ def test_operator_page_lists_every_node(cluster, browser, shots):
          what="the servers table")
     shown = set(browser.execute_script(
         "return [...document.querySelectorAll('#ops-servers tr.server')].map(r => r.dataset.host)"))
-    hosts = {f"{n['ip']}:{port}" for n in cluster.nodes for port in n["ports"].values()}
+    hosts = {f"{n['ip']}:{s['port']}" for n in cluster.nodes for s in n["servers"].values()}
     assert hosts <= shown, (hosts, shown)
     states = browser.execute_script(
         "return [...document.querySelectorAll('#ops-servers tr.server .pill')]"
         ".map(p => p.textContent)")
     assert set(states) == {"up"}
-    assert css(browser, "#ops-rings tbody tr") and css(browser, "#ops-devices tbody tr")
+    assert browser.execute_script("return document.querySelectorAll('#ops-rings tbody tr').length"
+                                  " && document.querySelectorAll('#ops-devices tbody tr').length")
     # A second report draws the request-rate chart from the counters' differences.
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "svg.chart polyline"), timeout=20,
+    call = swift_api(cluster)
+    for i in range(40):
+        call("HEAD" if i % 4 else "GET", "")
+    # (For the README's picture, a line of a few points: 10 s more.)
+    points = 3 if shots else 1
+    # Read in one script: the page redraws every 5 s, which makes held elements stale.
+    most = "return Math.max(0, ...[...document.querySelectorAll('svg.chart polyline')]" \
+           ".map(p => p.getAttribute('points').split(' ').length))"
+    wait(browser, lambda d: d.execute_script(most) >= points, timeout=20 + 5 * points,
          what="a chart line")
     shot(browser, shots, "console-cluster.png")
     assert severe_logs(browser) == []

@@ -122,7 +122,7 @@ def test_the_cluster_report_is_for_reseller_admins_only(cluster):
     assert r.status_code == 200
     doc = r.json()
     assert {s["host"] for s in doc["servers"]} >= {
-        f"{n['ip']}:{p}" for n in cluster.nodes for p in n["ports"].values()}
+        f"{n['ip']}:{s['port']}" for n in cluster.nodes for s in n["servers"].values()}
 
 
 def test_an_s3_bucket_named_console_is_still_s3s(cluster):

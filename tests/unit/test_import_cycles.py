@@ -11,7 +11,8 @@ The floors, lowest first (a package imports only packages listed under it in ALL
   servers through `obj`'s client side);
 - `proxy`: the front ends (image variants through `image`); inside it, the core (its
   top-level modules) imports neither the middleware nor the S3 front end, and those two
-  import each other not at all;
+  import each other not at all; the web console (`proxy/console`) may use the core and S3's
+  credentials;
 - `migrate`, `ops`: tools over the cluster; the top-level modules (`cli`, `node`, `roles`,
   `allinone`) are entry points, imported by no package.
 
@@ -90,7 +91,9 @@ ALLOWED = {
 ENTRY_MODULES = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
 # Inside proxy/: sub-package -> the proxy sub-packages it may import ("" is the core: the
 # modules right under proxy/).
-PROXY_ALLOWED = {"": set(), "middleware": {""}, "s3": {""}, "console": {""}}
+# The console sits outside both front ends: it trades an S3 key for a token (s3's
+# credentials) and otherwise talks to the core.
+PROXY_ALLOWED = {"": set(), "middleware": {""}, "s3": {""}, "console": {"", "s3"}}
 
 
 def all_modules() -> dict[str, Path]:

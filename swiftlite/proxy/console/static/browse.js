@@ -1,7 +1,7 @@
 // Containers, objects (folders, a thumbnail grid for images, a table for the rest) and one
 // object's page, all through the Swift API with the user's own token.
 import { call, ok, json, pathOf, sizeText, storagePath, Queue } from "./api.js";
-import { h, clear, toast, when, table } from "./dom.js";
+import { h, clear, toast, when, table, append } from "./dom.js";
 import { hmacSha256Hex } from "./hmac.js";
 import { uploadFiles } from "./upload.js";
 import { me } from "./app.js";
@@ -83,7 +83,7 @@ export async function showContainers(main, params) {
       h("td", { class: "actions" }, h("button", { type: "button", class: "danger",
         onclick: () => deleteContainer(c.name, () => showContainers(clear(main), params)) }, "Delete")));
   });
-  main.append(
+  append(main,
     h("h2", {}, "Containers"),
     h("p", { class: "muted" }, `${Number(total[0] || 0).toLocaleString()} containers, ` +
       `${Number(total[1] || 0).toLocaleString()} objects, ${sizeText(Number(total[2] || 0))}`),
@@ -200,7 +200,7 @@ export async function showObjects(main, container, params) {
     h("option", { value: n, selected: n === limit }, `${n} a page`)));
   sizeSel.addEventListener("change", () => { location.hash = hashFor("c", container, { prefix, limit: sizeSel.value }); });
   const names = rows.map((r) => r.subdir || r.name);
-  main.append(
+  append(main,
     crumbs(container, prefix),
     h("div", { class: "toolbar" },
       h("span", { class: "pill" + (isPublic ? " public" : ""), id: "access" }, isPublic ? "public" : "private"),
@@ -329,7 +329,7 @@ export async function showObject(main, container, name) {
     [["1 hour", 3600], ["1 day", 86400], ["7 days", 604800], ["30 days", 2592000]].map(([t, s]) => h("option", { value: s }, t)));
   const urlOut = h("input", { id: "tempurl", class: "tempurl", readonly: true, placeholder: "temp URL" });
   const preview = h("div", { class: "preview" });
-  main.append(
+  append(main,
     crumbs(container, name.includes("/") ? name.slice(0, name.lastIndexOf("/") + 1) : ""),
     h("h2", { id: "object-name" }, name.split("/").pop()),
     h("div", { class: "toolbar" },

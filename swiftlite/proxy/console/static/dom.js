@@ -38,3 +38,9 @@ export function table(headers, rows, attrs = {}) {
     h("thead", {}, h("tr", {}, headers.map((x) => typeof x === "string" ? h("th", {}, x) : x))),
     h("tbody", {}, rows));
 }
+
+// Element.append would write a skipped part (null) as the text "null".
+export function append(el, ...parts) {
+  el.append(...parts.flat(Infinity).filter((p) => p !== null && p !== undefined && p !== false));
+  return el;
+}

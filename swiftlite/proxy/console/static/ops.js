@@ -1,7 +1,7 @@
 // The operator's page (reseller admins): /console/api/cluster every few seconds; request
 // rates are drawn from the differences between two reports' counters.
 import { session, sizeText } from "./api.js";
-import { h, clear, table } from "./dom.js";
+import { h, clear, table, append } from "./dom.js";
 
 const EVERY_MS = 5000;
 const KEEP = 60;  // samples on a chart: five minutes
@@ -22,7 +22,8 @@ async function report() {
 function chart(title, series, unit) {
   const W = 420, H = 160, L = 44, B = 18;
   const all = series.flatMap((s) => s.points.map((p) => p[1])).filter((v) => v !== null && isFinite(v));
-  const max = Math.max(1e-9, ...all) * 1.1;
+  const max = Math.max(1, ...all) * 1.1;
+  const fmt = (v) => (v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toPrecision(2));
   const t0 = Math.min(...series.flatMap((s) => s.points.map((p) => p[0])), Date.now());
   const t1 = Math.max(t0 + 1, ...series.flatMap((s) => s.points.map((p) => p[0])));
   const ns = "http://www.w3.org/2000/svg";
@@ -38,7 +39,7 @@ function chart(title, series, unit) {
   for (const f of [0, 0.5, 1]) {
     const y = H - B - f * (H - B - 8);
     add("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#eef0f3" });
-    add("text", { x: 2, y: y + 3 }, `${(max / 1.1 * f).toPrecision(3)}`);
+    add("text", { x: 2, y: y + 3 }, fmt(max / 1.1 * f));
   }
   add("text", { x: L, y: H - 4 }, `${Math.round((t1 - t0) / 1000)} s · ${unit}`);
   series.forEach((s, i) => {
@@ -66,6 +67,7 @@ function rates() {
 }
 
 function usage(d) {
+  if (d.total == null) return h("small", {}, "unknown");
   const pct = d.total ? 100 * d.used / d.total : 0;
   return h("div", { title: `${sizeText(d.used)} of ${sizeText(d.total)}` },
     h("div", { class: "bar" + (pct > 90 ? " full" : "") }, h("div", { style: `width:${pct.toFixed(1)}%` })),
@@ -86,7 +88,7 @@ function render(main, doc) {
     h("td", { class: "num" }, d.last_pass_age != null ? `${Math.round(d.last_pass_age)} s ago` : "never"),
     h("td", { class: "num" }, d.last_duration != null ? `${d.last_duration.toFixed(1)} s` : ""),
     h("td", { class: "num" }, d.failures || 0), h("td", {}, d.progress || ""))));
-  main.append(
+  append(main,
     h("h2", {}, "Cluster"),
     h("div", { class: "cards", id: "ops-cards" },
       card("servers answering", `${servers.filter((s) => s.ok).length} / ${servers.length}`,
@@ -111,11 +113,12 @@ function render(main, doc) {
     h("h3", {}, "Devices"),
     table(["Server", "Device", "Mounted", "Usage", "Partitions", "Weight", "Async pendings", "Quarantined"],
       devices.map((d) => h("tr", {}, h("td", {}, d.host), h("td", {}, d.kind === "meta" ? `meta/${d.name}` : d.name),
-        h("td", {}, h("span", { class: "pill " + (d.mounted ? "ok" : "bad") }, d.mounted ? "yes" : "no")),
+        h("td", {}, d.mounted == null ? h("span", { class: "pill" }, "?") :
+          h("span", { class: "pill " + (d.mounted ? "ok" : "bad"), title: d.error || "" }, d.mounted ? "yes" : "no")),
         h("td", {}, usage(d)),
         h("td", {}, Object.entries(d.partitions || {}).map(([k, v]) => `${k} ${v}`).join(", ")),
-        h("td", { class: "num" }, d.weight ?? ""), h("td", { class: "num" }, d.async_pending || 0),
-        h("td", { class: "num" }, d.quarantined || 0))), { id: "ops-devices" }),
+        h("td", { class: "num" }, d.weight ?? ""), h("td", { class: "num" }, d.async_pending ?? "?"),
+        h("td", { class: "num" }, d.quarantined ?? "?"))), { id: "ops-devices" }),
     h("h3", {}, "Rings"),
     table(["Ring", "Policy", "Replicas", "Partitions", "Devices", "Zones", "Balance"], (doc.rings || []).map((r) =>
       h("tr", {}, h("td", {}, r.name), h("td", {}, r.policy || ""), h("td", { class: "num" }, r.replicas),
