@@ -142,6 +142,9 @@ def _ec_keys(args: Namespace) -> dict[str, Any] | None:
         keys["ec_type"] = args.ec_type
     if getattr(args, "ec_segment_size", None):
         keys["ec_object_segment_size"] = args.ec_segment_size
+    if getattr(args, "ec_small", None):
+        keys["small_object_policy"] = "Policy-0"
+        keys["small_object_size"] = args.ec_small
     return keys
 
 

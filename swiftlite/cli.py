@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the ec policy's ec_object_segment_size (default 1 MiB)")
     u.add_argument("--ec-type", default=None,
                    help="the ec policy's ec_type (default liberasurecode_rs_vand)")
+    u.add_argument("--ec-small", type=int, default=None, metavar="BYTES",
+                   help="the ec policy keeps objects of at most BYTES in Policy-0 "
+                        "(small_object_policy, small_object_size; off by default)")
     u.add_argument("--part-power", type=int, default=10)
     u.add_argument("--workers", type=int, default=None,
                    help="proxy and object server workers (default: CPUs)")

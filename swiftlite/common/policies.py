@@ -16,6 +16,8 @@ Configured in ``<swift_dir>/swiftlite.conf``, one section per policy::
     ec_num_data_fragments = 4            # k, required
     ec_num_parity_fragments = 2          # m, required
     ec_object_segment_size = 1048576     # bytes per encoded segment (default 1 MiB)
+    small_object_policy = Policy-0       # optional: objects of at most small_object_size
+    small_object_size = 16384            # bytes go to this replicated policy instead
 
 Invariants:
 - With no ``[storage-policy:N]`` section at all there is exactly one policy, index 0, named
@@ -31,6 +33,12 @@ Invariants:
   (`check_ring`, called where rings are loaded): archive i goes to the i-th primary. Policy
   0 is never erasure-coded (its layout stays the pre-policy one), and ``ec_*`` keys in a
   replicated policy's section are refused rather than ignored.
+- An erasure-coded policy may name a replicated one as its small-object tier
+  (``small_object_policy``, ``Policy.small``): an object of its containers no larger than
+  ``small_object_size`` is stored under that policy (its ring, data dir and replication),
+  because k + m archives of a few KiB each cost more disk blocks and far more I/O than
+  three replicas (README "Erasure-coded policies"). The container's rows record where each
+  object is (the tier's index), and the container-reconciler leaves those rows alone.
 
 Backend protocol: the proxy sends ``X-Backend-Storage-Policy-Index`` to object servers (the
 container's policy) and to container servers on a container PUT; container servers answer
@@ -42,7 +50,7 @@ from __future__ import annotations
 import configparser
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swiftlite.common.config import config_true
@@ -51,13 +59,17 @@ from swiftlite.common.ec.scheme import DEFAULT_EC_TYPE, DEFAULT_SEGMENT_SIZE, EC
 POLICY_INDEX_HEADER = "X-Backend-Storage-Policy-Index"
 # Sent with a container PUT that named no policy: the index to use if the PUT creates it.
 POLICY_DEFAULT_HEADER = "X-Backend-Storage-Policy-Default"
+# On an object DELETE: write the tombstone only over a current .data (else 404, nothing
+# written). The proxy clears an older copy from the other tier of an EC policy with it.
+IF_PRESENT_HEADER = "X-Backend-If-Present"
 CONTAINER_POLICY_KEY = "x-backend-storage-policy-index"  # in the container DB's metadata
 OBJECTS = "objects"
 REPLICATION = "replication"
 ERASURE_CODING = "erasure_coding"
 TYPES = (REPLICATION, ERASURE_CODING)
 EC_KEYS = ("ec_type", "ec_num_data_fragments", "ec_num_parity_fragments",
-           "ec_object_segment_size")
+           "ec_object_segment_size", "small_object_policy", "small_object_size")
+DEFAULT_SMALL_OBJECT_SIZE = 16384
 _SECTION = re.compile(r"^storage-policy:(\d+)$")
 _NAME = re.compile(r"^[A-Za-z0-9-]+$")
 
@@ -75,6 +87,9 @@ class Policy:
     is_deprecated: bool = False
     policy_type: str = REPLICATION
     ec: ECScheme | None = None  # erasure_coding only
+    # erasure_coding only: (replicated policy index, size in bytes): objects of at most that
+    # size are stored under that policy instead.
+    small: tuple[int, int] | None = None
 
     @property
     def is_ec(self) -> bool:
@@ -119,6 +134,8 @@ class Policy:
             out.update(ec_type=self.ec.ec_type, ec_num_data_fragments=self.ec.k,
                        ec_num_parity_fragments=self.ec.m,
                        ec_object_segment_size=self.ec.segment_size)
+        if self.small is not None:
+            out["small_object_size"] = self.small[1]
         return out
 
 
@@ -174,6 +191,7 @@ def single() -> Policies:
 def parse(parser: configparser.ConfigParser) -> Policies:
     """The policies of a parsed swiftlite.conf (PolicyError when inconsistent)."""
     found: dict[int, Policy] = {}
+    tiers: dict[int, tuple[str, str]] = {}
     for section in parser.sections():
         m = _SECTION.match(section)
         if not m:
@@ -205,6 +223,9 @@ def parse(parser: configparser.ConfigParser) -> Policies:
         found[idx] = Policy(idx, name, tuple(a for a in aliases if a.lower() != name.lower()),
                             config_true(get("default", "no")),
                             config_true(get("deprecated", "no")), ptype, ec)
+        if ec is not None and get("small_object_policy"):
+            tiers[idx] = (get("small_object_policy"),
+                          get("small_object_size", str(DEFAULT_SMALL_OBJECT_SIZE)))
     if not found:
         return single()
     if 0 not in found:  # containers made before policies were configured are on 0
@@ -226,6 +247,18 @@ def parse(parser: configparser.ConfigParser) -> Policies:
             raise PolicyError("every storage policy is deprecated")
         p = found[live[0]]
         found[p.index] = Policy(p.index, p.name, p.aliases, True, False, p.policy_type, p.ec)
+    for idx, (tier_name, size_text) in tiers.items():
+        tier = next((p for p in found.values()
+                     if tier_name.lower() in (n.lower() for n in p.names)), None)
+        where = f"[storage-policy:{idx}] small_object_policy"
+        if tier is None or tier.is_ec:
+            raise PolicyError(f"{where} = {tier_name}: not a replicated policy of this file")
+        if tier.is_deprecated:
+            raise PolicyError(f"{where} = {tier_name}: that policy is deprecated")
+        if not size_text.isdigit() or int(size_text) < 1:
+            raise PolicyError(f"[storage-policy:{idx}] small_object_size must be a positive "
+                              f"number of bytes, not {size_text!r}")
+        found[idx] = replace(found[idx], small=(tier.index, int(size_text)))
     return Policies(found)
 
 

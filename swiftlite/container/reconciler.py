@@ -160,7 +160,8 @@ class ContainerReconciler(daemon.PeerSession):
             info, cursor_name, since, policy, rows = await run_blocking(self._scan, path)
             if policy is None or info["deleted"] or not rows:
                 return
-            stats["misplaced"] += len(rows)
+            tier = self._tier(policy)
+            stats["misplaced"] += sum(int(r["storage_policy_index"]) != tier for r in rows)
             sem = asyncio.Semaphore(self.concurrency)
             done = await asyncio.gather(*(self._one(sem, info, r, policy, stats) for r in rows))
             # The cursor passes the rows handled up to the first one left: it is tried
@@ -189,11 +190,18 @@ class ContainerReconciler(daemon.PeerSession):
                 stats["failures"] += 1
                 return False
 
+    def _tier(self, policy: int) -> int | None:
+        """The small-object tier of policy `policy` (policies.Policy.small), if any."""
+        p = self.policies.get(policy)
+        return p.small[0] if p is not None and p.small is not None else None
+
     async def move(self, account: str, container: str, row: dict[str, Any], dst: int,
                    stats: dict[str, Any]) -> bool:
         """Carry one misplaced row's object (or tombstone) into policy `dst`; True once
         nothing is left to do for it."""
         src = int(row["storage_policy_index"])
+        if src == self._tier(dst):
+            return True  # a small object of an EC policy, kept by its replicated tier
         sp, dp = self.policies.get(src), self.policies.get(dst)
         if sp is None or dp is None or sp.is_ec or dp.is_ec:
             stats["unsupported"] += 1

@@ -406,7 +406,8 @@ class ObjectServer:
             res = await run_blocking(writing.write_marker, dev_path, part, hexhash,
                                      ts.internal, "ts", {"name": f"/{acc}/{cont}/{obj}"},
                                      self.fsync, False,
-                                     None if if_delete_at is None else int(if_delete_at))
+                                     None if if_delete_at is None else int(if_delete_at),
+                                     request.headers.get(policies.IF_PRESENT_HEADER) == "true")
         except hashdir.Conflict as exc:
             return error(409, "Conflict", {"X-Backend-Timestamp": exc.stored})
         except writing.NotFound:

@@ -387,7 +387,8 @@ def _carry_forward(metadata: dict[str, str], current: dict[str, str]) -> None:
 
 def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str, ext: str,
                  metadata: dict[str, str], fsync: bool = True,
-                 open_expired: bool = False, if_delete_at: int | None = None) -> CommitResult:
+                 open_expired: bool = False, if_delete_at: int | None = None,
+                 if_present: bool = False) -> CommitResult:
     """Write a .ts (DELETE) or .meta (POST) durably; one thread hop.
 
     .ts: Conflict unless newer than the newest .data/.ts; always written otherwise.
@@ -396,6 +397,8 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
     older, DeleteAtMismatch unless its current X-Delete-At (.data + .meta) is that time.
     .meta: NotFound without a live .data, Conflict unless newer than the .data and .meta.
     ``CommitResult.existed`` says whether a live object was current before.
+    With `if_present` (a .ts only): NotFound, nothing written, unless a .data is current (the
+    proxy clearing an older copy from an EC policy's other tier: most often there is none).
     """
     hdir = hash_dir(device_path, part, hexhash)
     if ext == "ts":
@@ -403,6 +406,8 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
 
         def check(d: str, names: list[str]) -> dict[str, str] | None:
             if if_delete_at is not None and current_files(names)[0] is None:
+                raise NotFound(None)
+            if if_present and not (current_files(names)[0] or "").endswith(".data"):
                 raise NotFound(None)
             base(d, names)
             current = _current_metadata(d, names)

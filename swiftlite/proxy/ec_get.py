@@ -69,12 +69,19 @@ def _ts(value: str | None) -> Timestamp | None:
         return None
 
 
-async def get(proxy, request: web.Request, names: tuple[str, str, str], index: int,
-              scheme: ECScheme, extra: dict[str, str] | None) -> web.StreamResponse:
-    """The client's answer to a GET/HEAD of an object of EC policy `index`; `extra` are a
-    pipeline feature's backend headers (judged here when they concern the ETag or Range)."""
-    ring = proxy.object_ring_for(index)
-    part = ring.get_part(*names)
+class NotFound(HTTPError):
+    """No current version: 404, with the newest tombstone seen (None: none)."""
+
+    def __init__(self, tombstone: Timestamp | None) -> None:
+        super().__init__(404, "Not Found")
+        self.tombstone = tombstone
+
+
+def _backend_headers(proxy, request: web.Request, index: int,
+                     extra: dict[str, str] | None) -> tuple[dict[str, str], str | None,
+                                                           str | None]:
+    """The archives' request headers, and the ETag-is-at and ignore-range keys a feature
+    asked for (judged here, not sent)."""
     headers = proxy.backend_headers(request)
     headers[POLICY_INDEX_HEADER] = str(index)
     if proxy.allow_open_expired and "X-Open-Expired" in request.headers:
@@ -83,8 +90,33 @@ async def get(proxy, request: web.Request, names: tuple[str, str, str], index: i
     etag_at = extra.pop(ETAG_IS_AT, None)
     ignore_range = extra.pop(IGNORE_RANGE, None)
     headers.update(extra)
+    return headers, etag_at, ignore_range
+
+
+async def find(proxy, request: web.Request, names: tuple[str, str, str], index: int,
+               scheme: ECScheme, extra: dict[str, str] | None) -> list[Archive]:
+    """The archives of the object's current version (NotFound, or HTTPError 503)."""
+    ring = proxy.object_ring_for(index)
+    part = ring.get_part(*names)
+    headers = _backend_headers(proxy, request, index, extra)[0]
+    return await _find(proxy, ring, (part, policy_part(part, index), names), headers, scheme)
+
+
+def version_of(archives: list[Archive]) -> Timestamp:
+    return archives[0].ts
+
+
+async def get(proxy, request: web.Request, names: tuple[str, str, str], index: int,
+              scheme: ECScheme, extra: dict[str, str] | None,
+              found: list[Archive] | None = None) -> web.StreamResponse:
+    """The client's answer to a GET/HEAD of an object of EC policy `index`; `extra` are a
+    pipeline feature's backend headers (judged here when they concern the ETag or Range).
+    `found`: the object's archives, when `find` looked for them already."""
+    ring = proxy.object_ring_for(index)
+    part = ring.get_part(*names)
+    headers, etag_at, ignore_range = _backend_headers(proxy, request, index, extra)
     where = (part, policy_part(part, index), names)
-    archives = await _find(proxy, ring, where, headers, scheme)
+    archives = found if found is not None else await _find(proxy, ring, where, headers, scheme)
     first = min(archives, key=lambda a: a.info.frag_index)
     # POSTed metadata may have reached only some: the newest .meta's answer speaks.
     newest_meta = max(archives, key=lambda a: a.headers.get("X-Backend-Meta-Timestamp", ""))
@@ -216,7 +248,7 @@ async def _find(proxy, ring, where: Where, headers: dict[str, str],
     down = sum(1 for n, r in answers[:len(primaries)] if r is None or r.status >= 500)
     if tombstone is not None or not_found >= quorum_size(len(primaries)) or \
             (not found and not_found and down < scheme.k):
-        raise HTTPError(404, "Not Found")
+        raise NotFound(tombstone)
     raise HTTPError(503, "Service Unavailable: too few fragment archives")
 
 

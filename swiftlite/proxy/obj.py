@@ -31,7 +31,7 @@ from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, TimestampError
 from swiftlite.obj.fileformat import policy_part
 from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
-from swiftlite.proxy import ec_get, ec_put
+from swiftlite.proxy import ec_get, ec_put, size_tier
 from swiftlite.proxy.backend import (
     NETWORK_ERRORS,
     BackendResponse,
@@ -49,7 +49,12 @@ from swiftlite.proxy.nodes import (
     verdicts,
 )
 from swiftlite.proxy.put_common import Feed, container_headers, start_senders
-from swiftlite.proxy.request import BACKEND_GET_HEADERS, BACKEND_PUT_HEADERS, BODY, TIMESTAMP
+from swiftlite.proxy.request import (
+    BACKEND_GET_HEADERS,
+    BACKEND_PUT_HEADERS,
+    BODY,
+    TIMESTAMP,
+)
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, bytes_response
 
 log = logging.getLogger("swiftlite.proxy")
@@ -99,8 +104,15 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
     index = await proxy.object_policy(request, target.account, target.container)
     scheme = proxy.ec_scheme(index)
     if scheme is not None:  # before the object cache and local reads: they see archives
-        return await ec_get.get(proxy, request, (target.account, target.container,
-                                                 target.obj), index, scheme, extra)
+        names = (target.account, target.container, target.obj)
+        tier = size_tier.tier_of(proxy, index)
+        if tier is not None:
+            passed = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
+            passed.update(extra or {})
+            _pass_open_expired(proxy, request, passed)
+            return await size_tier.read(proxy, request, names, index, tier[0], scheme, extra,
+                                        passed, open_object, object_response)
+        return await ec_get.get(proxy, request, names, index, scheme, extra)
     headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
     cache = proxy.object_cache
     since = 0
@@ -145,7 +157,8 @@ def _pass_open_expired(proxy, request: web.Request, headers: dict[str, str]) -> 
 
 
 async def open_object(proxy, request: web.Request, method: str, acct: str, cont: str, name: str,
-                      extra: dict[str, str] | None = None) -> Answer | None:
+                      extra: dict[str, str] | None = None, index: int | None = None,
+                      seen: dict[str, Timestamp | None] | None = None) -> Answer | None:
     """The first replica's answer worth relaying (the caller releases it); None for 404.
 
     Replicas are tried in random order; 404s and errors fall through to the next (and to
@@ -154,8 +167,12 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     (a handoff that never held the object proves nothing) and the skipped stale replicas,
     as Swift; else 503: replicas
     that could not be reached must not make an object look deleted.
+
+    `index`: the policy to read (default: the container's); `seen["tombstone"]` is set to
+    the newest tombstone the replicas named.
     """
-    index = await proxy.object_policy(request, acct, cont)
+    if index is None:
+        index = await proxy.object_policy(request, acct, cont)
     ring = proxy.object_ring_for(index)
     # A policy's partition names its data dir too (local reads open its files).
     part = policy_part(ring.get_part(acct, cont, name), index)
@@ -223,6 +240,8 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
                 continue
             winner = resp
             break
+    if seen is not None:
+        seen["tombstone"] = newest_tombstone
     if winner is not None:
         return winner
     if not_found >= quorum_size(ring.replica_count):
@@ -308,9 +327,9 @@ async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
     if given is not None:  # a sub-request's body (a copy, a manifest), not the client's
         headers = _put_headers(proxy, request, target, _write_timestamp(proxy, request))
         if isinstance(given, bytes):
-            return await _store(proxy, target, headers, given)
+            return await _store(proxy, request, target, headers, given)
         length = request.headers.get("Content-Length")
-        return await _store(proxy, target, headers, given,
+        return await _store(proxy, request, target, headers, given,
                             int(length) if length is not None else None)
     te = request.headers.get("Transfer-Encoding", "").strip().lower()
     if te and te != "chunked":
@@ -329,8 +348,8 @@ async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
             raise HTTPError(499, "Client disconnected") from None
         if len(body) != length:
             raise HTTPError(499, "Client disconnected")
-        return await _store(proxy, target, headers, body)
-    return await _store(proxy, target, headers, _client_chunks(request), length)
+        return await _store(proxy, request, target, headers, body)
+    return await _store(proxy, request, target, headers, _client_chunks(request), length)
 
 
 async def _client_chunks(request: web.Request) -> AsyncIterator[bytes]:
@@ -349,10 +368,48 @@ def _write_timestamp(proxy, request: web.Request) -> Timestamp:
     return chosen if chosen is not None else proxy.next_timestamp()
 
 
-async def _store(proxy, target, headers: dict[str, str], body, length: int | None = None,
+async def _store(proxy, request: web.Request, target, headers: dict[str, str], body,
+                 length: int | None = None,
                  extra_response: dict[str, str] | None = None) -> web.Response:
     """Write one object to its replicas from `body`: bytes (one buffer for all replicas) or
-    an async iterator of chunks (streamed). Answers as the client's PUT response."""
+    an async iterator of chunks (streamed). Answers as the client's PUT response.
+
+    An EC policy's small objects go to its small-object tier, and the place a write did not
+    go loses any older copy (size_tier)."""
+    index = int(headers.get(POLICY_INDEX_HEADER, 0))
+    tier = size_tier.tier_of(proxy, index)
+    if tier is None:
+        return await _store_in(proxy, target, headers, body, length, extra_response)
+    body, length, small = await size_tier.sized(body, length, tier[1])
+    if "If-None-Match" in headers and await _exists(proxy, request, target, index):
+        return error(412, "Precondition Failed")  # the object servers see only one place
+    if small:
+        headers = _with_policy(headers, tier[0])
+    answer = await _store_in(proxy, target, headers, body, length, extra_response)
+    if answer.status == 201:
+        size_tier.clear_other(proxy, (target.account, target.container, target.obj),
+                              index if small else tier[0], headers["X-Timestamp"])
+    return answer
+
+
+async def _exists(proxy, request: web.Request, target, index: int) -> bool:
+    """Whether an EC policy's object exists in either of its places (If-None-Match: *)."""
+    tier = size_tier.tier_of(proxy, index)
+    assert tier is not None
+    names = (target.account, target.container, target.obj)
+    small = await open_object(proxy, request, "HEAD", *names, {}, index=tier[0])
+    if small is not None:
+        small.release()
+        return True
+    try:
+        await ec_get.find(proxy, request, names, index, proxy.ec_scheme(index), None)
+    except ec_get.NotFound:
+        return False
+    return True
+
+
+async def _store_in(proxy, target, headers: dict[str, str], body, length: int | None = None,
+                    extra_response: dict[str, str] | None = None) -> web.Response:
     scheme = proxy.ec_scheme(int(headers.get(POLICY_INDEX_HEADER, 0)))
     if scheme is not None:
         answer = await ec_put.store(proxy, target, scheme, headers, body, length)
@@ -451,18 +508,42 @@ async def _post(proxy, request: web.Request, target) -> web.Response:
     _pass_open_expired(proxy, request, headers)
     if "Content-Type" not in request.headers:
         headers.pop("Content-Type", None)
-    ring = _ring_of(proxy, headers)
-    part = ring.get_part(acct, cont, name)
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
-    responses = await proxy.backend.fan_out(
-        ring, part, "POST", lambda n: node_path(n, part, acct, cont, name),
-        container_headers(headers, cpart, cnodes), use_handoffs=False)
-    best = best_response(responses, ring.replica_count)
-    if best.status // 100 == 2:
+
+    async def post(index: int) -> BackendResponse:
+        h = _with_policy(headers, index)
+        ring = proxy.object_ring_for(index)
+        part = ring.get_part(acct, cont, name)
+        responses = await proxy.backend.fan_out(
+            ring, part, "POST", lambda n: node_path(n, part, acct, cont, name),
+            container_headers(h, cpart, cnodes), use_handoffs=False)
+        return best_response(responses, ring.replica_count)
+
+    # An EC policy's small objects are in its tier: the metadata goes wherever it is.
+    bests = await asyncio.gather(*(post(i) for i in _places(proxy, headers)))
+    if any(b.status // 100 == 2 for b in bests):
         return web.Response(status=202, text="Accepted\n")
-    if best.status == 404:
+    best = bests[0]
+    if all(b.status == 404 for b in bests):
         return error(404, "Not Found")
+    best = next((b for b in bests if b.status != 404), best)
     return error(best.status if best.status < 500 else 503, best.body.decode(errors="replace"))
+
+
+def _with_policy(headers: dict[str, str], index: int) -> dict[str, str]:
+    """`headers` naming policy `index` (policy 0 by naming none, as always)."""
+    out = {k: v for k, v in headers.items() if k != POLICY_INDEX_HEADER}
+    if index:
+        out[POLICY_INDEX_HEADER] = str(index)
+    return out
+
+
+def _places(proxy, headers: dict[str, str]) -> list[int]:
+    """The policies an object of the container's policy may be in: that policy, and its
+    small-object tier where it has one."""
+    index = int(headers.get(POLICY_INDEX_HEADER, 0))
+    tier = size_tier.tier_of(proxy, index)
+    return [index] if tier is None else [index, tier[0]]
 
 
 async def _delete(proxy, request: web.Request, target) -> web.Response:
@@ -476,13 +557,22 @@ async def _delete(proxy, request: web.Request, target) -> web.Response:
     ts = _write_timestamp(proxy, request)
     if request.get(OBJECT_POLICY):
         extra[POLICY_INDEX_HEADER] = str(request[OBJECT_POLICY])
-    ring = _ring_of(proxy, extra)
-    part = ring.get_part(acct, cont, name)
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
-    responses = await proxy.backend.fan_out(
-        ring, part, "DELETE", lambda n: node_path(n, part, acct, cont, name),
-        container_headers({**proxy.backend_headers(request, ts), **extra}, cpart, cnodes))
-    best = best_response(responses, ring.replica_count)
+    base = {**proxy.backend_headers(request, ts), **extra}
+
+    async def delete(index: int) -> BackendResponse:
+        ring = proxy.object_ring_for(index)
+        part = ring.get_part(acct, cont, name)
+        responses = await proxy.backend.fan_out(
+            ring, part, "DELETE", lambda n: node_path(n, part, acct, cont, name),
+            container_headers(_with_policy(base, index), cpart, cnodes))
+        return best_response(responses, ring.replica_count)
+
+    # Both places of an EC policy with a small-object tier get the tombstone; the
+    # container's own policy speaks, unless only the tier held the object.
+    best, *tier = await asyncio.gather(*(delete(i) for i in _places(proxy, extra)))
+    if best.status == 404 and tier and tier[0].status // 100 == 2:
+        best = tier[0]
     if best.status // 100 == 2:
         return web.Response(status=204)
     if best.status in (404, 412):

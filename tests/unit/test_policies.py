@@ -67,6 +67,17 @@ EC = "[storage-policy:1]\nname = ec\npolicy_type = erasure_coding\n"
      "default = yes\n", "more than one"),
     ("[storage-policy:0]\nname = a\ndefault = yes\ndeprecated = yes\n", "cannot be deprecated"),
     ("[storage-policy:1]\nname = bad name\n", "invalid policy name"),
+    (EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n"
+     "small_object_policy = nowhere\n", "not a replicated policy"),
+    (EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n"
+     "small_object_policy = ec\n", "not a replicated policy"),
+    (EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n"
+     "small_object_policy = Policy-0\nsmall_object_size = 0\n", "positive number"),
+    ("[storage-policy:0]\nname = a\n[storage-policy:1]\nname = old\ndeprecated = yes\n"
+     "[storage-policy:2]\nname = ec\npolicy_type = erasure_coding\n"
+     "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\nsmall_object_policy = old\n",
+     "deprecated"),
+    ("[storage-policy:1]\nname = r\nsmall_object_policy = Policy-0\n", "only apply to"),
 ])
 def test_inconsistent_policies_are_refused(text, message):
     with pytest.raises(policies.PolicyError, match=message):
@@ -84,6 +95,20 @@ def test_erasure_coding_policy_has_its_scheme():
                          "ec_num_parity_fragments": 2, "ec_object_segment_size": 4096}
     defaults = parse(EC + "ec_num_data_fragments = 2\nec_num_parity_fragments = 1\n")
     assert defaults.get(1).ec == ECScheme(2, 1, DEFAULT_EC_TYPE, DEFAULT_SEGMENT_SIZE)
+
+
+def test_an_ec_policy_may_keep_small_objects_in_a_replicated_one():
+    ps = parse("[storage-policy:0]\nname = gold\n[storage-policy:1]\nname = silver\n"
+               "aliases = cheap\n" + EC.replace(":1]", ":2]") +
+               "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n"
+               "small_object_policy = CHEAP\nsmall_object_size = 8192\n")
+    assert ps.get(2).small == (1, 8192) and ps.get(2).info()["small_object_size"] == 8192
+    assert ps.get(0).small is None and ps.get(1).small is None
+    plain = parse(EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n"
+                  "small_object_policy = Policy-0\n")
+    assert plain.get(1).small == (0, policies.DEFAULT_SMALL_OBJECT_SIZE)
+    assert parse(EC + "ec_num_data_fragments = 4\nec_num_parity_fragments = 2\n"
+                 ).get(1).small is None
 
 
 class _Ring:

@@ -1,0 +1,145 @@
+"""Small objects of an erasure-coded policy, kept by its replicated small-object tier.
+
+An EC policy may name a replicated policy and a size (`small_object_policy`,
+`small_object_size` in swiftlite.conf; `Policy.small`): an object of its containers no
+larger than that is written under the replicated policy, since k + m archives of a few KiB
+each cost more disk blocks than three replicas and several times the I/O (README
+"Erasure-coded policies" has the figures). The container, its listing and the client see
+one container of the EC policy; the rows record the tier's index, which the
+container-reconciler leaves alone.
+
+An object therefore lives in one of two places, and a write to one does not touch the other
+on its way to the client. So that the newest write wins wherever it went:
+- a read looks in the tier first (one replica, often a local file) and then asks the EC
+  archives' HEADs whether they hold something newer; a miss in the tier goes to EC as usual,
+  unless the tier holds a tombstone newer than what EC has;
+- a PUT, once stored, clears an older copy from the other place in the background: a DELETE
+  at the PUT's timestamp that writes a tombstone only over a current .data
+  (`IF_PRESENT_HEADER`), so the common case, nothing there, writes nothing;
+- POST and DELETE go to both places.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from swiftlite.common.client import node_path
+from swiftlite.common.http import HTTPError
+from swiftlite.common.policies import IF_PRESENT_HEADER, POLICY_INDEX_HEADER
+from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.proxy import ec_get
+
+log = logging.getLogger("swiftlite.proxy")
+MAX_CLEARING = 256  # background clears in flight per worker; past it a clear is skipped
+_clearing: set[asyncio.Task] = set()
+
+
+def tier_of(proxy, index: int) -> tuple[int, int] | None:
+    """(replicated policy index, size limit) of policy `index`'s small-object tier."""
+    policy = proxy.policies.get(index)
+    return policy.small if policy is not None else None
+
+
+def _ts(value: str | None) -> Timestamp | None:
+    try:
+        return Timestamp.parse(value) if value else None
+    except TimestampError:
+        return None
+
+
+async def sized(body: Any, length: int | None,
+                limit: int) -> tuple[Any, int | None, bool]:
+    """(body, length, small): whether a body goes to the tier. A body of unknown length
+    (chunked) is read up to `limit` + 1 bytes to tell; past that it goes on as a stream."""
+    if isinstance(body, bytes | bytearray | memoryview):
+        return body, length, len(body) <= limit
+    if length is not None:
+        return body, length, length <= limit
+    held: list[bytes] = []
+    size = 0
+    chunks = body.__aiter__()
+    async for chunk in chunks:
+        held.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            async def rest() -> AsyncIterator[bytes]:
+                for piece in held:
+                    yield piece
+                async for piece in chunks:
+                    yield piece
+            return rest(), None, False
+    return b"".join(held), None, True
+
+
+def clear_other(proxy, names: tuple[str, str, str], index: int, ts: str) -> None:
+    """In the background, remove a copy older than `ts` from policy `index` (the place the
+    write at `ts` did not go). Best effort: reads pick the newest place anyway."""
+    if len(_clearing) >= MAX_CLEARING:
+        return
+    ring = proxy.object_ring_for(index)
+    part = ring.get_part(*names)
+    headers = {"X-Timestamp": ts, IF_PRESENT_HEADER: "true", POLICY_INDEX_HEADER: str(index),
+               "X-Trans-Id": f"tx-tier-clear-{ts}"}
+
+    async def run() -> None:
+        try:
+            await proxy.backend.fan_out(ring, part, "DELETE",
+                                        lambda n: node_path(n, part, *names),
+                                        lambda i, n: headers, use_handoffs=False)
+        except Exception:  # noqa: BLE001 - a background clear never fails a request
+            log.exception("clearing /%s/%s/%s from policy %d failed", *names, index)
+
+    task = asyncio.ensure_future(run())
+    _clearing.add(task)
+    task.add_done_callback(_clearing.discard)
+
+
+async def read(proxy, request: web.Request, names: tuple[str, str, str], index: int,
+               tier: int, scheme, extra: dict[str, str] | None, passed: dict[str, str],
+               open_object, object_response) -> web.StreamResponse:
+    """GET or HEAD of an object of EC policy `index` whose small objects `tier` holds;
+    `extra` the archives' headers from a feature, `passed` the tier replica's (conditions
+    and Range with them: a replica answers those itself)."""
+    seen: dict[str, Timestamp | None] = {}
+    small = None
+    try:
+        small = await open_object(proxy, request, request.method, *names, passed,
+                                  index=tier, seen=seen)
+    except HTTPError as exc:
+        if exc.status < 500:
+            raise
+        # The tier cannot say: EC's answer, which may be older than the tier's (a replica
+        # of the tier will say so once reachable).
+    tier_ts = _ts(small.headers.get("X-Backend-Timestamp")) if small is not None else None
+    try:
+        archives = await ec_get.find(proxy, request, names, index, scheme, extra)
+    except ec_get.NotFound as exc:
+        if small is not None:
+            return object_response(small)
+        tomb = max((t for t in (seen.get("tombstone"), exc.tombstone) if t is not None),
+                   default=None)
+        raise ec_get.NotFound(tomb) from None
+    except HTTPError as exc:
+        if small is not None and exc.status >= 500:
+            return object_response(small)  # too few archives to tell: the tier's copy
+        if small is not None:
+            small.release()
+        raise
+    except BaseException:
+        if small is not None:
+            small.release()
+        raise
+    ec_ts = ec_get.version_of(archives)
+    if small is not None and (tier_ts is None or tier_ts >= ec_ts):
+        return object_response(small)
+    if small is not None:
+        small.release()
+    tomb = seen.get("tombstone")
+    if small is None and tomb is not None and tomb > ec_ts:
+        raise ec_get.NotFound(tomb)  # deleted; EC's archives missed the DELETE
+    return await ec_get.get(proxy, request, names, index, scheme, extra, found=archives)
