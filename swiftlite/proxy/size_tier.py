@@ -120,7 +120,10 @@ async def read(proxy, request: web.Request, names: tuple[str, str, str], index: 
         archives = await ec_get.find(proxy, request, names, index, scheme, extra)
     except ec_get.NotFound as exc:
         if small is not None:
-            return object_response(small)
+            if exc.tombstone is None or tier_ts is None or tier_ts >= exc.tombstone:
+                return object_response(small)
+            small.release()  # a tier replica that missed a later DELETE
+            small = None
         tomb = max((t for t in (seen.get("tombstone"), exc.tombstone) if t is not None),
                    default=None)
         raise ec_get.NotFound(tomb) from None

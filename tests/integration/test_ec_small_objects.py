@@ -151,6 +151,19 @@ def test_the_newest_place_wins_when_a_clear_was_missed(cluster, api):
     assert len(replicas(cluster, api, "stale-rep")) == 3
     assert api("GET", "/tiered/stale-rep").content == old
     assert int(api("HEAD", "/tiered/stale-rep").headers["Content-Length"]) == len(old)
+    # A DELETE the tier's replicas all missed: the archives' tombstone is newer, 404.
+    assert api("PUT", "/tiered/stale-del", data=new).status_code == 201
+    kept = {p: p + ".keep" for p in replicas(cluster, api, "stale-del")}
+    for p, k in kept.items():
+        shutil.copy(p, k)
+    assert api("DELETE", "/tiered/stale-del").status_code == 204
+    for ts in files(cluster, api, "stale-del", "objects", "ts"):
+        os.unlink(ts)
+    for p, k in kept.items():
+        os.rename(k, p)
+    assert files(cluster, api, "stale-del", "objects-1", "ts")
+    assert api("GET", "/tiered/stale-del").status_code == 404
+    assert api("HEAD", "/tiered/stale-del").status_code == 404
 
 
 def test_post_and_delete_reach_either_place(cluster, api):
