@@ -212,6 +212,9 @@ def policy_args() -> list[str]:
     if ec:
         k, _, m = ec.partition("+")
         out += ["--ec", ec, "--devices", str(max(4, int(k) + int(m or 0)))]
+        small = os.environ.get("CONFORMANCE_EC_SMALL")
+        if small:  # the EC policy's small objects kept by Policy-0 (size_tier)
+            out += ["--ec-small", small]
     return out
 
 
@@ -231,7 +234,8 @@ def gate(tests: str) -> int:
             # read fails them.
             # CONFORMANCE_POLICIES=silver: a second replicated storage policy, so the
             # suite's multi-policy tests run instead of skipping. CONFORMANCE_EC=4+2: an
-            # erasure-coded policy `ec` beside the default (devices enough for k + m).
+            # erasure-coded policy `ec` beside the default (devices enough for k + m);
+            # CONFORMANCE_EC_SMALL=16384 keeps its small objects in Policy-0.
             proc, info = harness.start_cluster(r, "--delay-reaping", "300", *policy_args())
             procs.append((proc, r))
             clusters.append(info)
