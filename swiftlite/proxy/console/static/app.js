@@ -7,6 +7,7 @@ import { showOps, stopOps } from "./ops.js";
 const $ = (id) => document.getElementById(id);
 let mode = "swift";
 let who = null;  // /console/api/session's answer
+let routeGen = 0;
 
 function setMode(m) {
   mode = m;
@@ -19,6 +20,7 @@ function setMode(m) {
 
 function showLogin(message = "") {
   stopOps();
+  routeGen++;
   $("bar").hidden = true;
   clear($("main"));
   $("login").hidden = false;
@@ -58,11 +60,16 @@ async function route() {
   if (!session.load()) return showLogin();
   if (!who) return enter();
   stopOps();
+  // Each route draws into a page of its own, shown only if no later route began meanwhile:
+  // a slow answer for the page just left must not mix into the next one.
+  const gen = ++routeGen;
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, q] = hash.split("?");
   const params = new URLSearchParams(q || "");
   const parts = path.split("/").slice(1);
-  const main = clear($("main"));
+  const main = document.createElement("div");
+  main.className = "page";
+  const show = () => { if (gen === routeGen) $("main").replaceChildren(main); };
   try {
     if (parts[0] === "ops") await showOps(main, who);
     else if (parts[0] === "c" && parts[1]) await showObjects(main, decodeURIComponent(parts[1]), params);
@@ -73,6 +80,7 @@ async function route() {
     if (err.status !== 401) main.append(Object.assign(document.createElement("p"),
       { className: "error", textContent: `Could not load this page: ${err.message}` }));
   }
+  show();
 }
 
 $("tab-swift").addEventListener("click", () => setMode("swift"));
