@@ -11,6 +11,12 @@ export class ApiError extends Error {
   constructor(status, text) { super(`${status} ${text}`.trim()); this.status = status; }
 }
 
+// Who is signed in (/console/api/session's answer, with /info): set by app.js, read by the
+// pages; kept here so no page imports the shell that imports it.
+let who = null;
+export function me() { return who; }
+export function setMe(value) { who = value; }
+
 let onExpired = () => {};
 export function whenExpired(fn) { onExpired = fn; }
 

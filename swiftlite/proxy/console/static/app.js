@@ -1,12 +1,12 @@
 // The console's shell: sign-in, the header, and the routes (#/, #/c/<container>, #/o/..., #/ops).
-import { session, signIn, signInS3, whenExpired, ApiError } from "./api.js";
+import { session, signIn, signInS3, whenExpired, ApiError, setMe } from "./api.js";
 import { clear } from "./dom.js";
 import { showContainers, showObjects, showObject } from "./browse.js";
 import { showOps, stopOps } from "./ops.js";
 
 const $ = (id) => document.getElementById(id);
 let mode = "swift";
-let who = null;  // /console/api/session's answer
+let who = null;  // /console/api/session's answer (also api.js's me())
 let routeGen = 0;
 
 function setMode(m) {
@@ -38,11 +38,10 @@ async function loadSession() {
     const info = await fetch("/info", { cache: "no-store", credentials: "omit" });
     who.info = info.ok ? await info.json() : {};
   } catch { who.info = {}; }
+  setMe(who);
   $("who").textContent = who.user;
   $("nav-ops").hidden = !who.reseller_admin;
 }
-
-export function me() { return who; }
 
 async function enter() {
   try {
@@ -104,9 +103,10 @@ $("login-form").addEventListener("submit", async (ev) => {
 $("logout").addEventListener("click", () => {
   session.clear();
   who = null;
+  setMe(null);
   location.hash = "#/";
   showLogin("Signed out.");
 });
-whenExpired(() => { session.clear(); who = null; showLogin("Your session has ended: sign in again."); });
+whenExpired(() => { session.clear(); who = null; setMe(null); showLogin("Your session has ended: sign in again."); });
 window.addEventListener("hashchange", route);
 if (session.load()) enter(); else showLogin();

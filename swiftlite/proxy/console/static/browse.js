@@ -1,10 +1,9 @@
 // Containers, objects (folders, a thumbnail grid for images, a table for the rest) and one
 // object's page, all through the Swift API with the user's own token.
-import { call, ok, json, pathOf, sizeText, storagePath, Queue } from "./api.js";
+import { call, ok, json, pathOf, sizeText, storagePath, Queue, me } from "./api.js";
 import { h, clear, toast, when, table, append } from "./dom.js";
 import { hmacSha256Hex } from "./hmac.js";
 import { uploadFiles } from "./upload.js";
-import { me } from "./app.js";
 
 const heads = new Queue(6);   // container HEADs for policy and ACL
 const thumbs = new Queue(6);  // thumbnail fetches
