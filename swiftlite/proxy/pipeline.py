@@ -41,8 +41,8 @@ DEFAULT_PIPELINE = " ".join([
     "cors",
     "gatekeeper",
     "s3api",
-    "image",
     "bulk",
+    "image",  # after bulk: a bulk delete's deletes reclaim their originals' variants
     "tempurl",
     "formpost",
     "tempauth",

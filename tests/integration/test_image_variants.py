@@ -349,3 +349,37 @@ def test_another_proxy_serves_the_stored_variant(cluster, env):
         assert metric(cluster, "computed", base) == 0
     finally:
         other.stop()
+
+
+def test_a_variant_expires_with_its_original(cluster, env):
+    call, private, _ = env
+    name = f"expiring-{uuid.uuid4().hex[:6]}.jpg"
+    assert call("PUT", f"/{private}/{name}", {"X-Delete-After": "3600"},
+                data=jpeg((40, 40))).status_code == 201
+    delete_at = call("HEAD", f"/{private}/{name}").headers["X-Delete-At"]
+    assert decoded(get(env, private, name, "resize:width:16")).size[0] == 16
+    stored = wait_for(lambda: next((r for r in stored_variants(cluster, call.account,
+                                                                private, name) if r), None),
+                      what="the variant stored")
+    hidden = f"\x00image\x00{private}"
+    part, nodes = primaries(cluster, "object", call.account, hidden, stored[0])
+    n = nodes[0]
+    r = requests.head(f"http://{n['ip']}:{n['port']}/{n['device']}/{part}/{call.account}/"
+                      + urllib.parse.quote(hidden, safe="") + "/"
+                      + urllib.parse.quote(stored[0], safe=""),
+                      headers={"X-Backend-Allow-Reserved-Names": "true"}, timeout=10)
+    assert r.status_code == 200 and r.headers["X-Delete-At"] == delete_at
+
+
+def test_a_bulk_delete_reclaims_variants(cluster, env):
+    call, private, _ = env
+    name = f"bulk-{uuid.uuid4().hex[:6]}.jpg"
+    assert call("PUT", f"/{private}/{name}", data=jpeg((40, 40))).status_code == 201
+    assert decoded(get(env, private, name, "resize:width:12")).size[0] == 12
+    wait_for(lambda: any(stored_variants(cluster, call.account, private, name)),
+             what="the variant stored")
+    r = call("POST", "", {"Content-Type": "text/plain", "Accept": "application/json"},
+             params={"bulk-delete": ""}, data=f"/{private}/{name}\n".encode())
+    assert r.status_code == 200 and r.json()["Number Deleted"] == 1, r.text
+    wait_for(lambda: not any(stored_variants(cluster, call.account, private, name)),
+             what="the bulk-deleted original's variants reclaimed")

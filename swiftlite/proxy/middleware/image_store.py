@@ -10,9 +10,11 @@ new bytes looks under a new name.
 
 Reclaiming: when a variant of new bytes is made, the variants of the object's other ETags
 (listed by the `\\x00<sha1(o)>\\x00` prefix) are deleted in the background; so are all of
-an object's variants when it is deleted through the proxy. Variants of an original expired by
-X-Delete-At, or overwritten and never asked for again, go by expiry where an operator sets
-one (`image_cache_ttl`: X-Delete-After on each).
+an object's variants when it is deleted through the proxy, one by one or by a bulk delete
+(whose deletes pass this feature: `image` comes after `bulk` in the pipeline). A variant of an
+original with X-Delete-At gets the same X-Delete-At, so the object-expirer removes both.
+Variants of an original overwritten and never asked for again go by expiry where an
+operator sets one (`image_cache_ttl`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -95,12 +98,18 @@ class VariantStore:
         return None
 
     async def write(self, request: web.Request, path: ApiPath, names: tuple[str, str],
-                    rendered: Rendered, etag: str, canonical: str) -> None:
-        """Store a variant; a failure only means the next request makes it again."""
+                    rendered: Rendered, etag: str, canonical: str,
+                    delete_at: str | None = None) -> None:
+        """Store a variant; a failure only means the next request makes it again. It expires
+        with its original (`delete_at`, the original's X-Delete-At), or after `ttl` if that
+        comes first."""
         headers = CIMultiDict({"Content-Type": CONTENT_TYPES[rendered.format],
                                SOURCE_ETAG: etag, VARIANT: canonical})
-        if self.ttl > 0:
-            headers["X-Delete-After"] = str(self.ttl)
+        ends = [int(time.time()) + self.ttl] if self.ttl > 0 else []
+        if delete_at and delete_at.isdigit():
+            ends.append(int(delete_at))
+        if ends:
+            headers["X-Delete-At"] = str(min(ends))
         try:
             await self._write(request, path, names, headers, rendered.body)
         except Exception:  # the variant is made: a store failure must not lose the answer

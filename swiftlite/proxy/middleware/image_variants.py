@@ -228,7 +228,9 @@ class ImageVariants(Middleware):
             metrics.image_computed(time.monotonic() - started)
         canonical = variant.canonical()
         names = variant_names(path, etag, canonical)
-        await self.store.write(request, path, names, rendered, etag, canonical)
+        # A variant expires with its original (the object-expirer removes both).
+        await self.store.write(request, path, names, rendered, etag, canonical,
+                               orig.headers.get("X-Delete-At"))
         self.store.reclaim_later(request, path, names[0], etag)
         return rendered
 
