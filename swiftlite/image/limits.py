@@ -37,11 +37,20 @@ class Limits:
     max_source_bytes: int = 64 * 1024 * 1024
     # Any output side (a resize asking for more, or an unresized big original).
     max_output_side: int = 4096
+    # An animation's frames, and their pixels added up: each frame is decoded and resized.
+    max_frames: int = 500
+    max_animation_pixels: int = 200_000_000
 
     def check_source(self, width: int, height: int) -> None:
         if width * height > self.max_source_pixels:
             raise ImageRefused(422, f"Source image too large: {width}x{height} pixels "
                                     f"(at most {self.max_source_pixels} pixels)")
+
+    def check_animation(self, width: int, height: int, frames: int) -> None:
+        if frames > self.max_frames or width * height * frames > self.max_animation_pixels:
+            raise ImageRefused(422, f"Animation too large: {frames} frames of {width}x"
+                                    f"{height} (at most {self.max_frames} frames and "
+                                    f"{self.max_animation_pixels} pixels in all)")
 
     def check_output(self, width: int, height: int) -> None:
         if max(width, height) > self.max_output_side:

@@ -8,6 +8,11 @@ Runs in a worker process of `pool` (never on an event loop). Order of work:
    1/2 to 1/8): a 12 MP photo made into a thumbnail is never held at full size;
 4. decode (a truncated or corrupt body: 415), apply the EXIF orientation, the steps in
    order, then check the output side (422) and encode.
+
+An animation (GIF, WebP or PNG with several frames) stays one where the output can hold it
+(WebP, PNG as APNG): every frame goes through the same steps, with its own duration and the
+loop count kept; JPEG and AVIF outputs get the first frame. Frames and their pixels in all
+have limits of their own (422).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps, ImageSequence, UnidentifiedImageError
 
 from swiftlite.image.formats import (
     DEFAULT_QUALITY,
@@ -26,6 +31,8 @@ from swiftlite.image.formats import (
 from swiftlite.image.grammar import Step, Variant
 from swiftlite.image.limits import ImageRefused, Limits
 
+# Output formats that hold an animation (Pillow's save_all).
+ANIMATED_OUTPUTS = ("webp", "png")
 # EXIF orientations that swap width and height.
 TRANSPOSED = (5, 6, 7, 8)
 ORIENTATION_TAG = 0x0112
@@ -138,10 +145,13 @@ def _render(data: bytes, variant: Variant, limits: Limits) -> Rendered:
             raise ImageRefused(415, "Corrupt or truncated image") from None
         except MemoryError:
             raise ImageRefused(422, "Image too large to decode") from None
+        fmt = variant.format or SOURCE_OUTPUT[src_format]
+        frames = getattr(im, "n_frames", 1)
+        if frames > 1 and fmt in ANIMATED_OUTPUTS:
+            return _animation(im, variant, limits, fmt, frames)
         for step in variant.steps:
             out = _apply(out, step)
         limits.check_output(*out.size)
-        fmt = variant.format or SOURCE_OUTPUT[src_format]
         out = _for_format(out, fmt)
         opts: dict[str, object] = {}
         if fmt in DEFAULT_QUALITY:
@@ -158,3 +168,31 @@ def _render(data: bytes, variant: Variant, limits: Limits) -> Rendered:
         except (OSError, ValueError) as exc:
             raise ImageRefused(415, f"Cannot encode this image as {fmt}: {exc}") from None
         return Rendered(buf.getvalue(), fmt, out.width, out.height)
+
+
+def _animation(im: Image.Image, variant: Variant, limits: Limits, fmt: str,
+               frames: int) -> Rendered:
+    """Every frame through the variant's steps, saved as one animation of `fmt`."""
+    limits.check_animation(im.width, im.height, frames)
+    out: list[Image.Image] = []
+    durations: list[int] = []
+    try:
+        for frame in ImageSequence.Iterator(im):
+            f = frame.convert("RGBA")  # composed by the decoder (GIF disposal included)
+            for step in variant.steps:
+                f = _apply(f, step)
+            out.append(f)
+            durations.append(int(frame.info.get("duration", im.info.get("duration", 100))))
+    except (OSError, ValueError, SyntaxError, EOFError):
+        raise ImageRefused(415, "Corrupt or truncated animation") from None
+    limits.check_output(*out[0].size)
+    opts: dict[str, object] = {"save_all": True, "append_images": out[1:],
+                               "duration": durations, "loop": int(im.info.get("loop", 0))}
+    if fmt in DEFAULT_QUALITY:
+        opts["quality"] = variant.quality or DEFAULT_QUALITY[fmt]
+    buf = io.BytesIO()
+    try:
+        out[0].save(buf, PIL_NAMES[fmt], **opts)
+    except (OSError, ValueError) as exc:
+        raise ImageRefused(415, f"Cannot encode this animation as {fmt}: {exc}") from None
+    return Rendered(buf.getvalue(), fmt, out[0].width, out[0].height)

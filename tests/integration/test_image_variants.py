@@ -383,3 +383,17 @@ def test_a_bulk_delete_reclaims_variants(cluster, env):
     assert r.status_code == 200 and r.json()["Number Deleted"] == 1, r.text
     wait_for(lambda: not any(stored_variants(cluster, call.account, private, name)),
              what="the bulk-deleted original's variants reclaimed")
+
+
+def test_an_animated_gif_stays_animated(env):
+    call, private, _ = env
+    frames = [Image.new("RGB", (60, 30), c) for c in ((250, 0, 0), (0, 250, 0))]
+    buf = io.BytesIO()
+    frames[0].save(buf, "GIF", save_all=True, append_images=frames[1:], duration=[80, 160],
+                   loop=0)
+    assert call("PUT", f"/{private}/anim.gif", {"Content-Type": "image/gif"},
+                data=buf.getvalue()).status_code == 201
+    r = get(env, private, "anim.gif", "resize:width:30/format:webp")
+    assert r.status_code == 200 and r.headers["Content-Type"] == "image/webp"
+    im = Image.open(io.BytesIO(r.content))
+    assert getattr(im, "n_frames", 1) == 2 and im.size == (30, 15)

@@ -75,7 +75,9 @@ class ImageVariants(Middleware):
         self.limits = Limits(
             max_source_pixels=conf.get_int("image_max_source_pixels", 50_000_000),
             max_source_bytes=conf.get_size("image_max_source_bytes", 64 * 1024 * 1024),
-            max_output_side=conf.get_int("image_max_output_side", 4096))
+            max_output_side=conf.get_int("image_max_output_side", 4096),
+            max_frames=conf.get_int("image_max_frames", 500),
+            max_animation_pixels=conf.get_int("image_max_animation_pixels", 200_000_000))
         self.pool = RenderPool(conf.get_int("image_workers", 2),
                                conf.get_int("image_worker_memory_mib", 1024),
                                conf.get_int("image_cpu_seconds", 30))
