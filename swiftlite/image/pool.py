@@ -8,8 +8,10 @@ capped (`memory_mib`, RLIMIT_AS), so an image that slips past the header checks 
 MemoryError inside the worker (422) instead of growing the host's memory.
 
 Each job also has a CPU budget (`cpu_seconds`, RLIMIT_CPU): a job past it kills its worker.
-A worker that dies (that, a crash in a decoder, the OOM killer) breaks the whole executor: the
-jobs it held fail with 422, and the next job gets a fresh executor.
+A worker that dies (that, a crash in a decoder, the OOM killer) breaks the whole executor, and
+every job it held fails with it; the next job gets a fresh executor. Since only one of them
+broke it, each of those jobs runs once more alone, in an executor of its own: the culprit
+breaks only that one (422), and the others are made as if nothing had happened.
 """
 
 from __future__ import annotations
@@ -54,31 +56,47 @@ class RenderPool:
         self.memory_mib = memory_mib
         self.cpu_seconds = cpu_seconds
         self._executor: ProcessPoolExecutor | None = None
+        self._alone: asyncio.Semaphore | None = None  # retries alone, `workers` at a time
+
+    def _new(self, workers: int) -> ProcessPoolExecutor:
+        ctx = multiprocessing.get_context("forkserver")
+        # Workers fork from a server that has the renderer (and Pillow) imported, and not
+        # the proxy's __main__.
+        ctx.set_forkserver_preload(["swiftlite.image.render"])
+        return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(self.memory_mib,))
 
     def _get(self) -> ProcessPoolExecutor:
         if self._executor is None:
-            ctx = multiprocessing.get_context("forkserver")
-            # Workers fork from a server that has the renderer (and Pillow) imported, and not
-            # the proxy's __main__.
-            ctx.set_forkserver_preload(["swiftlite.image.render"])
-            self._executor = ProcessPoolExecutor(self.workers, mp_context=ctx,
-                                                 initializer=_init_worker,
-                                                 initargs=(self.memory_mib,))
+            self._executor = self._new(self.workers)
         return self._executor
 
     async def render(self, data: bytes, variant: Variant, limits: Limits) -> Rendered:
         executor = self._get()
         loop = asyncio.get_running_loop()
+        args = (_job, data, variant, limits, self.cpu_seconds)
         try:
-            return await loop.run_in_executor(executor, _job, data, variant, limits,
-                                              self.cpu_seconds)
+            return await loop.run_in_executor(executor, *args)
         except BrokenProcessPool:
             if self._executor is executor:
                 self._executor = None
                 executor.shutdown(wait=False, cancel_futures=True)
-            raise ImageRefused(422, "Image could not be processed within the limits") from None
         except MemoryError:
             raise ImageRefused(422, "Image too large to process") from None
+        # This job may only have shared the executor with the one that broke it.
+        if self._alone is None:
+            self._alone = asyncio.Semaphore(self.workers)
+        async with self._alone:
+            solo = self._new(1)
+            try:
+                return await loop.run_in_executor(solo, *args)
+            except BrokenProcessPool:
+                raise ImageRefused(422, "Image could not be processed within the limits") \
+                    from None
+            except MemoryError:
+                raise ImageRefused(422, "Image too large to process") from None
+            finally:
+                solo.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         if self._executor is not None:
