@@ -397,3 +397,15 @@ def test_an_animated_gif_stays_animated(env):
     assert r.status_code == 200 and r.headers["Content-Type"] == "image/webp"
     im = Image.open(io.BytesIO(r.content))
     assert getattr(im, "n_frames", 1) == 2 and im.size == (30, 15)
+
+
+def test_an_overwrite_reclaims_old_variants_never_asked_for_again(cluster, env):
+    call, private, _ = env
+    name = f"rewritten-{uuid.uuid4().hex[:6]}.jpg"
+    assert call("PUT", f"/{private}/{name}", data=jpeg((40, 40))).status_code == 201
+    assert decoded(get(env, private, name, "resize:width:10")).size[0] == 10
+    wait_for(lambda: any(stored_variants(cluster, call.account, private, name)),
+             what="the variant stored")
+    assert call("PUT", f"/{private}/{name}", data=jpeg((44, 44))).status_code == 201
+    wait_for(lambda: not any(stored_variants(cluster, call.account, private, name)),
+             what="the old bytes' variants reclaimed by the overwrite")

@@ -11,10 +11,9 @@ new bytes looks under a new name.
 Reclaiming: when a variant of new bytes is made, the variants of the object's other ETags
 (listed by the `\\x00<sha1(o)>\\x00` prefix) are deleted in the background; so are all of
 an object's variants when it is deleted through the proxy, one by one or by a bulk delete
-(whose deletes pass this feature: `image` comes after `bulk` in the pipeline). A variant of an
+(whose deletes pass this feature: `image` comes after `bulk` in the pipeline), and the
+variants of its older bytes when it is overwritten through the proxy. A variant of an
 original with X-Delete-At gets the same X-Delete-At, so the object-expirer removes both.
-Variants of an original overwritten and never asked for again go by expiry where an
-operator sets one (`image_cache_ttl`).
 """
 
 from __future__ import annotations

@@ -62,11 +62,15 @@ DROPPED = ("range", "if-range", "if-match", "if-none-match", "if-modified-since"
            "if-unmodified-since")
 # What of an answer's headers a variant's answer carries (from a stored variant's, or made).
 KEPT = ("content-type", "content-length", "etag", "last-modified")
+# A PUT's reclaim: containers known to have no variants container, asked again after this
+# many seconds; at most this many kept per worker.
+NO_VARIANTS_TTL = 30.0
+NO_VARIANTS_KEPT = 10_000
 
 
 class ImageVariants(Middleware):
     name = "image"
-    plain_reads = PASS  # acts on `?image=` and on DELETE: a plain read has neither
+    plain_reads = PASS  # acts on `?image=`, PUT and DELETE: a plain read has none
     wants_lane = True  # its own plain reads (the original's HEAD, a stored variant) take it
 
     def __init__(self, app, proxy, conf) -> None:
@@ -84,6 +88,7 @@ class ImageVariants(Middleware):
         self.slots = AccountSlots(conf.get_int("image_account_concurrency", 4),
                                   conf.get_float("image_account_wait", 10.0))
         self.store = VariantStore(app, conf.get_int("image_cache_ttl", 0))
+        self._no_variants: dict[tuple[str, str], float] = {}
         self.flights = Flights()
         self.memo = VariantMemo(conf.get_size("image_memory_cache", 32 * 1024 * 1024),
                                 conf.get_size("image_memory_cache_max_object", 256 * 1024))
@@ -102,8 +107,8 @@ class ImageVariants(Middleware):
                 "max_output_side": self.limits.max_output_side}
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
-        if request.method == "DELETE" and self.enabled:
-            return await self._deleted(request)
+        if request.method in ("DELETE", "PUT") and self.enabled:
+            return await self._changed(request)
         if not self.enabled or request.method not in ("GET", "HEAD") or \
                 "image=" not in request.rel_url.raw_query_string:
             return await self.app(request)
@@ -117,18 +122,37 @@ class ImageVariants(Middleware):
             metrics.image_variant("refused")
             return error(exc.status, exc.reason)
 
-    async def _deleted(self, request: web.Request) -> web.StreamResponse:
-        """A deleted original's stored variants go too, in the background. Costs a DELETE
-        one cached info lookup (is there a variants container?) when there is none."""
+    async def _changed(self, request: web.Request) -> web.StreamResponse:
+        """A deleted original's stored variants go too, and an overwritten one's variants
+        of its older bytes, in the background. A DELETE costs one info lookup (is there a
+        variants container?) when there is none; a PUT, on the hot path, asks at most once
+        every NO_VARIANTS_TTL seconds per container and worker (a miss only leaves old
+        variants to the next variant made of the new bytes, which reclaims them too)."""
+        path = api_path(request)
+        if path is None or path.obj is None or path.container is None or \
+                request.get(ALLOW_RESERVED):
+            return await self.app(request)
+        container = variant_names(path, "", "")[0]
+        key = (path.account, container)
+        put = request.method == "PUT"
+        if put and self._no_variants.get(key, 0.0) > time.monotonic():
+            return await self.app(request)
+        # The reclaim's sub-requests are made from a copy taken before the body is read
+        # (aiohttp clones no request whose body was read).
+        base = clone(request, method="GET") if put else request
         resp = await self.app(request)
-        if resp.status // 100 == 2:
-            path = api_path(request)
-            if path is not None and path.obj is not None and path.container is not None \
-                    and not request.get(ALLOW_RESERVED):
-                container = variant_names(path, "", "")[0]
-                info = await self.proxy.container_info(request, path.account, container)
-                if info.status // 100 == 2:
-                    self.store.reclaim_later(request, path, container, None)
+        if resp.status // 100 != 2:
+            return resp
+        info = await self.proxy.container_info(base, path.account, container)
+        if info.status // 100 != 2:
+            if put:
+                if len(self._no_variants) >= NO_VARIANTS_KEPT:
+                    self._no_variants.clear()
+                self._no_variants[key] = time.monotonic() + NO_VARIANTS_TTL
+            return resp
+        keep = resp.headers.get("ETag", "").strip('"') if put else None
+        if not put or keep:
+            self.store.reclaim_later(base, path, container, keep)
         return resp
 
     # ---- one variant request ----------------------------------------------------------------
@@ -233,6 +257,7 @@ class ImageVariants(Middleware):
         # A variant expires with its original (the object-expirer removes both).
         await self.store.write(request, path, names, rendered, etag, canonical,
                                orig.headers.get("X-Delete-At"))
+        self._no_variants.pop((path.account, names[0]), None)
         self.store.reclaim_later(request, path, names[0], etag)
         return rendered
 
