@@ -117,3 +117,12 @@ class Timestamp:
 
 
 ZERO = Timestamp(0)
+
+
+def from_header(value: str | None) -> Timestamp | None:
+    """A timestamp a peer sent in a header (X-Timestamp, X-Backend-Timestamp); None when it
+    sent none or one that does not parse (a peer's bad header is not our error)."""
+    try:
+        return Timestamp.parse(value) if value else None
+    except TimestampError:
+        return None

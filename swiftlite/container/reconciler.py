@@ -62,7 +62,7 @@ from swiftlite.common.client import node_path, node_url
 from swiftlite.common.config import Section
 from swiftlite.common.devices import meta_devices
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.common.timestamp import Timestamp, from_header
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.replicator import local_dbs
 from swiftlite.obj.container_updates import listing_update
@@ -78,13 +78,6 @@ _META_PREFIXES = ("x-object-meta-", "x-object-sysmeta-")
 
 def quorum(n: int) -> int:
     return n // 2 + 1
-
-
-def _ts(value: str | None) -> Timestamp | None:
-    try:
-        return Timestamp.parse(value) if value else None
-    except TimestampError:
-        return None
 
 
 def _cursor_name(metadata: dict[str, Any]) -> str:
@@ -275,7 +268,7 @@ class ContainerReconciler(daemon.PeerSession):
         headers = {policies.POLICY_INDEX_HEADER: str(policy)}
         answers = await asyncio.gather(*(
             self._request(n, node_path(n, part, *names), "HEAD", headers) for n in nodes))
-        stamps = [_ts(a[1].get("X-Backend-Timestamp")) for a in answers
+        stamps = [from_header(a[1].get("X-Backend-Timestamp")) for a in answers
                   if a is not None and a[0] in (200, 404)]
         found = [s for s in stamps if s is not None]
         return max(found) if found else None
@@ -290,8 +283,8 @@ class ContainerReconciler(daemon.PeerSession):
             got = await self._request(n, node_path(n, part, *names), "GET", headers)
             if got is None or got[0] != 200:
                 continue
-            if best is None or (_ts(got[1].get("X-Backend-Timestamp")) or Timestamp(0)) > \
-                    (_ts(best[0].get("X-Backend-Timestamp")) or Timestamp(0)):
+            if best is None or (from_header(got[1].get("X-Backend-Timestamp")) or Timestamp(0)) > \
+                    (from_header(best[0].get("X-Backend-Timestamp")) or Timestamp(0)):
                 best = (got[1], got[2])
         return best
 

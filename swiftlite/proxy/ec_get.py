@@ -39,7 +39,7 @@ from swiftlite.common.ec.frag_header import data_views
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.common.timestamp import Timestamp, from_header
 from swiftlite.obj import ranges
 from swiftlite.obj.ec_archive import PENDING_HEADER
 from swiftlite.obj.fileformat import policy_part
@@ -60,13 +60,6 @@ class Archive:
     info: ArchiveInfo
     ts: Timestamp
     pending: bool = False  # durable elsewhere, not (yet) on its node: read it as pending
-
-
-def _ts(value: str | None) -> Timestamp | None:
-    try:
-        return Timestamp.parse(value) if value else None
-    except TimestampError:
-        return None
 
 
 class NotFound(HTTPError):
@@ -219,7 +212,7 @@ async def _find(proxy, ring, where: Where, headers: dict[str, str],
             continue
         if r.status == 404:
             not_found += 1
-            ts = _ts(r.headers.get("X-Backend-Timestamp"))
+            ts = from_header(r.headers.get("X-Backend-Timestamp"))
             if ts is not None and (tombstone is None or ts > tombstone):
                 tombstone = ts
             continue
@@ -256,7 +249,7 @@ def _archive(node: dict, r: BackendResponse | None, pending: bool = False) -> Ar
     """The archive an object server's answer to a HEAD describes, if it is one."""
     if r is None or r.status != 200:
         return None
-    ts = _ts(r.headers.get("X-Backend-Timestamp") or r.headers.get("X-Timestamp"))
+    ts = from_header(r.headers.get("X-Backend-Timestamp") or r.headers.get("X-Timestamp"))
     try:
         info = ArchiveInfo.from_metadata(r.headers)
     except ECError:
@@ -335,7 +328,7 @@ class _Reader:
             return None
         # Another version written meanwhile has other archives: same sizes, other bytes.
         if resp.status not in (200, 206) or \
-                _ts(resp.headers.get("X-Backend-Timestamp")) != archive.ts:
+                from_header(resp.headers.get("X-Backend-Timestamp")) != archive.ts:
             resp.release()
             return None
         stream = _Stream(archive, resp)

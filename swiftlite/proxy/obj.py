@@ -28,7 +28,7 @@ from swiftlite.common.fastclient import Response
 from swiftlite.common.http import HTTPError, error, method_not_allowed
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.replica_groups import MAX_BODY
-from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.common.timestamp import Timestamp, from_header
 from swiftlite.obj.fileformat import policy_part
 from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
 from swiftlite.proxy import ec_get, ec_put, size_tier
@@ -90,15 +90,6 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
 
 # ---- GET / HEAD ----------------------------------------------------------------------------
 
-def _ts(value: str | None) -> Timestamp | None:
-    if not value:
-        return None
-    try:
-        return Timestamp.parse(value)
-    except TimestampError:
-        return None
-
-
 async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
     extra = request.get(BACKEND_GET_HEADERS)
     index = await proxy.object_policy(request, target.account, target.container)
@@ -107,13 +98,10 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
         names = (target.account, target.container, target.obj)
         tier = size_tier.tier_of(proxy, index)
         if tier is not None:
-            passed = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
-            passed.update(extra or {})
-            _pass_open_expired(proxy, request, passed)
             return await size_tier.read(proxy, request, names, index, tier[0], scheme, extra,
-                                        passed, open_object, object_response)
+                                        _replica_headers(proxy, request, extra), open_object,
+                                        object_response)
         return await ec_get.get(proxy, request, names, index, scheme, extra)
-    headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
     cache = proxy.object_cache
     since = 0
     if cache is not None and cache.cacheable(request, extra):
@@ -121,11 +109,8 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
         entry, since = cache.lookup((target.account, target.container, target.obj))
         if entry is not None:
             return bytes_response(200, CIMultiDict(entry.headers), entry.body)
-    if extra:  # set by a pipeline feature (never from a client's headers)
-        headers.update(extra)
-    _pass_open_expired(proxy, request, headers)
     resp = await open_object(proxy, request, request.method, target.account, target.container,
-                             target.obj, headers)
+                             target.obj, _replica_headers(proxy, request, extra))
     if resp is None:
         return error(404, "Not Found")
     if since and resp.status == 200 and request.method == "GET":
@@ -133,6 +118,18 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
         if 0 <= length <= cache.max_object:
             return await _fill_cache(cache, target, resp, length, since)
     return object_response(resp)
+
+
+def _replica_headers(proxy, request: web.Request,
+                     extra: dict[str, str] | None) -> dict[str, str]:
+    """What a replica's GET/HEAD carries: the caller's Range and conditions (a replica
+    answers those itself), a pipeline feature's backend headers (never a client's), and
+    X-Open-Expired where the proxy allows it."""
+    headers = {h: request.headers[h] for h in GET_PASS_HEADERS if h in request.headers}
+    if extra:
+        headers.update(extra)
+    _pass_open_expired(proxy, request, headers)
+    return headers
 
 
 async def _fill_cache(cache, target, resp: Answer, length: int,
@@ -221,7 +218,7 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
                 continue
             if resp.status == 404 or resp.status >= 500:
                 if resp.status == 404:
-                    tomb = _ts(resp.headers.get("X-Backend-Timestamp"))
+                    tomb = from_header(resp.headers.get("X-Backend-Timestamp"))
                     if tomb and (newest_tombstone is None or tomb > newest_tombstone):
                         newest_tombstone = tomb
                     if primaries is None:
@@ -230,7 +227,7 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
                         not_found += 1
                 resp.release()
                 continue
-            data_ts = _ts(resp.headers.get("X-Timestamp"))
+            data_ts = from_header(resp.headers.get("X-Timestamp"))
             if newest_tombstone and data_ts and data_ts < newest_tombstone \
                     and resp.status < 300:
                 # A stale replica: a newer delete exists elsewhere (in flight, say). It
@@ -256,7 +253,7 @@ async def _newest_first(proxy, request, part, nodes, names) -> list[dict]:
     async def head(node):
         r = await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
                                         proxy.backend_headers(request))
-        ts = _ts(r.headers.get("X-Timestamp") or r.headers.get("X-Backend-Timestamp")) \
+        ts = from_header(r.headers.get("X-Timestamp") or r.headers.get("X-Backend-Timestamp")) \
             if r else None
         return (ts.ticks if ts else -1), node
     ranked = await asyncio.gather(*(head(n) for n in nodes))
@@ -381,7 +378,7 @@ async def _store(proxy, request: web.Request, target, headers: dict[str, str], b
     if tier is None:
         return await _store_in(proxy, target, headers, body, length, extra_response)
     body, length, small = await size_tier.sized(body, length, tier[1])
-    if "If-None-Match" in headers and await _exists(proxy, request, target, index):
+    if "If-None-Match" in headers and await _exists(proxy, request, target, index, tier[0]):
         return error(412, "Precondition Failed")  # the object servers see only one place
     if small:
         headers = _with_policy(headers, tier[0])
@@ -392,12 +389,11 @@ async def _store(proxy, request: web.Request, target, headers: dict[str, str], b
     return answer
 
 
-async def _exists(proxy, request: web.Request, target, index: int) -> bool:
-    """Whether an EC policy's object exists in either of its places (If-None-Match: *)."""
-    tier = size_tier.tier_of(proxy, index)
-    assert tier is not None
+async def _exists(proxy, request: web.Request, target, index: int, tier: int) -> bool:
+    """Whether an object of EC policy `index` exists in it or in its small-object `tier`
+    (If-None-Match: *)."""
     names = (target.account, target.container, target.obj)
-    small = await open_object(proxy, request, "HEAD", *names, {}, index=tier[0])
+    small = await open_object(proxy, request, "HEAD", *names, {}, index=tier)
     if small is not None:
         small.release()
         return True
@@ -501,33 +497,40 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
 # ---- POST / DELETE -------------------------------------------------------------------------
 
 async def _post(proxy, request: web.Request, target) -> web.Response:
-    acct, cont, name = target.account, target.container, target.obj
     ts = proxy.next_timestamp()
     headers = _put_headers(proxy, request, target, ts)
     headers.pop("ETag", None)
     _pass_open_expired(proxy, request, headers)
     if "Content-Type" not in request.headers:
         headers.pop("Content-Type", None)
+    # An EC policy's small objects are in its tier: the metadata goes wherever it is.
+    bests = await _to_places(proxy, "POST", target, headers, use_handoffs=False)
+    if any(b.status // 100 == 2 for b in bests):
+        return web.Response(status=202, text="Accepted\n")
+    if all(b.status == 404 for b in bests):
+        return error(404, "Not Found")
+    best = next(b for b in bests if b.status != 404)
+    return error(best.status if best.status < 500 else 503, best.body.decode(errors="replace"))
+
+
+async def _to_places(proxy, method: str, target, headers: dict[str, str],
+                     use_handoffs: bool = True) -> list[BackendResponse]:
+    """`method` sent to the object's replicas in every place it may be (`_places`), each
+    replica telling its container replica: the best answer of each place, the container's
+    own policy first."""
+    acct, cont, name = target.account, target.container, target.obj
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
 
-    async def post(index: int) -> BackendResponse:
-        h = _with_policy(headers, index)
+    async def send(index: int) -> BackendResponse:
         ring = proxy.object_ring_for(index)
         part = ring.get_part(acct, cont, name)
         responses = await proxy.backend.fan_out(
-            ring, part, "POST", lambda n: node_path(n, part, acct, cont, name),
-            container_headers(h, cpart, cnodes), use_handoffs=False)
+            ring, part, method, lambda n: node_path(n, part, acct, cont, name),
+            container_headers(_with_policy(headers, index), cpart, cnodes),
+            use_handoffs=use_handoffs)
         return best_response(responses, ring.replica_count)
 
-    # An EC policy's small objects are in its tier: the metadata goes wherever it is.
-    bests = await asyncio.gather(*(post(i) for i in _places(proxy, headers)))
-    if any(b.status // 100 == 2 for b in bests):
-        return web.Response(status=202, text="Accepted\n")
-    best = bests[0]
-    if all(b.status == 404 for b in bests):
-        return error(404, "Not Found")
-    best = next((b for b in bests if b.status != 404), best)
-    return error(best.status if best.status < 500 else 503, best.body.decode(errors="replace"))
+    return list(await asyncio.gather(*(send(i) for i in _places(proxy, headers))))
 
 
 def _with_policy(headers: dict[str, str], index: int) -> dict[str, str]:
@@ -547,7 +550,6 @@ def _places(proxy, headers: dict[str, str]) -> list[int]:
 
 
 async def _delete(proxy, request: web.Request, target) -> web.Response:
-    acct, cont, name = target.account, target.container, target.obj
     extra = {}
     if_delete_at = request.headers.get("X-If-Delete-At")
     if if_delete_at is not None:
@@ -557,20 +559,10 @@ async def _delete(proxy, request: web.Request, target) -> web.Response:
     ts = _write_timestamp(proxy, request)
     if request.get(OBJECT_POLICY):
         extra[POLICY_INDEX_HEADER] = str(request[OBJECT_POLICY])
-    cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
-    base = {**proxy.backend_headers(request, ts), **extra}
-
-    async def delete(index: int) -> BackendResponse:
-        ring = proxy.object_ring_for(index)
-        part = ring.get_part(acct, cont, name)
-        responses = await proxy.backend.fan_out(
-            ring, part, "DELETE", lambda n: node_path(n, part, acct, cont, name),
-            container_headers(_with_policy(base, index), cpart, cnodes))
-        return best_response(responses, ring.replica_count)
-
     # Both places of an EC policy with a small-object tier get the tombstone; the
     # container's own policy speaks, unless only the tier held the object.
-    best, *tier = await asyncio.gather(*(delete(i) for i in _places(proxy, extra)))
+    best, *tier = await _to_places(proxy, "DELETE", target,
+                                   {**proxy.backend_headers(request, ts), **extra})
     if best.status == 404 and tier and tier[0].status // 100 == 2:
         best = tier[0]
     if best.status // 100 == 2:

@@ -31,7 +31,7 @@ from aiohttp import web
 from swiftlite.common.client import node_path
 from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import IF_PRESENT_HEADER, POLICY_INDEX_HEADER
-from swiftlite.common.timestamp import Timestamp, TimestampError
+from swiftlite.common.timestamp import Timestamp, from_header
 from swiftlite.proxy import ec_get
 
 log = logging.getLogger("swiftlite.proxy")
@@ -43,13 +43,6 @@ def tier_of(proxy, index: int) -> tuple[int, int] | None:
     """(replicated policy index, size limit) of policy `index`'s small-object tier."""
     policy = proxy.policies.get(index)
     return policy.small if policy is not None else None
-
-
-def _ts(value: str | None) -> Timestamp | None:
-    try:
-        return Timestamp.parse(value) if value else None
-    except TimestampError:
-        return None
 
 
 async def sized(body: Any, length: int | None,
@@ -115,7 +108,7 @@ async def read(proxy, request: web.Request, names: tuple[str, str, str], index: 
             raise
         # The tier cannot say: EC's answer, which may be older than the tier's (a replica
         # of the tier will say so once reachable).
-    tier_ts = _ts(small.headers.get("X-Backend-Timestamp")) if small is not None else None
+    tier_ts = from_header(small.headers.get("X-Backend-Timestamp")) if small is not None else None
     try:
         archives = await ec_get.find(proxy, request, names, index, scheme, extra)
     except ec_get.NotFound as exc:
@@ -127,13 +120,9 @@ async def read(proxy, request: web.Request, names: tuple[str, str, str], index: 
         tomb = max((t for t in (seen.get("tombstone"), exc.tombstone) if t is not None),
                    default=None)
         raise ec_get.NotFound(tomb) from None
-    except HTTPError as exc:
-        if small is not None and exc.status >= 500:
+    except BaseException as exc:
+        if small is not None and isinstance(exc, HTTPError) and exc.status >= 500:
             return object_response(small)  # too few archives to tell: the tier's copy
-        if small is not None:
-            small.release()
-        raise
-    except BaseException:
         if small is not None:
             small.release()
         raise

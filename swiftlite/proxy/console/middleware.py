@@ -132,24 +132,21 @@ class Console(Middleware):
             return await self._s3_login(request)
         if request.method not in ("GET", "HEAD"):
             return _refusal(405, "GET only")
+        if name not in ("session", "cluster"):
+            return _refusal(404, "no such console call")
+        ident = self._identity(request)
+        if ident is None:
+            return _refusal(401, "sign in first")
         if name == "session":
-            ident = self._identity(request)
-            if ident is None:
-                return _refusal(401, "sign in first")
             return _json(200, {"user": ident.user, "account": ident.account,
                                "reseller_admin": ident.is_reseller_admin,
                                "reseller_reader": ident.is_reseller_reader,
                                "expires": ident.expires})
-        if name == "cluster":
-            ident = self._identity(request)
-            if ident is None:
-                return _refusal(401, "sign in first")
-            if not ident.is_reseller_admin:
-                return _refusal(403, "the cluster's state is for reseller admins")
-            from swiftlite.proxy.console.cluster import cluster_report
+        if not ident.is_reseller_admin:
+            return _refusal(403, "the cluster's state is for reseller admins")
+        from swiftlite.proxy.console.cluster import cluster_report
 
-            return _json(200, await cluster_report(self.proxy, timeout=self.report_timeout))
-        return _refusal(404, "no such console call")
+        return _json(200, await cluster_report(self.proxy, timeout=self.report_timeout))
 
     def _identity(self, request: web.Request):
         auth = self.proxy.auth

@@ -55,14 +55,20 @@ def etag_tag(etag: str) -> str:
     return hashlib.sha1(etag.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-def variant_names(path: ApiPath, etag: str, canonical: str) -> tuple[str, str]:
-    assert path.container is not None and path.obj is not None
+def variant_container(path: ApiPath) -> str:
+    """The hidden container holding the variants of `path`'s container's objects."""
+    assert path.container is not None
     container = reserved_name("image", path.container)
     if len(container.encode()) > constraints.MAX_CONTAINER_NAME_LENGTH:
         container = reserved_name("image", hashlib.sha1(path.container.encode()).hexdigest())
+    return container
+
+
+def variant_names(path: ApiPath, etag: str, canonical: str) -> tuple[str, str]:
+    assert path.obj is not None
     obj = reserved_name(_object_tag(path), etag_tag(etag),
                         hashlib.sha256(canonical.encode()).hexdigest()[:32])
-    return container, obj
+    return variant_container(path), obj
 
 
 class VariantStore:

@@ -47,7 +47,7 @@ from swiftlite.image.limits import ImageRefused, Limits
 from swiftlite.image.memo import VariantMemo
 from swiftlite.image.pool import RenderPool
 from swiftlite.image.render import Rendered
-from swiftlite.proxy.middleware.image_store import VariantStore, variant_names
+from swiftlite.proxy.middleware.image_store import VariantStore, variant_container, variant_names
 from swiftlite.proxy.pipeline import DEFAULT_PIPELINE, PASS, Middleware
 from swiftlite.proxy.request import ALLOW_RESERVED, ApiPath, answer_of, api_path, clone
 from swiftlite.proxy.response import BodyResponse, bytes_response, close_answer
@@ -132,7 +132,7 @@ class ImageVariants(Middleware):
         if path is None or path.obj is None or path.container is None or \
                 request.get(ALLOW_RESERVED):
             return await self.app(request)
-        container = variant_names(path, "", "")[0]
+        container = variant_container(path)
         key = (path.account, container)
         put = request.method == "PUT"
         if put and self._no_variants.get(key, 0.0) > time.monotonic():
