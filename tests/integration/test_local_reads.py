@@ -135,9 +135,10 @@ def test_a_device_the_proxy_cannot_read_goes_to_its_server(env):
         for _ in range(40):  # d1 holds a replica of everything (3 devices, 3 replicas)
             assert request(local, "GET", f"{cont}/img", auth)[::2] == (200, b"still here")
         # The first read that picked d1 asked its server, which answered 507 (and the proxy
-        # then left d1 alone).
-        assert total(obj_port, "swiftlite_requests_total", server="object-server",
-                     method="GET", status="507") > before
+        # then left d1 alone). Its metrics reach /metrics within a second (the sampler).
+        wait_for(lambda: total(obj_port, "swiftlite_requests_total", server="object-server",
+                               method="GET", status="507") > before, timeout=10,
+                 what="the object server's 507 counted")
     finally:
         if os.path.exists(dev):
             # A container update that landed while d1 was away made a new DB there (the
