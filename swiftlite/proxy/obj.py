@@ -25,7 +25,7 @@ from multidict import CIMultiDict
 from swiftlite.common import metrics
 from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import Response
-from swiftlite.common.http import HTTPError, error, method_not_allowed
+from swiftlite.common.http import HTTPError, error, method_not_allowed, txid
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, from_header
@@ -384,8 +384,13 @@ async def _store(proxy, request: web.Request, target, headers: dict[str, str], b
         headers = _with_policy(headers, tier[0])
     answer = await _store_in(proxy, target, headers, body, length, extra_response)
     if answer.status == 201:
-        size_tier.clear_other(proxy, (target.account, target.container, target.obj),
-                              index if small else tier[0], headers["X-Timestamp"])
+        names = (target.account, target.container, target.obj)
+        if small:
+            size_tier.clear_archives(proxy, names, index, headers["X-Timestamp"])
+        elif not await size_tier.retire_small(proxy, names, tier[0], headers["X-Timestamp"],
+                                              txid(request)):
+            # Reads trust the tier: an older copy there would hide this write.
+            return error(503, "Service Unavailable")
     return answer
 
 
@@ -563,7 +568,9 @@ async def _delete(proxy, request: web.Request, target) -> web.Response:
     # container's own policy speaks, unless only the tier held the object.
     best, *tier = await _to_places(proxy, "DELETE", target,
                                    {**proxy.backend_headers(request, ts), **extra})
-    if best.status == 404 and tier and tier[0].status // 100 == 2:
+    if tier and tier[0].status >= 500 and best.status < 500:
+        best = tier[0]  # reads trust the tier: a copy left there would be served
+    elif best.status == 404 and tier and tier[0].status // 100 == 2:
         best = tier[0]
     if best.status // 100 == 2:
         return web.Response(status=204)

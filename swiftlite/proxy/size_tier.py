@@ -8,15 +8,21 @@ each cost more disk blocks than three replicas and several times the I/O (README
 one container of the EC policy; the rows record the tier's index, which the
 container-reconciler leaves alone.
 
-An object therefore lives in one of two places, and a write to one does not touch the other
-on its way to the client. So that the newest write wins wherever it went:
-- a read looks in the tier first (one replica, often a local file) and then asks the EC
-  archives' HEADs whether they hold something newer; a miss in the tier goes to EC as usual,
-  unless the tier holds a tombstone newer than what EC has;
-- a PUT, once stored, clears an older copy from the other place in the background: a DELETE
-  at the PUT's timestamp that writes a tombstone only over a current .data
-  (`IF_PRESENT_HEADER`), so the common case, nothing there, writes nothing;
-- POST and DELETE go to both places.
+An object therefore lives in one of two places. So that the newest write wins wherever it
+went, and a small object is read as fast as a replicated one (one replica, often a local
+file):
+- a large PUT (EC) tombstones the tier at its own timestamp before it is acknowledged, on a
+  quorum of the tier's replicas (`retire_small`; handoffs stand in for primaries that cannot
+  answer), so the tier never holds an acknowledged object older than one in EC;
+- a read therefore trusts a tier hit as it is, with the consistency of any replicated
+  object (a replica that missed the tombstone answers stale until replication reaches it,
+  as one that missed an overwrite does). A miss in the tier goes to EC, unless the tier's
+  tombstone is newer than what EC has (a DELETE);
+- a small PUT clears an older copy from EC in the background: a DELETE at the PUT's
+  timestamp that writes a tombstone only over a current .data (`IF_PRESENT_HEADER`), so the
+  common case, nothing there, writes nothing (a copy it misses is hidden by the tier's newer
+  one and only costs disk);
+- POST and DELETE go to both places; a DELETE the tier could not take is a 503.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import IF_PRESENT_HEADER, POLICY_INDEX_HEADER
 from swiftlite.common.timestamp import Timestamp, from_header
 from swiftlite.proxy import ec_get
+from swiftlite.proxy.backend import quorum_size
 
 log = logging.getLogger("swiftlite.proxy")
 MAX_CLEARING = 256  # background clears in flight per worker; past it a clear is skipped
@@ -69,9 +76,9 @@ async def sized(body: Any, length: int | None,
     return b"".join(held), None, True
 
 
-def clear_other(proxy, names: tuple[str, str, str], index: int, ts: str) -> None:
-    """In the background, remove a copy older than `ts` from policy `index` (the place the
-    write at `ts` did not go). Best effort: reads pick the newest place anyway."""
+def clear_archives(proxy, names: tuple[str, str, str], index: int, ts: str) -> None:
+    """In the background, remove archives older than `ts` from EC policy `index` (a small
+    write at `ts` went to the tier). Best effort: the tier's newer copy hides them."""
     if len(_clearing) >= MAX_CLEARING:
         return
     ring = proxy.object_ring_for(index)
@@ -92,6 +99,21 @@ def clear_other(proxy, names: tuple[str, str, str], index: int, ts: str) -> None
     task.add_done_callback(_clearing.discard)
 
 
+async def retire_small(proxy, names: tuple[str, str, str], tier: int, ts: str,
+                       trans_id: str) -> bool:
+    """Tombstone the tier's copy of a large object written at `ts` (whether or not the tier
+    has one: a replica that is down now may hold an old one), on a quorum of the tier's
+    replicas; handoffs stand in for primaries that cannot answer. False: too few took it."""
+    ring = proxy.object_ring_for(tier)
+    part = ring.get_part(*names)
+    headers = {"X-Timestamp": ts, POLICY_INDEX_HEADER: str(tier), "X-Trans-Id": trans_id}
+    answers = await proxy.backend.fan_out(ring, part, "DELETE",
+                                          lambda n: node_path(n, part, *names),
+                                          lambda i, n: headers)
+    # 404: nothing was there (the tombstone is written anyway); 409: a newer write is.
+    return sum(a.status < 500 for a in answers) >= quorum_size(ring.replica_count)
+
+
 async def read(proxy, request: web.Request, names: tuple[str, str, str], index: int,
                tier: int, scheme, extra: dict[str, str] | None, passed: dict[str, str],
                open_object, object_response) -> web.StreamResponse:
@@ -99,39 +121,25 @@ async def read(proxy, request: web.Request, names: tuple[str, str, str], index: 
     `extra` the archives' headers from a feature, `passed` the tier replica's (conditions
     and Range with them: a replica answers those itself)."""
     seen: dict[str, Timestamp | None] = {}
-    small = None
+    unknown: HTTPError | None = None
     try:
         small = await open_object(proxy, request, request.method, *names, passed,
                                   index=tier, seen=seen)
     except HTTPError as exc:
         if exc.status < 500:
             raise
-        # The tier cannot say: EC's answer, which may be older than the tier's (a replica
-        # of the tier will say so once reachable).
-    tier_ts = from_header(small.headers.get("X-Backend-Timestamp")) if small is not None else None
+        small, unknown = None, exc  # the tier cannot say: EC's answer, if it has one
+    if small is not None:
+        return object_response(small)  # newest: a large write tombstones the tier first
     try:
         archives = await ec_get.find(proxy, request, names, index, scheme, extra)
     except ec_get.NotFound as exc:
-        if small is not None:
-            if exc.tombstone is None or tier_ts is None or tier_ts >= exc.tombstone:
-                return object_response(small)
-            small.release()  # a tier replica that missed a later DELETE
-            small = None
+        if unknown is not None:
+            raise unknown from None  # a small object may be there: not a 404
         tomb = max((t for t in (seen.get("tombstone"), exc.tombstone) if t is not None),
                    default=None)
         raise ec_get.NotFound(tomb) from None
-    except BaseException as exc:
-        if small is not None and isinstance(exc, HTTPError) and exc.status >= 500:
-            return object_response(small)  # too few archives to tell: the tier's copy
-        if small is not None:
-            small.release()
-        raise
-    ec_ts = ec_get.version_of(archives)
-    if small is not None and (tier_ts is None or tier_ts >= ec_ts):
-        return object_response(small)
-    if small is not None:
-        small.release()
     tomb = seen.get("tombstone")
-    if small is None and tomb is not None and tomb > ec_ts:
+    if tomb is not None and tomb > ec_get.version_of(archives):
         raise ec_get.NotFound(tomb)  # deleted; EC's archives missed the DELETE
     return await ec_get.get(proxy, request, names, index, scheme, extra, found=archives)
