@@ -37,7 +37,7 @@ from aiohttp import web
 from swiftlite.common.client import node_path
 from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import IF_PRESENT_HEADER, POLICY_INDEX_HEADER
-from swiftlite.common.timestamp import Timestamp, from_header
+from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy import ec_get
 from swiftlite.proxy.backend import quorum_size
 

@@ -12,7 +12,6 @@ import glob
 import json
 import os
 import random
-import shutil
 
 import pytest
 import requests
