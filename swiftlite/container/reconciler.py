@@ -36,16 +36,22 @@ a quorum stored) readable, and the row still misplaced until 4: the next pass re
 left (step 1 finds the copy). A misplaced tombstone row (a DELETE under the wrong policy)
 writes the tombstone in the container's policy at its time, then fixes the row.
 
-Limits: only replicated policies are moved (a row of or for an erasure-coded policy is
-counted `unsupported` and left queued; the proxy's EC encoder lives above this floor);
-bodies are read whole into memory (fine for images; a multi-GiB object wants streaming);
+Erasure-coded policies move too (ec_moves.py): the source's archives are decoded (the
+newest version, from at least k of its archives, checked against its ETag), and the
+destination's written as the proxy writes them, in two phases: every archive PUT pending,
+then committed on the k + 1 that stored it. An object moved into an EC policy with a
+small-object tier leaves a tombstone at its time in the tier, as any large PUT does (reads
+trust a tier hit: proxy/size_tier.py).
+
+Limits: bodies are read whole into memory (fine for images; a multi-GiB object wants streaming);
 an object's POSTed metadata moves folded into its data at the data's timestamp; rows in
 shard containers (which name no policy) are not reconciled.
 
 Status counters (`swiftlite status`, and the node's /metrics as
 swiftlite_daemon_last_pass_items): dbs, misplaced (rows queued when the pass looked: the
 queue length), moved, tombstoned (misplaced deletes carried over), already (found moved),
-unsupported, unavailable (no source replica answered), failures.
+unsupported (a policy this node does not know), unavailable (no source replica answered,
+or too few archives of an EC source), failures.
 """
 
 from __future__ import annotations
@@ -63,9 +69,11 @@ from swiftlite.common.config import Section
 from swiftlite.common.devices import meta_devices
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, from_header
+from swiftlite.container import ec_moves
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.replicator import local_dbs
 from swiftlite.obj.container_updates import listing_update
+from swiftlite.obj.ec_archive import COMMIT_HEADER
 from swiftlite.obj.read_plan import PASSED_HEADERS
 from swiftlite.ring import Ring
 
@@ -196,16 +204,22 @@ class ContainerReconciler(daemon.PeerSession):
         if src == self._tier(dst):
             return True  # a small object of an EC policy, kept by its replicated tier
         sp, dp = self.policies.get(src), self.policies.get(dst)
-        if sp is None or dp is None or sp.is_ec or dp.is_ec:
-            stats["unsupported"] += 1
+        if sp is None or dp is None:
+            stats["unsupported"] += 1  # a policy this node's swiftlite.conf does not know
             return False
         names = (account, container, row["name"])
         row_ts = Timestamp.parse(row["created_at"])
-        newest = await self._newest(dst, names)
+        # An EC policy's small objects go to its tier, and reads trust a copy there: both
+        # places are dst's, as they are for the proxy's writes (proxy/size_tier.py).
+        tier = self._tier(dst)
+        places = [dst] if tier is None else [dst, tier]
+        found = [t for t in [await self._newest(p, names) for p in places] if t is not None]
+        newest = max(found) if found else None
         if row["deleted"]:
             if newest is None or newest < row_ts:
-                ok = await self._on_all(dst, names, "DELETE", {"X-Timestamp": row_ts.internal},
-                                        (404, 409))
+                ok = all([await self._on_all(p, names, "DELETE",
+                                             {"X-Timestamp": row_ts.internal}, (404, 409))
+                          for p in places])
                 if not ok:
                     stats["failures"] += 1
                     return False
@@ -215,7 +229,7 @@ class ContainerReconciler(daemon.PeerSession):
             return fixed
         listing = {"X-Timestamp": row_ts.internal, "X-Size": str(row["size"]),
                    "X-Content-Type": row["content_type"], "X-Etag": row["etag"]}
-        moved_ts = row_ts
+        moved_ts, row_policy = row_ts, dst
         if newest is not None and newest >= row_ts:
             stats["already"] += 1
         else:
@@ -227,8 +241,21 @@ class ContainerReconciler(daemon.PeerSession):
             moved_ts = Timestamp.parse(headers["X-Backend-Timestamp"])
             put = {k: headers[k] for k in _COPIED if k in headers}
             put.update({k: v for k, v in headers.items() if k.lower().startswith(_META_PREFIXES)})
+            if tier is not None and dp.small is not None and len(body) <= dp.small[1]:
+                row_policy = tier  # small: the tier keeps it, as a proxy's PUT would
+                # One offset later: at equal times a container row of the container's own
+                # policy wins, and the tier's is not that (the broker knows no tiers).
+                moved_ts = Timestamp(moved_ts.ticks, moved_ts.offset + 1)
             put["X-Timestamp"] = moved_ts.internal
-            if not await self._on_all(dst, names, "PUT", put, (409,), body):
+            if row_policy == dst and dp.is_ec:
+                stored = await self._put_ec(dst, names, put, body)
+            else:
+                stored = await self._on_all(row_policy, names, "PUT", put, (409,), body)
+            if stored and row_policy == dst and tier is not None:
+                # A large one: the tier is tombstoned at its time, as by a large PUT.
+                stored = await self._on_all(tier, names, "DELETE",
+                                            {"X-Timestamp": moved_ts.internal}, (404, 409))
+            if not stored:
                 stats["failures"] += 1
                 return False
             listing = listing_update(moved_ts, headers, str(len(body)), headers["ETag"])
@@ -239,7 +266,7 @@ class ContainerReconciler(daemon.PeerSession):
                                   (404, 409)):
             stats["failures"] += 1
             return False
-        if not await self._fix_row(names, "PUT", listing, dst):
+        if not await self._fix_row(names, "PUT", listing, row_policy):
             stats["failures"] += 1
             return False
         return True
@@ -278,6 +305,13 @@ class ContainerReconciler(daemon.PeerSession):
         """(headers, body) of the newest version on the policy's primaries that answer."""
         part, nodes = self._object_nodes(policy, names)
         headers = {policies.POLICY_INDEX_HEADER: str(policy)}
+        pol = self.policies.get(policy)
+        if pol is not None and pol.is_ec:
+            answers = await asyncio.gather(*(
+                self._request(n, node_path(n, part, *names), "GET", headers) for n in nodes))
+            return await run_blocking(ec_moves.decode_newest,
+                                      [(a[1], a[2]) for a in answers
+                                       if a is not None and a[0] == 200])
         best: tuple[Any, bytes] | None = None
         for n in nodes:
             got = await self._request(n, node_path(n, part, *names), "GET", headers)
@@ -300,6 +334,32 @@ class ContainerReconciler(daemon.PeerSession):
             for n in nodes))
         ok = sum(1 for a in answers if a is not None and (200 <= a[0] < 300 or a[0] in also_ok))
         return ok >= quorum(len(nodes))
+
+    async def _put_ec(self, policy: int, names: tuple[str, str, str], headers: dict[str, str],
+                      body: bytes) -> bool:
+        """`body` as EC policy `policy`'s k + m archives, no container update: pending on
+        every primary, then committed on those that stored it; True when k + 1 hold it
+        durably (or something as new: 409)."""
+        pol = self.policies.get(policy)
+        scheme = pol.ec if pol is not None else None
+        assert scheme is not None
+        part, nodes = self._object_nodes(policy, names)
+        archives = await run_blocking(ec_moves.encode_archives, scheme, body)
+        base = {k: v for k, v in headers.items() if k.lower() != "etag"}  # the footer's
+        base[policies.POLICY_INDEX_HEADER] = str(policy)
+        answers = await asyncio.gather(*(
+            self._request(n, node_path(n, part, *names), "PUT", base, archives[i])
+            for i, n in enumerate(nodes)))
+        need = min(scheme.k + 1, scheme.n)
+        newer = sum(1 for a in answers if a is not None and a[0] == 409)
+        stored = [n for n, a in zip(nodes, answers, strict=True) if a is not None and a[0] == 201]
+        if len(stored) + newer < need:
+            return False  # what was stored stays pending, never read (the reconstructor's)
+        commit = {"X-Timestamp": headers["X-Timestamp"], COMMIT_HEADER: "yes",
+                  policies.POLICY_INDEX_HEADER: str(policy)}
+        done = await asyncio.gather(*(
+            self._request(n, node_path(n, part, *names), "POST", commit) for n in stored))
+        return newer + sum(1 for a in done if a is not None and a[0] in (201, 409)) >= need
 
     async def _fix_row(self, names: tuple[str, str, str], method: str,
                        headers: dict[str, str], policy: int) -> bool:
