@@ -4,6 +4,13 @@
    archive's metadata (its ArchiveInfo sysmeta) at some timestamp. The object is the newest
    timestamp that k distinct fragment indexes share, unless a newer tombstone says it was
    deleted; fewer than k archives of anything is a 404 when the nodes said so, else a 503.
+   A whole-object GET (no Range, no condition) first tries the short way (`_direct`): GET
+   the k data primaries' archives and HEAD the m others at once, and read what the GETs
+   opened when they agree on one version and no other primary says anything newer (one
+   round trip and k + m opens instead of two and 2k + m). A version newer than what the
+   data primaries hold is durable on k + 1 archives, so with every primary answering at
+   least k + 1 - m of them are data primaries: it cannot hide. Anything else (a primary
+   down, versions that differ, a tombstone) takes the long way, from the start.
 2. Conditions (on the object's ETag), Range and HEAD are answered here from that metadata;
    the object servers never see them (their ETag and length are the archive's).
 3. A GET reads, from k archives (data fragments first: decoding those is a copy), only the
@@ -109,7 +116,25 @@ async def get(proxy, request: web.Request, names: tuple[str, str, str], index: i
     part = ring.get_part(*names)
     headers, etag_at, ignore_range = _backend_headers(proxy, request, index, extra)
     where = (part, policy_part(part, index), names)
+    opened: dict[int, Any] = {}
+    if found is None and request.method == "GET" and \
+            not any(h in request.headers for h in ranges.RANGE_AND_CONDITIONS):
+        # (A condition may answer 304 or 412 from the metadata: no archive to open then.)
+        direct = await _direct(proxy, ring, where, headers, scheme)
+        if direct is not None:
+            found, opened = direct
     archives = found if found is not None else await _find(proxy, ring, where, headers, scheme)
+    try:
+        return _answer(proxy, request, where, headers, scheme, archives, etag_at,
+                       ignore_range, opened)
+    finally:
+        for resp in opened.values():  # those the answer did not take (a 304, a 416)
+            resp.release()
+
+
+def _answer(proxy, request: web.Request, where: Where, headers: dict[str, str],
+            scheme: ECScheme, archives: list[Archive], etag_at: str | None,
+            ignore_range: str | None, opened: dict[int, Any]) -> web.StreamResponse:
     first = min(archives, key=lambda a: a.info.frag_index)
     # POSTed metadata may have reached only some: the newest .meta's answer speaks.
     newest_meta = max(archives, key=lambda a: a.headers.get("X-Backend-Meta-Timestamp", ""))
@@ -137,7 +162,7 @@ async def get(proxy, request: web.Request, names: tuple[str, str, str], index: i
     if request.method == "HEAD":
         return BodyResponse(200, out, None, length)
     reader = _Reader(proxy, where, headers, scheme, sorted(
-        (a for a in archives if a.ts == first.ts), key=lambda a: a.info.frag_index))
+        (a for a in archives if a.ts == first.ts), key=lambda a: a.info.frag_index), opened)
     if spans is None:
         return BodyResponse(200, out, reader.span(0, length), length, on_close=reader.close)
     if len(spans) == 1:
@@ -245,6 +270,72 @@ async def _find(proxy, ring, where: Where, headers: dict[str, str],
     raise HTTPError(503, "Service Unavailable: too few fragment archives")
 
 
+async def _direct(proxy, ring, where: Where, headers: dict[str, str], scheme: ECScheme,
+                  ) -> tuple[list[Archive], dict[int, Any]] | None:
+    """The short way to a whole GET (see the module's notes): the object's archives and the
+    data archives' GETs already opened (by fragment index), or None (all released): take
+    the long way."""
+    part, _, names = where
+    primaries = ring.get_part_nodes(part)
+    if len(primaries) != scheme.n or any(proxy.limiter.limited(n) for n in primaries):
+        return None
+
+    async def get(node: dict) -> Any:
+        try:
+            resp = await _local(proxy, node, "GET", where, headers)
+            if resp is None:
+                resp = await proxy.backend.open(node, "GET", node_path(node, part, *names),
+                                                headers)
+        except NETWORK_ERRORS:
+            return None
+        return resp
+
+    async def head(node: dict) -> BackendResponse | None:
+        local = await _local(proxy, node, "HEAD", where, headers)
+        if local is not None:
+            local.release()
+            return BackendResponse(local.status, local.headers, b"", node)
+        return await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
+                                           headers)
+
+    k = scheme.k
+    tasks = [asyncio.ensure_future(get(n)) for n in primaries[:k]]
+    try:
+        heads = await asyncio.gather(*(head(n) for n in primaries[k:]))
+        gets = await asyncio.gather(*tasks)
+    except BaseException:  # cancelled (the client left): nothing opened may stay open
+        for t in tasks:
+            t.cancel()
+            if t.done() and not t.cancelled() and t.exception() is None and t.result():
+                t.result().release()
+        raise
+    opened = {i: r for i, r in enumerate(gets) if r is not None}
+    archives = [_archive(n, r) for n, r in zip(primaries, gets, strict=False)]
+    ts = archives[0].ts if archives[0] is not None else None
+    agreed = ts is not None and all(
+        a is not None and a.ts == ts and a.info.frag_index == i and not a.pending
+        for i, a in enumerate(archives))
+    spares = []
+    for node, r in zip(primaries[k:], heads, strict=True):
+        if not agreed:
+            break
+        if r is None or r.status >= 500:
+            agreed = False  # a primary that cannot say might hold something newer
+        elif r.status == 200:
+            spare = _archive(node, r)
+            agreed = spare is not None and spare.ts <= ts
+            if agreed and spare.ts == ts:
+                spares.append(spare)
+        else:
+            stamp = from_header(r.headers.get("X-Backend-Timestamp"))
+            agreed = stamp is None or stamp <= ts  # a newer tombstone: deleted
+    if not agreed:
+        for r in opened.values():
+            r.release()
+        return None
+    return [a for a in archives if a is not None] + spares, opened
+
+
 def _archive(node: dict, r: BackendResponse | None, pending: bool = False) -> Archive | None:
     """The archive an object server's answer to a HEAD describes, if it is one."""
     if r is None or r.status != 200:
@@ -299,26 +390,41 @@ class _Reader:
     """Decoded body bytes of one object from its archives, span by span."""
 
     def __init__(self, proxy, where: Where, headers: dict[str, str], scheme: ECScheme,
-                 archives: list[Archive]) -> None:
+                 archives: list[Archive], opened: dict[int, Any] | None = None) -> None:
         self.proxy, self.where, self.headers = proxy, where, headers
         self.part, self.names = where[0], where[2]
         self.scheme = scheme
         self.archives = archives  # data fragments first
         self.bad: set[int] = set()  # fragment indexes that failed once: not asked again
         self.streams: list[_Stream] = []
+        # Whole archives `_direct` opened, by fragment index, for the first read that
+        # starts at byte 0: the reader takes them over (the caller releases what is left).
+        self.opened = dict(opened or {})
+        if opened:
+            opened.clear()
 
     def close(self) -> None:
         for s in self.streams:
             s.close()
         self.streams = []
+        for resp in self.opened.values():
+            resp.release()
+        self.opened.clear()
 
     async def _open(self, archive: Archive, first: int, last: int) -> _Stream | None:
         node = archive.node
+        resp: Any = self.opened.pop(archive.info.frag_index, None) if first == 0 else None
+        if resp is not None and resp.status == 200:
+            stream = _Stream(archive, resp)
+            self.streams.append(stream)
+            return stream
+        if resp is not None:
+            resp.release()
         h = dict(self.headers, Range=f"bytes={first}-{last}")
         if archive.pending:
             h[PENDING_HEADER] = archive.ts.internal
         try:
-            resp: Any = await _local(self.proxy, node, "GET", self.where, h)
+            resp = await _local(self.proxy, node, "GET", self.where, h)
             if resp is None:
                 resp = await self.proxy.backend.open(
                     node, "GET", node_path(node, self.part, *self.names), h)

@@ -317,6 +317,39 @@ def test_two_missing_archives_read_byte_for_byte(cluster, api):
     assert int(api("HEAD", "/ec/missing").headers["Content-Length"]) == len(body)
 
 
+def test_what_only_the_parity_primaries_hold_is_not_missed(cluster, api):
+    """A whole GET reads the data primaries' archives straight away while it HEADs the
+    others (ec_get._direct); whatever the parity primaries hold that is newer sends it the
+    long way: a tombstone there is a 404, a version too few archives hold is not served."""
+    def data_archives(name: str) -> dict[str, bytes]:
+        return {p: open(p, "rb").read()
+                for p in archives(cluster, api.account, "ec", name) if frag_index(p) < K}
+
+    def restore(saved: dict[str, bytes], newer_ext: str) -> None:
+        for path, data in saved.items():  # the data primaries as if they missed the write
+            for newer in glob.glob(os.path.join(os.path.dirname(path), f"*.{newer_ext}")):
+                os.unlink(newer)
+            with open(path, "wb") as f:
+                f.write(data)
+
+    old = body_of(2 * SEG + 5, 61)
+    assert api("PUT", "/ec/parity-tomb", data=old).status_code == 201
+    saved = data_archives("parity-tomb")
+    assert len(saved) == K
+    assert api("DELETE", "/ec/parity-tomb").status_code == 204
+    restore(saved, "ts")
+    assert len(archives(cluster, api.account, "ec", "parity-tomb", "ts")) == M
+    assert api("GET", "/ec/parity-tomb").status_code == 404
+    assert api("HEAD", "/ec/parity-tomb").status_code == 404
+
+    assert api("PUT", "/ec/parity-new", data=old).status_code == 201
+    saved = data_archives("parity-new")
+    assert api("PUT", "/ec/parity-new", data=body_of(3 * SEG, 62)).status_code == 201
+    restore(saved, "data")
+    got = api("GET", "/ec/parity-new")  # the new version is on M < K archives: unreadable
+    assert got.status_code == 200 and got.content == old
+
+
 @contextmanager
 def node_gone(cluster, index: int):
     """A node's object server killed and its devices out of reach (the proxy would read
