@@ -7,6 +7,15 @@ from __future__ import annotations
 
 import xxhash
 
+# A body's fast check as stored and sent: "xxh3-64:" and xxh3-64 in hex (obj/bodysum.py keeps
+# one per stored body; an EC archive's footer carries one, common/ec/encode.py).
+FAST_CHECK_PREFIX = "xxh3-64:"
+
+
+def fast_check(h: xxhash.xxh3_64) -> str:
+    return FAST_CHECK_PREFIX + h.hexdigest()
+
+
 # Set once per process from the [hash] section of swiftlite.conf (see config.load_hash_config).
 _PREFIX = b""
 _SUFFIX = b""

@@ -59,9 +59,9 @@ def decode_newest(answers: list[tuple[Mapping[str, str], bytes]],
 def encode_archives(scheme: ECScheme, body: bytes) -> list[bytes]:
     """The k + m PUT bodies for `body`: archive i with its footer, for the ring's i-th
     primary."""
-    enc = Encoder(scheme)
+    enc = Encoder(scheme, archive_md5=False)  # the object servers compute those
     pieces: list[list[Any]] = [[] for _ in range(scheme.n)]
     for out in (enc.feed(body), enc.finish()):
         for i, piece in enumerate(out):
             pieces[i].append(piece)
-    return [b"".join(p) + pack_footer(enc.archive_info(i)) for i, p in enumerate(pieces)]
+    return [b"".join(p) + pack_footer(enc.footer_metadata(i)) for i, p in enumerate(pieces)]

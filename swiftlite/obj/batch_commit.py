@@ -226,13 +226,12 @@ def _write_job(job: Job, direct_body: int = 0) -> list[tuple[Job, int]]:
     sums = bodysum.Summer().feed(job.chunks)
     job.etag = sums.etag
     job.results = [None] * len(job.writers)
-    if job.expected_etag and job.expected_etag.strip('"').lower() != job.etag:
+    if sums.refuses(job.expected_etag):
         job.error = ETagMismatch(job.etag)
         return []
     size = job.size
-    job.metadata = dict(job.metadata, ETag=job.etag, **{"X-Timestamp": job.timestamp,
-                                                        "Content-Length": str(size),
-                                                        bodysum.CHECK_KEY: sums.check})
+    job.metadata = dict(sums.stamp(job.metadata), **{"X-Timestamp": job.timestamp,
+                                                      "Content-Length": str(size)})
     trailer = pack_trailer(job.metadata)
     image = aligned_image([*job.chunks, trailer]) if direct_body and size >= direct_body \
         else None

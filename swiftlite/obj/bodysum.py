@@ -16,8 +16,13 @@ from typing import Any
 
 import xxhash
 
+from swiftlite.common.hashing import FAST_CHECK_PREFIX as _PREFIX
+from swiftlite.common.hashing import fast_check
+
 CHECK_KEY = "X-Backend-Body-Check"  # internal: never sent to clients (not user metadata)
-_PREFIX = "xxh3-64:"
+# A metadata value the writer replaces with the body's MD5 before the file is written: an EC
+# archive's own MD5 (EC_ARCHIVE_ETAG), which only the object server computes.
+OWN_MD5 = "\x00own-md5"
 
 
 class Summer:
@@ -44,7 +49,24 @@ class Summer:
 
     @property
     def check(self) -> str:
-        return _PREFIX + self._fast.hexdigest()
+        return fast_check(self._fast)
+
+    def refuses(self, expected: str | None) -> bool:
+        """Whether the body is not what its sender said: `expected` is its MD5 (an ETag)
+        or its fast check (an EC archive's footer)."""
+        if not expected:
+            return False
+        want = expected.strip('"').lower()
+        return want != (self.check if want.startswith(_PREFIX) else self.etag)
+
+    def stamp(self, metadata: dict[str, str]) -> dict[str, str]:
+        """`metadata` with the sums a stored body carries (ETag, CHECK_KEY) and any OWN_MD5
+        placeholder filled in."""
+        etag = self.etag
+        out = {k: (etag if v == OWN_MD5 else v) for k, v in metadata.items()}
+        out["ETag"] = etag
+        out[CHECK_KEY] = self.check
+        return out
 
 
 class Verifier:

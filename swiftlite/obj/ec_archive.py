@@ -5,9 +5,12 @@ Backend protocol (the proxy's side is swiftlite/proxy/ec_put.py):
 1. ``PUT`` of an EC policy's object (``X-Backend-Storage-Policy-Index`` names one): the body
    is the fragment archive followed by a footer, ``msgpack(map) || struct("<I4s")(length,
    b"ECF1")``. The footer carries the archive's `ArchiveInfo` (``X-Object-Sysmeta-Ec-*``):
-   only the proxy knows the object's ETag and length, and the archive's MD5, once the whole
-   body has passed, so they come after it (as Swift's MIME footers do). The server checks
-   them (the archive's MD5 and length; a mismatch is a 422 / 400) and commits the archive,
+   only the proxy knows the object's ETag and length once the whole body has passed, so
+   they come after it (as Swift's MIME footers do). The proxy's footer names the archive's
+   fast check (xxh3-64, ``X-Object-Sysmeta-Ec-Archive-Check``) where an ArchiveInfo has its
+   MD5: the server computes the MD5 of what it stores anyway and records that (one with the
+   MD5 itself, as the reconstructor and older proxies send, is taken too). The server checks
+   the archive (its check or MD5, and its length; a mismatch is a 422 / 400) and commits it,
    fsynced, as ``<timestamp>.pend``: durable but not current. `fileformat.current_files`
    knows only .data/.ts/.meta, so a .pend changes neither what a read sees nor the suffix
    digests; nothing is sent to the container servers yet.
@@ -36,12 +39,19 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import msgpack
 
-from swiftlite.common.ec.meta import KEYS, ArchiveInfo
-from swiftlite.obj import durability, pending_marks
+from swiftlite.common.ec.meta import (
+    EC_ARCHIVE_CHECK,
+    EC_ARCHIVE_ETAG,
+    FOOTER_KEYS,
+    KEYS,
+    ArchiveInfo,
+)
+from swiftlite.common.hashing import FAST_CHECK_PREFIX
+from swiftlite.obj import bodysum, durability, pending_marks
 from swiftlite.obj.fileformat import (
     CorruptFile,
     _listdir,
@@ -71,8 +81,11 @@ class PendingMissing(Exception):
     """A commit for an archive this device does not hold (404)."""
 
 
-def pack_footer(info: ArchiveInfo) -> bytes:
-    raw = msgpack.packb(info.to_metadata(), use_bin_type=True)
+def pack_footer(info: ArchiveInfo | Mapping[str, str]) -> bytes:
+    """A PUT body's footer: an ArchiveInfo's metadata, or `Encoder.footer_metadata` (the
+    archive's fast check in place of its MD5)."""
+    md = info.to_metadata() if isinstance(info, ArchiveInfo) else dict(info)
+    raw = msgpack.packb(md, use_bin_type=True)
     return raw + FOOTER.pack(len(raw), FOOTER_MAGIC)
 
 
@@ -97,9 +110,11 @@ class FooterSplitter:
         self.archive_bytes += sum(len(b) for b in out)
         return out
 
-    def finish(self) -> tuple[list[bytes], ArchiveInfo]:
-        """The archive's last bytes and the footer's ArchiveInfo (BadFooter if there is
-        none, or the archive's length is not the one it describes)."""
+    def finish(self) -> tuple[list[bytes], dict[str, str], str]:
+        """The archive's last bytes, the EC sysmeta to store with it and what its bytes
+        must match (its MD5, or its fast check: then its MD5 is the one the writer computes,
+        `bodysum.OWN_MD5`). BadFooter if there is no footer, or the archive's length is not
+        the one it describes."""
         tail = b"".join(self._held)
         self._held = []
         if len(tail) < FOOTER.size:
@@ -110,8 +125,14 @@ class FooterSplitter:
         start = len(tail) - FOOTER.size - length
         try:
             raw = msgpack.unpackb(tail[start:len(tail) - FOOTER.size], raw=False)
-            if not isinstance(raw, dict) or set(raw) != set(KEYS):
-                raise BadFooter(f"an EC footer holds exactly {', '.join(KEYS)}")
+            if not isinstance(raw, dict) or set(raw) not in (set(KEYS), set(FOOTER_KEYS)):
+                raise BadFooter(f"an EC footer holds exactly {', '.join(FOOTER_KEYS)}")
+            check = raw.pop(EC_ARCHIVE_CHECK, None)
+            if check is not None:
+                if not (isinstance(check, str) and check.startswith(FAST_CHECK_PREFIX)
+                        and len(check) == len(FAST_CHECK_PREFIX) + 16):
+                    raise BadFooter(f"bad {EC_ARCHIVE_CHECK}: {check!r}")
+                raw[EC_ARCHIVE_ETAG] = "0" * 32  # checked whole below, then replaced
             info = ArchiveInfo.from_metadata(raw)
         except (ValueError, msgpack.UnpackException) as exc:
             raise BadFooter(f"bad EC footer: {exc}") from None
@@ -120,7 +141,11 @@ class FooterSplitter:
         if self.archive_bytes != info.layout.archive_length:
             raise BadFooter(f"archive of {self.archive_bytes} bytes, not the "
                             f"{info.layout.archive_length} its footer says")
-        return [rest] if rest else [], info
+        md = info.to_metadata()
+        if check is None:
+            return [rest] if rest else [], md, info.archive_etag
+        md[EC_ARCHIVE_ETAG] = bodysum.OWN_MD5
+        return [rest] if rest else [], md, check
 
 
 def listing_size_etag(metadata: dict[str, str]) -> tuple[str, str]:

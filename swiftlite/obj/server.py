@@ -340,10 +340,9 @@ class ObjectServer:
             raise HTTPError(400, "Body longer than Content-Length")
         expected = request.headers.get("ETag")
         if splitter is not None:
-            rest, info = splitter.finish()
+            rest, ec_metadata, expected = splitter.finish()
             pending += rest
-            metadata.update(info.to_metadata())
-            expected = info.archive_etag
+            metadata.update(ec_metadata)
         if first and durability.MODE == "batch":  # the whole body in hand: commit in a batch
             _, (res,) = await self.committer.put([writer], pending, metadata, ts.internal,
                                                  expected)

@@ -215,10 +215,9 @@ class DataWriter:
             with durability.committing(self.device_path):
                 self._write(chunks, body_sums is None)
                 sums = body_sums or self.sums
-                etag = sums.etag
-                if expected_etag and expected_etag.strip('"').lower() != etag:
-                    raise ETagMismatch(etag)
-                metadata = dict(metadata, ETag=etag, **{bodysum.CHECK_KEY: sums.check})
+                if sums.refuses(expected_etag):
+                    raise ETagMismatch(sums.etag)
+                metadata = sums.stamp(metadata)
                 metadata["Content-Length"] = str(self.size)
                 metadata["X-Timestamp"] = timestamp
                 if self._stager is not None:

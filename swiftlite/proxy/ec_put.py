@@ -75,7 +75,7 @@ async def store(proxy, target, scheme: ECScheme, headers: dict[str, str], body,
     tasks = start_senders(proxy, ring, part, (acct, cont, name), primaries, feeds,
                           headers_for, limited_last=True)
     need = quorum(scheme)
-    encoder = Encoder(scheme)
+    encoder = Encoder(scheme, archive_md5=False)  # the object servers compute those
     received = 0
     try:
         held: list[bytes] = []
@@ -97,7 +97,7 @@ async def store(proxy, target, scheme: ECScheme, headers: dict[str, str], body,
         await _send(feeds, await run_blocking(encoder.finish), need)
         if expected and expected.strip('"').lower() != encoder.etag:
             raise HTTPError(422, "Unprocessable Entity: ETag does not match the body's MD5")
-        await _send(feeds, [pack_footer(encoder.archive_info(i)) for i in range(scheme.n)],
+        await _send(feeds, [pack_footer(encoder.footer_metadata(i)) for i in range(scheme.n)],
                     need)
         for feed in feeds:
             if not feed.dead:

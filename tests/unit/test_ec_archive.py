@@ -3,13 +3,24 @@ an EC PUT's body, and the two phases (.pend, then .data)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 
 import pytest
+import xxhash
 
 from swiftlite.common.ec import ECScheme, Encoder
-from swiftlite.obj import digests, ec_archive, fileformat, pending_marks, reading, writing
+from swiftlite.common.ec.meta import EC_ARCHIVE_ETAG
+from swiftlite.obj import (
+    bodysum,
+    digests,
+    ec_archive,
+    fileformat,
+    pending_marks,
+    reading,
+    writing,
+)
 from swiftlite.obj.hashdir import Conflict
 
 SCHEME = ECScheme(4, 2, segment_size=4096)
@@ -27,7 +38,18 @@ def encoded(body: bytes, index: int = 0) -> tuple[bytes, bytes, Encoder]:
 @pytest.mark.parametrize("size", [0, 1, 4095, 4096, 20000])
 def test_footer_splits_off_whatever_the_chunks(size):
     archive, footer, enc = encoded(random.Random(size).randbytes(size), 2)
-    stream = archive + footer
+    # The proxy's footer: the archive's fast check where the ArchiveInfo has its MD5.
+    fast = Encoder(SCHEME, archive_md5=False)
+    assert b"".join(p[2] for p in (fast.feed(random.Random(size).randbytes(size)),
+                                    fast.finish())) == archive
+    check_footer = ec_archive.pack_footer(fast.footer_metadata(2))
+    for stream, want in ((archive + footer, hashlib.md5(archive).hexdigest()),
+                         (archive + check_footer,
+                          "xxh3-64:" + xxhash.xxh3_64(archive).hexdigest())):
+        _split(stream, archive, enc.archive_info(2).to_metadata(), want)
+
+
+def _split(stream: bytes, archive: bytes, metadata: dict[str, str], want: str) -> None:
     rng = random.Random(1)
     for _ in range(5):
         splitter = ec_archive.FooterSplitter()
@@ -36,9 +58,28 @@ def test_footer_splits_off_whatever_the_chunks(size):
             n = rng.choice([1, 7, 1000, 5000, 70000])
             out += splitter.feed(stream[i:i + n])
             i += n
-        rest, info = splitter.finish()
+        rest, md, expected = splitter.finish()
         assert b"".join(out + rest) == archive
-        assert info == enc.archive_info(2)
+        assert expected == want
+        if want.startswith("xxh3-64:"):  # the MD5 is the writer's to compute
+            assert md == {**metadata, EC_ARCHIVE_ETAG: bodysum.OWN_MD5}
+        else:
+            assert md == metadata
+
+
+def test_a_footers_fast_check_is_checked_and_the_md5_recorded(tmp_path):
+    dev = str(tmp_path / "d1")
+    os.makedirs(dev)
+    archive, footer, _ = encoded(b"abc" * 5000)
+    good = "xxh3-64:" + xxhash.xxh3_64(archive).hexdigest()
+    md = {"name": "/a/c/o", "Content-Type": "x/y", EC_ARCHIVE_ETAG: bodysum.OWN_MD5}
+    w = writing.DataWriter(dev, PART, HASH, fsync=False, ext="data")
+    with pytest.raises(writing.ETagMismatch):
+        w.put([archive], md, "0000000001.00000", "xxh3-64:" + "0" * 16)
+    w = writing.DataWriter(dev, PART, HASH, fsync=False, ext="data")
+    res = w.put([archive], md, "0000000001.00000", good)
+    assert res.metadata[EC_ARCHIVE_ETAG] == hashlib.md5(archive).hexdigest() == \
+        res.metadata["ETag"]
 
 
 def test_bad_footers_are_refused():

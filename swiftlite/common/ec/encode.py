@@ -3,23 +3,33 @@
 The body's length need not be known in advance (chunked uploads): the encoder cuts full
 segments as they fill and the last, short one at `finish()`, so it holds at most one
 segment of the body (less the chunk being fed). It also computes what the archives'
-metadata needs: the body's MD5 (its ETag), its length and the MD5 of each archive.
+metadata needs: the body's MD5 (its ETag), its length and each archive's fast check (for a
+footer, `footer_metadata`) or, with `archive_md5`, its MD5 (for a whole `ArchiveInfo`).
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from swiftlite.common.ec.meta import ArchiveInfo
+import xxhash
+
+from swiftlite.common.ec.meta import (
+    EC_ARCHIVE_CHECK,
+    EC_ARCHIVE_ETAG,
+    ArchiveInfo,
+)
 from swiftlite.common.ec.scheme import ECScheme
+from swiftlite.common.hashing import fast_check
 
 
 class Encoder:
-    def __init__(self, scheme: ECScheme) -> None:
+    def __init__(self, scheme: ECScheme, archive_md5: bool = True) -> None:
         self.scheme = scheme
         self._buf = bytearray()
         self._body_md5 = hashlib.md5()
-        self._archive_md5 = [hashlib.md5() for _ in range(scheme.n)]
+        self._archive_sums: list = [hashlib.md5() if archive_md5 else xxhash.xxh3_64()
+                                    for _ in range(scheme.n)]
+        self._md5 = archive_md5
         self.body_length = 0
         self.archive_length = 0
         self.finished = False
@@ -66,8 +76,8 @@ class Encoder:
             out = segments[0]
         else:
             out = [b"".join(seg[i] for seg in segments) for i in range(self.scheme.n)]
-        for md5, piece in zip(self._archive_md5, out, strict=True):
-            md5.update(piece)
+        for h, piece in zip(self._archive_sums, out, strict=True):
+            h.update(piece)
         self.archive_length += len(out[0])
         return out
 
@@ -77,12 +87,28 @@ class Encoder:
         return self._body_md5.hexdigest()
 
     def archive_etag(self, index: int) -> str:
-        """MD5 (hex) of archive `index`'s bytes returned so far."""
-        return self._archive_md5[index].hexdigest()
+        """MD5 (hex) of archive `index`'s bytes returned so far (with `archive_md5`)."""
+        if not self._md5:
+            raise ValueError("an Encoder made without archive_md5 keeps no archive MD5")
+        return self._archive_sums[index].hexdigest()
 
     def archive_info(self, index: int) -> ArchiveInfo:
-        """What archive `index` stores beside its bytes (call after finish())."""
+        """What archive `index` stores beside its bytes (call after finish(); needs
+        `archive_md5`)."""
         if not self.finished:
             raise ValueError("archive_info() before finish()")
         return ArchiveInfo(self.scheme, self.body_length, index, self.etag,
                            self.archive_etag(index))
+
+    def footer_metadata(self, index: int) -> dict[str, str]:
+        """What archive `index`'s footer says (call after finish()): its ArchiveInfo with
+        the archive's fast check in place of its MD5, which the object server computes."""
+        if not self.finished:
+            raise ValueError("footer_metadata() before finish()")
+        if self._md5:
+            return self.archive_info(index).to_metadata()
+        md = ArchiveInfo(self.scheme, self.body_length, index, self.etag,
+                         "0" * 32).to_metadata()
+        del md[EC_ARCHIVE_ETAG]
+        md[EC_ARCHIVE_CHECK] = fast_check(self._archive_sums[index])
+        return md
