@@ -3,6 +3,7 @@ sign-in, who may ask for what, and that it takes nothing from the APIs beside it
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 
 import boto3
@@ -123,6 +124,27 @@ def test_the_cluster_report_is_for_reseller_admins_only(cluster):
     doc = r.json()
     assert {s["host"] for s in doc["servers"]} >= {
         f"{n['ip']}:{s['port']}" for n in cluster.nodes for s in n["servers"].values()}
+
+
+def test_operators_polling_share_one_report(cluster):
+    """Several cluster pages polling one proxy worker at once get one report between them
+    (each would otherwise ask every storage server), and one made within the TTL after."""
+    proxy = start_proxy_variant(cluster, "console-ttl", filters={
+        "console": {"console_report_ttl": "60"}})
+    try:
+        admin = requests.get(cluster.auth_url, headers={"X-Auth-User": "admin:admin",
+                                                        "X-Auth-Key": "admin"}, timeout=10)
+        url = f"http://127.0.0.1:{proxy.port}/console/api/cluster"
+        headers = {"X-Auth-Token": admin.headers["X-Auth-Token"]}
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            docs = list(pool.map(lambda _: requests.get(url, headers=headers, timeout=30),
+                                 range(4)))
+        assert all(r.status_code == 200 for r in docs)
+        stamps = {r.json()["generated"] for r in docs}
+        assert len(stamps) == 1, stamps
+        assert requests.get(url, headers=headers, timeout=30).json()["generated"] in stamps
+    finally:
+        proxy.stop()
 
 
 def test_an_s3_bucket_named_console_is_still_s3s(cluster):

@@ -19,6 +19,7 @@ An S3-signed request whose bucket is named `console` is not ours: it goes on to 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -93,6 +94,10 @@ class Console(Middleware):
         super().__init__(app, proxy, conf)
         self.files = load_static()
         self.report_timeout = conf.get_float("console_report_timeout", 3.0)
+        self.report_ttl = conf.get_float("console_report_ttl", 2.0)
+        # The last report asked of this worker, and when it was done (None: not yet): the
+        # tabs polling it share one, so N operators do not ask every server N times.
+        self._report: tuple[asyncio.Future, list[float | None]] | None = None
         self._creds: Any = None
 
     def info(self) -> dict[str, Any]:
@@ -144,9 +149,25 @@ class Console(Middleware):
                                "expires": ident.expires})
         if not ident.is_reseller_admin:
             return _refusal(403, "the cluster's state is for reseller admins")
+        return _json(200, await self._shared_report())
+
+    async def _shared_report(self) -> dict[str, Any]:
+        """The report in the making, or one made less than `report_ttl` seconds ago, else a
+        new one. Shielded: a caller who leaves does not cancel it for the others."""
         from swiftlite.proxy.console.cluster import cluster_report
 
-        return _json(200, await cluster_report(self.proxy, timeout=self.report_timeout))
+        loop = asyncio.get_running_loop()
+        if self._report is not None:
+            fut, done_at = self._report
+            if not fut.done() or (not fut.cancelled() and fut.exception() is None
+                                  and done_at[0] is not None
+                                  and loop.time() - done_at[0] < self.report_ttl):
+                return await asyncio.shield(fut)
+        fut = asyncio.ensure_future(cluster_report(self.proxy, timeout=self.report_timeout))
+        done_at: list[float | None] = [None]
+        fut.add_done_callback(lambda f: done_at.__setitem__(0, loop.time()))
+        self._report = (fut, done_at)
+        return await asyncio.shield(fut)
 
     def _identity(self, request: web.Request):
         auth = self.proxy.auth
