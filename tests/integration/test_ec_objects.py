@@ -74,6 +74,22 @@ def frag_index(path: str) -> int:
     return ArchiveInfo.from_metadata(md).frag_index
 
 
+def durable(cluster, account: str, cont: str, name: str) -> dict[int, str]:
+    """Every archive's .data by fragment index, once all k + m are there: a PUT answers
+    when k + 1 commits are done, the last ones finish just after (on a loaded machine,
+    after the test has looked)."""
+    def found() -> dict[int, str] | None:
+        paths = {frag_index(p): p for p in archives(cluster, account, cont, name)}
+        return paths if len(paths) == K + M else None
+    return wait_for(found, 20, what=f"the {K + M} archives of {name} durable")
+
+
+def tombstoned(cluster, account: str, cont: str, name: str) -> None:
+    """Wait until every archive's tombstone is there (a DELETE answers at a quorum)."""
+    wait_for(lambda: len(archives(cluster, account, cont, name, "ts")) == K + M, 20,
+             what=f"the {K + M} tombstones of {name}")
+
+
 def test_info_lists_the_ec_policy(cluster):
     pols = requests.get(cluster.proxy_url + "/info").json()["swift"]["policies"]
     ec = next(p for p in pols if p["name"] == "ec")
@@ -282,7 +298,7 @@ def test_racing_overwrites_leave_one_whole_version(cluster, api):
     got = api("GET", "/ec/race").content
     assert got in bodies
     # Every durable archive is of that one version; older pending ones are gone.
-    assert len(archives(cluster, api.account, "ec", "race")) == K + M
+    assert len(durable(cluster, api.account, "ec", "race")) == K + M
     assert not archives(cluster, api.account, "ec", "race", "pend")
 
 
@@ -297,7 +313,7 @@ def _flip(path: str, offset: int) -> None:
 def test_two_corrupt_archives_read_byte_for_byte(cluster, api):
     body = body_of(5 * SEG + 7, 5)
     assert api("PUT", "/ec/corrupt", data=body).status_code == 201
-    paths = {frag_index(p): p for p in archives(cluster, api.account, "ec", "corrupt")}
+    paths = durable(cluster, api.account, "ec", "corrupt")
     # Two data fragments: the reader must notice and fetch parity instead.
     # Archive 2 goes bad in its third segment: it is replaced mid-stream from there.
     _flip(paths[0], 100)
@@ -310,7 +326,7 @@ def test_two_corrupt_archives_read_byte_for_byte(cluster, api):
 def test_two_missing_archives_read_byte_for_byte(cluster, api):
     body = body_of(4 * SEG + 9, 6)
     assert api("PUT", "/ec/missing", data=body).status_code == 201
-    paths = {frag_index(p): p for p in archives(cluster, api.account, "ec", "missing")}
+    paths = durable(cluster, api.account, "ec", "missing")
     os.unlink(paths[1])
     os.unlink(paths[3])
     assert api("GET", "/ec/missing").content == body
@@ -323,7 +339,7 @@ def test_what_only_the_parity_primaries_hold_is_not_missed(cluster, api):
     long way: a tombstone there is a 404, a version too few archives hold is not served."""
     def data_archives(name: str) -> dict[str, bytes]:
         return {p: open(p, "rb").read()
-                for p in archives(cluster, api.account, "ec", name) if frag_index(p) < K}
+                for i, p in durable(cluster, api.account, "ec", name).items() if i < K}
 
     def restore(saved: dict[str, bytes], newer_ext: str) -> None:
         for path, data in saved.items():  # the data primaries as if they missed the write
@@ -337,6 +353,7 @@ def test_what_only_the_parity_primaries_hold_is_not_missed(cluster, api):
     saved = data_archives("parity-tomb")
     assert len(saved) == K
     assert api("DELETE", "/ec/parity-tomb").status_code == 204
+    tombstoned(cluster, api.account, "ec", "parity-tomb")
     restore(saved, "ts")
     assert len(archives(cluster, api.account, "ec", "parity-tomb", "ts")) == M
     assert api("GET", "/ec/parity-tomb").status_code == 404
@@ -345,6 +362,8 @@ def test_what_only_the_parity_primaries_hold_is_not_missed(cluster, api):
     assert api("PUT", "/ec/parity-new", data=old).status_code == 201
     saved = data_archives("parity-new")
     assert api("PUT", "/ec/parity-new", data=body_of(3 * SEG, 62)).status_code == 201
+    new = durable(cluster, api.account, "ec", "parity-new")
+    assert not set(new.values()) & set(saved)  # (each data primary's now of the new one)
     restore(saved, "data")
     got = api("GET", "/ec/parity-new")  # the new version is on M < K archives: unreadable
     assert got.status_code == 200 and got.content == old
@@ -395,7 +414,7 @@ def test_commit_that_reached_some_nodes_reads_whole(cluster, api):
     assert api("PUT", "/ec/half", data=old).status_code == 201
     body = body_of(3 * SEG + 2, 19)
     assert api("PUT", "/ec/half", data=body).status_code == 201
-    paths = archives(cluster, api.account, "ec", "half")
+    paths = sorted(durable(cluster, api.account, "ec", "half").values())
     for p in paths[:-1]:  # as if only the last archive's commit had arrived
         os.rename(p, p[:-len("data")] + "pend")
     assert api("GET", "/ec/half").content == body
@@ -489,6 +508,7 @@ def test_kill_object_server_mid_put_leaves_nothing_partial(cluster, api):
 def test_replicator_skips_ec_policies(cluster, api):
     """An archive copied to another index's node would be the wrong fragment there."""
     assert api("PUT", "/ec/repl", data=body_of(SEG, 15)).status_code == 201
+    durable(cluster, api.account, "ec", "repl")
     before = archives(cluster, api.account, "ec", "repl")
     node = cluster.nodes[0]
     out = subprocess.run([sys.executable, "-m", "swiftlite.cli", "daemon", "object-replicator",

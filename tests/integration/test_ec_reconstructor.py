@@ -25,7 +25,14 @@ from swiftlite.obj.auditor import Auditor
 from swiftlite.obj.reconstructor import NAME, ObjectReconstructor
 from swiftlite.ring import Ring
 from tests.cluster import start_cluster
-from tests.integration.test_ec_objects import _api, _flip, body_of, frag_index, node_gone
+from tests.integration.test_ec_objects import (
+    _api,
+    _flip,
+    body_of,
+    durable,
+    frag_index,
+    node_gone,
+)
 from tests.integration.test_metrics import samples
 
 pytestmark = pytest.mark.slow
@@ -151,6 +158,7 @@ def test_lost_devices_are_rebuilt_and_a_second_pass_moves_nothing(cluster, api):
 def test_corrupt_archive_is_quarantined_then_rebuilt(cluster, api):
     body = body_of(3 * SEG + 5, 70)
     assert api("PUT", "/ec/bad", data=body).status_code == 201
+    durable(cluster, api.account, "ec", "bad")
     held, _ = placement(cluster, api.account, "bad")
     load_sections(cluster.nodes[0]["conf"])
     h = hashing.hash_path(api.account, "ec", "bad")
@@ -177,6 +185,7 @@ def test_an_archive_of_another_index_is_handed_over_and_ours_rebuilt(cluster, ap
     (partition, index) check finds them (here: the marker of the check removed)."""
     body = body_of(2 * SEG + 9, 75)
     assert api("PUT", "/ec/moved", data=body).status_code == 201
+    durable(cluster, api.account, "ec", "moved")
     load_sections(cluster.nodes[0]["conf"])
     h = hashing.hash_path(api.account, "ec", "moved")
     paths = {frag_index(os.path.join(r, f)): os.path.join(r, f) for n in cluster.nodes
