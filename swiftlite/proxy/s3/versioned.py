@@ -72,19 +72,41 @@ async def not_found(s3: S3Request, resp: web.StreamResponse, is_get: bool) -> S3
     return err
 
 
+PROMOTE_TRIES = 5
+
+
 async def promote(s3: S3Request, key: str) -> None:
     """After the current version of `key` was deleted by id: its newest remaining version,
-    unless a delete marker, becomes current."""
-    for row in await key_versions(s3, key):
-        if row.get("content_type", "").startswith(DELETED):
+    unless a delete marker, becomes current.
+
+    Another request may be deleting that very version meanwhile (a multi-object delete of
+    every version, sent several times at once): if it is gone by the time it would be
+    current (404), or once it is (a delete that looked before the link was made leaves the
+    link), the link goes and the next newest is tried."""
+    gone: set[str] = set()
+    for _ in range(PROMOTE_TRIES):
+        rows = [r for r in await key_versions(s3, key) if r.get("version_id") not in gone]
+        if not rows or rows[0].get("content_type", "").startswith(DELETED):
             return
-        vid = row.get("version_id")
+        vid = rows[0].get("version_id")
         if not vid or vid == "null":
             return
+        query = "version-id=" + quote(vid, safe="")
         resp = await s3.swift("PUT", s3.bucket, key, {"Content-Length": "0"}, b"",
-                              query="version-id=" + quote(vid, safe=""))
+                              query=query)
         close_answer(resp)
-        return
+        if resp.status == 404:
+            gone.add(vid)  # deleted meanwhile (the listing may show it a little longer)
+            continue
+        if resp.status // 100 != 2:
+            return
+        head = await s3.swift("HEAD", s3.bucket, key, query=query)
+        close_answer(head)
+        if head.status != 404:
+            return
+        # Current, and deleted under it: the link goes with a delete of that version.
+        close_answer(await s3.swift("DELETE", s3.bucket, key, query=query))
+        gone.add(vid)
 
 
 def delete_headers(resp: web.StreamResponse, vid: str | None) -> dict[str, str]:
