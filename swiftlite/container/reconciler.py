@@ -350,7 +350,7 @@ class ContainerReconciler(daemon.PeerSession):
         answers = await asyncio.gather(*(
             self._request(n, node_path(n, part, *names), "PUT", base, archives[i])
             for i, n in enumerate(nodes)))
-        need = min(scheme.k + 1, scheme.n)
+        need = scheme.write_quorum
         newer = sum(1 for a in answers if a is not None and a[0] == 409)
         stored = [n for n, a in zip(nodes, answers, strict=True) if a is not None and a[0] == 201]
         if len(stored) + newer < need:

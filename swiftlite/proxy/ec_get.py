@@ -199,6 +199,30 @@ async def _local(proxy, node: dict, method: str, where: Where,
     return await proxy.local_reads.open(node, method, where[1], where[2], headers)
 
 
+async def _head(proxy, node: dict, where: Where,
+                headers: dict[str, str]) -> BackendResponse | None:
+    """One archive's HEAD: read here where it is local, else asked of its server."""
+    local = await _local(proxy, node, "HEAD", where, headers)
+    if local is not None:
+        local.release()
+        return BackendResponse(local.status, local.headers, b"", node)
+    return await proxy.backend.request(node, "HEAD", node_path(node, where[0], *where[2]),
+                                       headers)
+
+
+async def _open_get(proxy, node: dict, where: Where, headers: dict[str, str]) -> Any:
+    """One archive's GET, its body unread (the caller releases it); None when the node
+    could not answer."""
+    try:
+        resp = await _local(proxy, node, "GET", where, headers)
+        if resp is None:
+            resp = await proxy.backend.open(node, "GET", node_path(node, where[0], *where[2]),
+                                            headers)
+    except NETWORK_ERRORS:
+        return None
+    return resp
+
+
 async def _find(proxy, ring, where: Where, headers: dict[str, str],
                 scheme: ECScheme) -> list[Archive]:
     """The archives of the object's current version (at least k, one per fragment index);
@@ -208,12 +232,7 @@ async def _find(proxy, ring, where: Where, headers: dict[str, str],
 
     async def head(node: dict, h: dict[str, str] = headers,
                    ) -> tuple[dict, BackendResponse | None]:
-        local = await _local(proxy, node, "HEAD", where, h)
-        if local is not None:
-            local.release()
-            return node, BackendResponse(local.status, local.headers, b"", node)
-        return node, await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
-                                                 h)
+        return node, await _head(proxy, node, where, h)
     primaries = ring.get_part_nodes(part)
     answers += await asyncio.gather(*(head(n) for n in primaries))
     failed = sum(1 for _, r in answers if r is None or r.status >= 500)
@@ -275,33 +294,13 @@ async def _direct(proxy, ring, where: Where, headers: dict[str, str], scheme: EC
     """The short way to a whole GET (see the module's notes): the object's archives and the
     data archives' GETs already opened (by fragment index), or None (all released): take
     the long way."""
-    part, _, names = where
-    primaries = ring.get_part_nodes(part)
+    primaries = ring.get_part_nodes(where[0])
     if len(primaries) != scheme.n or any(proxy.limiter.limited(n) for n in primaries):
         return None
-
-    async def get(node: dict) -> Any:
-        try:
-            resp = await _local(proxy, node, "GET", where, headers)
-            if resp is None:
-                resp = await proxy.backend.open(node, "GET", node_path(node, part, *names),
-                                                headers)
-        except NETWORK_ERRORS:
-            return None
-        return resp
-
-    async def head(node: dict) -> BackendResponse | None:
-        local = await _local(proxy, node, "HEAD", where, headers)
-        if local is not None:
-            local.release()
-            return BackendResponse(local.status, local.headers, b"", node)
-        return await proxy.backend.request(node, "HEAD", node_path(node, part, *names),
-                                           headers)
-
     k = scheme.k
-    tasks = [asyncio.ensure_future(get(n)) for n in primaries[:k]]
+    tasks = [asyncio.ensure_future(_open_get(proxy, n, where, headers)) for n in primaries[:k]]
     try:
-        heads = await asyncio.gather(*(head(n) for n in primaries[k:]))
+        heads = await asyncio.gather(*(_head(proxy, n, where, headers) for n in primaries[k:]))
         gets = await asyncio.gather(*tasks)
     except BaseException:  # cancelled (the client left): nothing opened may stay open
         for t in tasks:
@@ -423,13 +422,7 @@ class _Reader:
         h = dict(self.headers, Range=f"bytes={first}-{last}")
         if archive.pending:
             h[PENDING_HEADER] = archive.ts.internal
-        try:
-            resp = await _local(self.proxy, node, "GET", self.where, h)
-            if resp is None:
-                resp = await self.proxy.backend.open(
-                    node, "GET", node_path(node, self.part, *self.names), h)
-        except NETWORK_ERRORS:
-            return None
+        resp = await _open_get(self.proxy, node, self.where, h)
         if resp is None:
             return None
         # Another version written meanwhile has other archives: same sizes, other bytes.

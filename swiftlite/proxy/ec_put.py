@@ -41,12 +41,6 @@ from swiftlite.proxy.put_common import Feed, container_headers, start_senders
 MIN_FEED = 64 * 1024
 
 
-def quorum(scheme: ECScheme) -> int:
-    """Archives that must be durable before a PUT succeeds: k + 1 (k alone would leave no
-    margin for one more loss), as Swift's default."""
-    return min(scheme.k + 1, scheme.n)
-
-
 async def _as_chunks(body) -> AsyncIterator[bytes]:
     if isinstance(body, bytes):
         if body:
@@ -74,7 +68,7 @@ async def store(proxy, target, scheme: ECScheme, headers: dict[str, str], body,
     feeds = [Feed() for _ in primaries]
     tasks = start_senders(proxy, ring, part, (acct, cont, name), primaries, feeds,
                           headers_for, limited_last=True)
-    need = quorum(scheme)
+    need = scheme.write_quorum
     encoder = Encoder(scheme, archive_md5=False)  # the object servers compute those
     received = 0
     try:

@@ -70,6 +70,12 @@ class ECScheme:
         """Fragments per segment (and fragment archives per object): k + m."""
         return self.k + self.m
 
+    @property
+    def write_quorum(self) -> int:
+        """Archives that must be durable before a write succeeds: k + 1 (k alone would
+        leave no margin for one more loss), as Swift's default."""
+        return min(self.k + 1, self.n)
+
     def __str__(self) -> str:
         return f"{self.ec_type} {self.k}+{self.m}"
 
