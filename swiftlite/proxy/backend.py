@@ -10,15 +10,9 @@ from typing import Any, TypeVar
 
 from multidict import CIMultiDict
 
-from swiftlite.common.fastclient import ClientError, ConnectError, Pool, Response
+from swiftlite.common.fastclient import ClientError, Pool, Response
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, format_also, parse_statuses
-from swiftlite.proxy.nodes import (
-    ErrorLimiter,
-    local_fault,
-    logical_path,
-    verdicts,
-    write_handoffs,
-)
+from swiftlite.proxy.nodes import ErrorLimiter, verdicts, write_handoffs
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")
@@ -29,6 +23,10 @@ NETWORK_ERRORS = (ClientError, asyncio.TimeoutError, OSError)
 # Replica writes a worker lets finish after answering the client (bodies up to
 # put_buffer_size each): enough for the error limiter to notice a hung node.
 MAX_DETACHED = 64
+# Nodes one replica's write tries (its primary, then handoffs) before it gives up.
+MAX_TRIES = 4
+# Chunks a streamed body's feed holds per replica (see Feed).
+QUEUE_DEPTH = 4
 
 # Headers never copied from a backend response to the client.
 HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "date",
@@ -187,30 +185,13 @@ class Backend:
         to the error limiter (see proxy.nodes: a 5xx counts only if another replica served
         the same request)."""
         judge = verdicts(self.limiter)
-        logical = logical_path(path)
-        if query:
-            path = f"{path}?{query}"
+        full = f"{path}?{query}" if query else path
         try:
-            resp = await self.pool.request(node["ip"], node["port"], method, path, headers, data)
+            resp = await self.pool.request(node["ip"], node["port"], method, full, headers, data)
         except NETWORK_ERRORS as exc:
-            if isinstance(exc, ConnectError):
-                # Nothing was sent, so the request cannot be the cause.
-                if exc.local:  # this process is out of descriptors: no node's fault
-                    local_fault(f"{method} {path}: {exc}")
-                elif exc.refused:
-                    self.limiter.fatal(node, f"{method} {path}: {exc}", server=True)
-                else:
-                    self.limiter.error(node, f"{method} {path}: {exc!r}", server=True)
-            else:
-                judge.suspect(node, method, logical, f"{method} {path}: {exc!r}", server=True)
+            judge.unreachable(node, method, path, exc)
             return None
-        status = resp.status
-        if status < 400:
-            judge.served(method, logical)
-        elif status == 507:
-            self.limiter.fatal(node, "507 Insufficient Storage")
-        elif status >= 500:
-            judge.suspect(node, method, logical, f"{method} {path}: {status}")
+        judge.answered(node, method, path, resp.status)
         return resp
 
     async def request(self, node: dict[str, Any], method: str, path: str,
@@ -223,55 +204,32 @@ class Backend:
         try:
             body = await resp.read()
         except NETWORK_ERRORS as exc:
-            verdicts(self.limiter).suspect(node, method, logical_path(path),
-                                           f"{method} {path}: reading: {exc!r}", server=True)
+            verdicts(self.limiter).unreachable(node, method, path, exc)
             return None
         return BackendResponse(resp.status, resp.headers, body, node)
+
+    # ---- the fan-out engine: every write to a ring's replicas, buffered or streamed --------
 
     async def fan_out(self, ring: Ring, part: int, method: str, path_for: Callable[[dict], str],
                       headers_for: Callable[[int, dict], dict[str, str]],
                       data: Any = None, query: str = "", use_handoffs: bool = True,
                       grouped: bool = False) -> list[BackendResponse]:
-        """Send to every primary concurrently; a primary that cannot answer (down, 507, 5xx)
-        is replaced by the next handoff, so writes land somewhere durable.
+        """Send to every primary concurrently and settle on a quorum (see `settle`); a
+        primary that cannot answer (down, 507, 5xx) is replaced by the next handoff, so
+        writes land somewhere durable. One answer per primary (503: no node answered).
 
         `grouped` (a PUT with its body in memory): primaries on one object server share one
         request (see common.replica_groups)."""
         primaries = ring.get_part_nodes(part)
-        verdicts(self.limiter)  # before the gather, so every replica's task shares it
-        handoffs = write_handoffs(ring, part, self.limiter) if use_handoffs else iter(())
-        lock = asyncio.Lock()
-
-        async def next_handoff() -> dict | None:
-            async with lock:
-                return next(handoffs, None)
-
-        async def one(index: int, node: dict | None) -> BackendResponse | None:
-            tried = 0
-            last: BackendResponse | None = None
-            while node is not None and tried < 4:
-                tried += 1
-                if self.limiter.limited(node) and tried == 1 and use_handoffs:
-                    node = await next_handoff()
-                    continue
-                resp = await self.request(node, method, path_for(node), headers_for(index, node),
-                                          data, query)
-                if resp is not None and resp.status < 500:
-                    return resp
-                last = resp or last
-                node = await next_handoff() if use_handoffs else None
-            return last
-
-        async def on_handoff(index: int) -> BackendResponse | None:
-            return await one(index, await next_handoff())
-
+        send, handoff = self._replica_loop(ring, part, method, path_for, headers_for, query,
+                                           use_handoffs, data=data)
         results: list[BackendResponse | None] = [None] * len(primaries)
         failed: set[int] = set()  # primaries a group could not store: straight to handoffs
         if grouped and isinstance(data, bytes):
             await self._grouped(primaries, method, path_for, headers_for, data, results, failed)
         pending = [i for i, r in enumerate(results) if r is None]
-        tasks = [asyncio.ensure_future(on_handoff(i) if i in failed and use_handoffs
-                                       else one(i, primaries[i])) for i in pending]
+        tasks = [asyncio.ensure_future(send(i, handoff() if i in failed and use_handoffs
+                                            else primaries[i])) for i in pending]
         # What the grouped requests stored counts toward the quorum too.
         more = await settle(tasks, len(primaries), self.post_quorum_timeout,
                             [r for r in results if r is not None], self.detach)
@@ -279,6 +237,64 @@ class Backend:
             results[i] = r
         return [r for r in results if r is not None] + \
             [BackendResponse(503) for r in results if r is None]
+
+    def stream_out(self, ring: Ring, part: int, method: str, path_for: Callable[[dict], str],
+                   headers_for: Callable[[int, dict], dict[str, str]], feeds: list[Feed],
+                   limited_last: bool = False) -> list[asyncio.Future]:
+        """Start sending feed i's body to primary i (or, when it cannot be reached before
+        its body started, to the next handoff): one task per primary, each yielding its
+        BackendResponse, or None when no node took the body (its feed is then killed). The
+        caller fills the feeds, then settles the tasks (or cancels them: the object servers
+        drop their temp files on a cut connection).
+
+        `limited_last`: an error-limited primary is still tried when no handoff is left (an
+        EC write needs k + 1 archives; a small cluster may have no handoff at all)."""
+        primaries = ring.get_part_nodes(part)
+        send, _ = self._replica_loop(ring, part, method, path_for, headers_for, "", True,
+                                     feeds=feeds, limited_last=limited_last)
+        return [asyncio.ensure_future(send(i, n)) for i, n in enumerate(primaries)]
+
+    def _replica_loop(self, ring: Ring, part: int, method: str,
+                      path_for: Callable[[dict], str],
+                      headers_for: Callable[[int, dict], dict[str, str]], query: str,
+                      use_handoffs: bool, data: Any = None, feeds: list[Feed] | None = None,
+                      limited_last: bool = False,
+                      ) -> tuple[Callable[[int, dict | None], Awaitable[BackendResponse | None]],
+                                 Callable[[], dict | None]]:
+        """One replica's write, shared by every fan-out: (send(index, node), next handoff).
+        A node that is error limited, cannot be reached or answers 5xx is replaced by the
+        next handoff, at most MAX_TRIES nodes; a streamed body (`feeds`) only until its
+        first bytes went out."""
+        verdicts(self.limiter)  # before the replicas' tasks, so they all share it
+        handoffs = write_handoffs(ring, part, self.limiter) if use_handoffs else iter(())
+
+        def handoff() -> dict | None:
+            return next(handoffs, None)
+
+        async def send(index: int, node: dict | None) -> BackendResponse | None:
+            feed = feeds[index] if feeds is not None else None
+            last: BackendResponse | None = None
+            tries = 0
+            while node is not None and tries < MAX_TRIES:
+                if use_handoffs and self.limiter.limited(node):
+                    node = handoff() or (node if limited_last else None)
+                    if node is None:
+                        break
+                tries += 1
+                resp = await self.request(node, method, path_for(node),
+                                          headers_for(index, node),
+                                          feed.body() if feed is not None else data, query)
+                if resp is not None and resp.status < 500:
+                    return resp
+                last = resp or last
+                if feed is not None and feed.started:
+                    break  # its body is gone: no other node can be given it
+                node = handoff() if use_handoffs else None
+            if feed is not None:
+                feed.kill()
+            return last
+
+        return send, handoff
 
     async def _grouped(self, primaries: list[dict], method: str,
                        path_for: Callable[[dict], str],
@@ -311,19 +327,37 @@ class Backend:
             judge = verdicts(self.limiter)
             for i, status in zip(idx[1:], statuses, strict=True):
                 node = primaries[i]
-                path = path_for(node)
-                if status < 400:
-                    judge.served(method, logical_path(path))
-                elif status == 507:
-                    self.limiter.fatal(node, "507 Insufficient Storage")
-                elif status >= 500:
-                    judge.suspect(node, method, logical_path(path), f"{method} {path}: {status}")
+                judge.answered(node, method, path_for(node), status)
                 if status >= 500:
                     failed.add(i)
                 else:
                     results[i] = BackendResponse(status, resp.headers, b"", node)
 
         await asyncio.gather(*(send(idx) for idx in groups))
+
+
+class Feed:
+    """One replica's view of a streamed body (`Backend.stream_out`): a bounded queue, so
+    the slowest replica sets the pace and memory stays at QUEUE_DEPTH chunks per replica.
+    The writer puts chunks, then None; a dead feed (its replica failed) takes no more."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUE_DEPTH)
+        self.started = False
+        self.dead = False
+
+    async def body(self) -> AsyncIterator[bytes]:
+        while True:
+            chunk = await self.queue.get()
+            if chunk is None:
+                return
+            self.started = True
+            yield chunk
+
+    def kill(self) -> None:
+        self.dead = True
+        while not self.queue.empty():  # unblock a writer waiting on put()
+            self.queue.get_nowait()
 
 
 def best_response(responses: list[BackendResponse], n: int) -> BackendResponse:

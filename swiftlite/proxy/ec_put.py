@@ -33,8 +33,8 @@ from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.ec_archive import COMMIT_HEADER, pack_footer
-from swiftlite.proxy.backend import BackendResponse, best_response, quorum_size, settle
-from swiftlite.proxy.put_common import Feed, container_headers, start_senders
+from swiftlite.proxy.backend import BackendResponse, Feed, best_response, quorum_size, settle
+from swiftlite.proxy.put_common import container_headers
 
 # Body bytes gathered before one trip to the encoder: a trip costs a thread-pool hop, so
 # small client chunks are joined first (the encoder still cuts exact segments).
@@ -66,8 +66,9 @@ async def store(proxy, target, scheme: ECScheme, headers: dict[str, str], body,
     cpart, cnodes = proxy.container_ring.get_nodes(acct, cont)
     headers_for = container_headers(headers, cpart, cnodes)
     feeds = [Feed() for _ in primaries]
-    tasks = start_senders(proxy, ring, part, (acct, cont, name), primaries, feeds,
-                          headers_for, limited_last=True)
+    tasks = proxy.backend.stream_out(ring, part, "PUT",
+                                     lambda n: node_path(n, part, acct, cont, name),
+                                     headers_for, feeds, limited_last=True)
     need = scheme.write_quorum
     encoder = Encoder(scheme, archive_md5=False)  # the object servers compute those
     received = 0

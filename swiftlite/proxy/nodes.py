@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from swiftlite.common.fastclient import ConnectError
 from swiftlite.common.log_throttle import LogThrottle
 from swiftlite.ring import Ring
 
@@ -164,6 +165,33 @@ class Verdicts:
         if pending:
             for node, why, server in pending:
                 self.limiter.error(node, why, key, server)
+
+    # The one place where what a backend request came to is judged: every fan-out, read and
+    # grouped write calls these two.
+
+    def answered(self, node: dict[str, Any], method: str, path: str, status: int) -> None:
+        """What an answer of `status` to `method path` (a node path) says about `node`."""
+        if status < 400:
+            self.served(method, logical_path(path))
+        elif status == 507:
+            self.limiter.fatal(node, "507 Insufficient Storage")
+        elif status >= 500:
+            self.suspect(node, method, logical_path(path), f"{method} {path}: {status}")
+
+    def unreachable(self, node: dict[str, Any], method: str, path: str,
+                    exc: BaseException) -> None:
+        """What a request that got no answer (`exc`) says about `node`."""
+        if isinstance(exc, ConnectError):
+            # Nothing was sent, so the request cannot be the cause.
+            if exc.local:  # this process is out of descriptors: no node's fault
+                local_fault(f"{method} {path}: {exc}")
+            elif exc.refused:
+                self.limiter.fatal(node, f"{method} {path}: {exc}", server=True)
+            else:
+                self.limiter.error(node, f"{method} {path}: {exc!r}", server=True)
+        else:  # sent, then cut or timed out: maybe the request's fault (see module doc)
+            self.suspect(node, method, logical_path(path), f"{method} {path}: {exc!r}",
+                         server=True)
 
 
 _VERDICTS: contextvars.ContextVar[Verdicts | None] = contextvars.ContextVar(

@@ -35,6 +35,7 @@ from swiftlite.proxy import ec_get, ec_put, size_tier
 from swiftlite.proxy.backend import (
     NETWORK_ERRORS,
     BackendResponse,
+    Feed,
     best_response,
     client_headers,
     hedged,
@@ -48,7 +49,7 @@ from swiftlite.proxy.nodes import (
     read_order,
     verdicts,
 )
-from swiftlite.proxy.put_common import Feed, container_headers, start_senders
+from swiftlite.proxy.put_common import container_headers
 from swiftlite.proxy.request import (
     BACKEND_GET_HEADERS,
     BACKEND_PUT_HEADERS,
@@ -470,8 +471,9 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
         headers["Content-Length"] = str(length)
     feeds = [Feed() for _ in primaries]
 
-    tasks = start_senders(proxy, ring, part, (acct, cont, name), primaries, feeds,
-                          headers_for)
+    tasks = proxy.backend.stream_out(ring, part, "PUT",
+                                     lambda n: node_path(n, part, acct, cont, name),
+                                     headers_for, feeds)
     received = 0
     quorum = quorum_size(len(primaries))
     try:
