@@ -48,8 +48,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from swiftlite.common.config import parse_size  # noqa: E402
-from swiftlite.obj import durability, writing  # noqa: E402
-from swiftlite.obj.batch_commit import BatchCommitter  # noqa: E402
+from swiftlite.obj.engine import durability, writing
+from swiftlite.obj.engine.batch_commit import BatchCommitter  # noqa: E402
 
 MODES = ("ceiling", "layout", "serial", "threads2", "pipeline")
 

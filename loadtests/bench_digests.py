@@ -34,7 +34,7 @@ import msgpack  # noqa: E402
 
 from swiftlite.common.hashing import hash_path, partition_of  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
-from swiftlite.obj import digests, writing  # noqa: E402
+from swiftlite.obj.engine import digests, writing
 from tests.helpers import ServerProcess, free_port  # noqa: E402
 
 

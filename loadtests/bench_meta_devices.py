@@ -29,7 +29,7 @@ repeat), --repeats times; the medians are printed:
   --seconds, no object I/O: the DB group commit rate alone.
 
 - `journal` (only when asked: `--modes journal`): should the object servers' digest
-  journals (`hashes.journal` per partition, obj/digests.py) move to the fast device too?
+  journals (`hashes.journal` per partition, obj/engine/digests.py) move to the fast device too?
   No servers: tiny objects through the object server's batch write path in this process
   (`put_batch`, 32 objects x 3 devices, two syncfs per batch; journals folded past
   FOLD_BYTES as the server does), with the journals and digest files beside the objects
@@ -68,7 +68,7 @@ from swiftlite.common.hashing import hash_path, partition_of  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
 from swiftlite.container.broker import ContainerBroker  # noqa: E402
 from swiftlite.db.paths import db_file  # noqa: E402
-from swiftlite.obj import batch_commit, digests, hashdir, writing  # noqa: E402
+from swiftlite.obj.engine import batch_commit, digests, hashdir, writing
 from swiftlite.ring import Ring  # noqa: E402
 
 CONFIGS = ("same-disk", "meta-tmpfs", "meta-disk")

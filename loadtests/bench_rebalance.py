@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from swiftlite.common import hashing  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
-from swiftlite.obj import writing  # noqa: E402
+from swiftlite.obj.engine import writing
 from tests.helpers import wait_for  # noqa: E402
 from tests.multihost import KINDS, MultiHost, host_ip  # noqa: E402
 

@@ -40,7 +40,7 @@ import aiohttp  # noqa: E402
 from swiftlite.common.config import load_sections  # noqa: E402
 from swiftlite.common.hashing import hash_path, partition_of  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
-from swiftlite.obj import digests, writing  # noqa: E402
+from swiftlite.obj.engine import digests, writing
 from swiftlite.ring import RingData, write_ring  # noqa: E402
 from tests.helpers import free_port, healthy, wait_for  # noqa: E402
 

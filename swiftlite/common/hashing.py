@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import xxhash
 
-# A body's fast check as stored and sent: "xxh3-64:" and xxh3-64 in hex (obj/bodysum.py keeps
+# A body's fast check as stored and sent: "xxh3-64:" and xxh3-64 in hex (obj/engine/bodysum.py keeps
 # one per stored body; an EC archive's footer carries one, common/ec/encode.py).
 FAST_CHECK_PREFIX = "xxh3-64:"
 

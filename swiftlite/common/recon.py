@@ -44,7 +44,7 @@ def _count_files(top: str) -> int:
 
 def _journals(device_root: str) -> tuple[int, int]:
     """(bytes, partitions) of digest journals not yet folded on one device: the incremental
-    digests' backlog (obj/digests.py; a journal is folded past journal_fold_bytes)."""
+    digests' backlog (obj/engine/digests.py; a journal is folded past journal_fold_bytes)."""
     total = parts = 0
     top = os.path.join(device_root, "objects")
     try:

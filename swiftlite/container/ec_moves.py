@@ -3,7 +3,7 @@
 The proxy streams EC bodies (proxy/ec_put.py, proxy/ec_get.py); the reconciler moves one
 object at a time and already holds bodies whole (images), so here a body is decoded from the
 archives the source's primaries answered, or encoded into the k + m archives (each followed by
-its footer: obj/ec_archive.py's backend protocol) for the destination's. Blocking arithmetic:
+its footer: obj/engine/ec_archive.py's backend protocol) for the destination's. Blocking arithmetic:
 call through the thread pool.
 """
 
@@ -17,7 +17,7 @@ from multidict import CIMultiDict
 
 from swiftlite.common.ec import KEYS, ArchiveInfo, ECError, ECScheme, Encoder, decode_body
 from swiftlite.common.timestamp import Timestamp, from_header
-from swiftlite.obj.ec_archive import pack_footer
+from swiftlite.obj.engine import pack_footer
 
 _EC_KEYS = frozenset(k.lower() for k in KEYS)
 

@@ -73,8 +73,7 @@ from swiftlite.container import ec_moves
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.replicator import local_dbs
 from swiftlite.obj.container_updates import listing_update
-from swiftlite.obj.ec_archive import COMMIT_HEADER
-from swiftlite.obj.read_plan import PASSED_HEADERS
+from swiftlite.obj.engine import COMMIT_HEADER, PASSED_HEADERS
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.container-reconciler")

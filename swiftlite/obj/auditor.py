@@ -29,7 +29,8 @@ from typing import Any
 from swiftlite.common import daemon, policies
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import bodysum, digests, expiring, fileformat, reading, sync
+from swiftlite.obj import sync
+from swiftlite.obj.engine import bodysum, digests, expiring, fileformat, reading
 
 log = logging.getLogger("swiftlite.object-auditor")
 NAME = "object-auditor"

@@ -66,7 +66,7 @@ from swiftlite.common.client import node_path, node_url
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import expiring, fileformat
+from swiftlite.obj.engine import expiring, fileformat
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.object-expirer")
@@ -97,7 +97,7 @@ def local_replica(device_path: str, part: int, hexhash: str) -> Replica | None:
     """The replica's state, or None without a live .data (gone, deleted). Blocking."""
     hdir = fileformat.hash_dir(device_path, part, hexhash)
     for _ in range(3):  # a file replaced between the listing and the read: list again
-        main, meta = fileformat.current_files(fileformat._listdir(hdir))
+        main, meta = fileformat.current_files(fileformat.listdir(hdir))
         if not main or not main.endswith(".data"):
             return None
         try:
@@ -106,7 +106,8 @@ def local_replica(device_path: str, part: int, hexhash: str) -> Replica | None:
                 else None
         except FileNotFoundError:
             continue
-        return Replica(fileformat._split(main)[0], fileformat._split(meta)[0] if meta else "",
+        meta_stem = fileformat.split_name(meta)[0] if meta else ""
+        return Replica(fileformat.split_name(main)[0], meta_stem,
                        fileformat.merge_metadata(md, meta_md))
     raise OSError(f"{hdir} keeps changing")
 
@@ -154,7 +155,7 @@ class Expirer(daemon.PeerSession):
 
     def _devices(self) -> list[str]:
         out = []
-        for d in sorted(fileformat._listdir(self.devices)):
+        for d in sorted(fileformat.listdir(self.devices)):
             path = os.path.join(self.devices, d)
             if not os.path.isdir(path) or (self.mount_check and not os.path.ismount(path)):
                 continue

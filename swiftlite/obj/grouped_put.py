@@ -16,8 +16,8 @@ from swiftlite.common.http import HTTPError, error, txid
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, MAX_BODY, parse_also
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import bodysum, durability, hashdir, writing
 from swiftlite.obj.container_updates import listing_update, parse_targets
+from swiftlite.obj.engine import bodysum, durability, hashdir, writing
 
 log = logging.getLogger("swiftlite.object")
 _REASONS = {409: "Conflict", 412: "Precondition Failed", 500: "Internal Server Error",

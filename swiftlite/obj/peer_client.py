@@ -22,7 +22,8 @@ from swiftlite.common import policies
 from swiftlite.common.client import node_url, quote_path
 from swiftlite.common.daemon import Pacer
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import fileformat, sync
+from swiftlite.obj import sync
+from swiftlite.obj.engine import fileformat
 
 READ_BATCH = 64  # files read per thread hop when streaming to a peer
 

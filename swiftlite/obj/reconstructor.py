@@ -42,16 +42,8 @@ import aiohttp
 from swiftlite.common import daemon, policies
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import (
-    digests,
-    ec_archive,
-    ec_plan,
-    ec_rebuild,
-    fileformat,
-    hashdir,
-    pending_marks,
-    sync,
-)
+from swiftlite.obj import ec_plan, sync
+from swiftlite.obj.engine import digests, ec_archive, ec_rebuild, fileformat, hashdir, pending_marks
 from swiftlite.obj.peer_client import PeerClient, PeerError
 from swiftlite.obj.replicator import partition_jobs, remove_empty_partition, run_jobs
 from swiftlite.ring import Ring
@@ -102,7 +94,7 @@ class ObjectReconstructor(daemon.PeerSession, PeerClient):
 
     def reclaim_pending(self, devices: list[str]) -> int:
         """Pending archives abandoned over `reclaim_age` ago, on every device (by their
-        marks, obj/pending_marks.py: no hash dir is listed to find them). Blocking."""
+        marks, obj/engine/pending_marks.py: no hash dir is listed to find them). Blocking."""
         removed = 0
         now = time.time()
         for dev in devices:

@@ -26,7 +26,8 @@ import aiohttp
 from swiftlite.common import daemon, policies
 from swiftlite.common.config import Section
 from swiftlite.common.threadpool import run_blocking
-from swiftlite.obj import digests, fileformat, sync
+from swiftlite.obj import sync
+from swiftlite.obj.engine import digests, fileformat
 from swiftlite.obj.peer_client import PeerClient, PeerError
 from swiftlite.ring import Ring
 

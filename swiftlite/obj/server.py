@@ -33,23 +33,22 @@ from swiftlite.common.sysmeta import (
 )
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import (
+from swiftlite.obj import grouped_put, sync
+from swiftlite.obj.container_updates import ContainerUpdater, listing_update, parse_targets
+from swiftlite.obj.engine import (
     bodysum,
     digests,
     durability,
     ec_archive,
     fileformat,
-    grouped_put,
     hashdir,
     page_cache,
     read_plan,
     reading,
-    sync,
     writing,
 )
-from swiftlite.obj.batch_commit import LARGE_BODY, MAX_JOBS, BatchCommitter
-from swiftlite.obj.container_updates import ContainerUpdater, listing_update, parse_targets
-from swiftlite.obj.read_plan import DEFAULT_CT, PASSED_HEADERS
+from swiftlite.obj.engine.batch_commit import LARGE_BODY, MAX_JOBS, BatchCommitter
+from swiftlite.obj.engine.read_plan import DEFAULT_CT, PASSED_HEADERS
 
 log = logging.getLogger("swiftlite.object")
 _PART_RE = re.compile(r"[0-9]{1,10}")
@@ -84,7 +83,7 @@ class ObjectServer:
         self.fsync = conf.get_bool("fsync", True)
         self.fold_bytes = conf.get_size("journal_fold_bytes", digests.FOLD_BYTES)
         self.updater = ContainerUpdater(conf)
-        # Bodies this big or bigger are written with O_DIRECT (swiftlite/obj/direct_io.py).
+        # Bodies this big or bigger are written with O_DIRECT (swiftlite/obj/engine/direct_io.py).
         self.direct_body = conf.get_size("direct_io_body", LARGE_BODY)
         self.committer = BatchCommitter(conf.get_int("commit_batch_jobs", MAX_JOBS),
                                         conf.get_int("commit_threads", 1),
@@ -246,7 +245,7 @@ class ObjectServer:
         hexhash = hash_path(acc, cont, obj)
         also = request.headers.get(ALSO_DEVICES)
         # An EC policy's PUT is a fragment archive and its footer, kept pending until the
-        # proxy's commit (obj/ec_archive.py).
+        # proxy's commit (obj/engine/ec_archive.py).
         splitter = ec_archive.FooterSplitter() if self.is_ec(request) else None
         if also is not None:
             if splitter is not None:

@@ -48,7 +48,7 @@ from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj import bodysum, digests, fileformat, hashdir, writing
+from swiftlite.obj.engine import bodysum, digests, fileformat, hashdir, writing
 
 log = logging.getLogger("swiftlite.object.sync")
 

@@ -39,6 +39,7 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
+from swiftlite.common import ranges
 from swiftlite.common.client import node_path
 from swiftlite.common.ec import ArchiveInfo, ECError, ECScheme
 from swiftlite.common.ec.decode import decode_checked, fragment_problem
@@ -47,9 +48,7 @@ from swiftlite.common.http import HTTPError, error
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, from_header
-from swiftlite.obj import ranges
-from swiftlite.obj.ec_archive import PENDING_HEADER
-from swiftlite.obj.fileformat import policy_part
+from swiftlite.obj.engine import PENDING_HEADER, policy_part
 from swiftlite.proxy.backend import NETWORK_ERRORS, BackendResponse, client_headers, quorum_size
 from swiftlite.proxy.local_reads import LocalResponse
 from swiftlite.proxy.response import BodyCutShort, BodyResponse

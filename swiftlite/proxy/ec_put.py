@@ -4,7 +4,7 @@ The client body is cut into segments and encoded (common/ec/, in the thread pool
 is up to `ec_object_segment_size` bytes of arithmetic) as it arrives; fragment archive i
 streams to the ring's i-th primary (fragment index = primary position; a handoff stands in
 for a primary that cannot be reached before its body started), followed by a footer with
-the archive's ArchiveInfo (obj/ec_archive.py has the backend protocol). The proxy holds at
+the archive's ArchiveInfo (obj/engine/ec_archive.py has the backend protocol). The proxy holds at
 most one segment of the body plus QUEUE_DEPTH pieces per archive.
 
 Phase 1 ends when the object servers answered; only if a quorum (k + 1, at most k + m) stored
@@ -32,7 +32,7 @@ from swiftlite.common.http import HTTPError, error
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj.ec_archive import COMMIT_HEADER, pack_footer
+from swiftlite.obj.engine import COMMIT_HEADER, pack_footer
 from swiftlite.proxy.backend import BackendResponse, Feed, best_response, quorum_size, settle
 from swiftlite.proxy.put_common import container_headers
 

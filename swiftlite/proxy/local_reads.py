@@ -30,8 +30,18 @@ from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import ERROR_CONTENT_TYPE, HTTPError, error_body
 from swiftlite.common.threadpool import run_blocking, submit
-from swiftlite.obj import bodysum, hashdir, reading
-from swiftlite.obj.read_plan import CorruptCopy, ReadPlan, plan_read, span_chunks
+from swiftlite.obj.engine import (
+    CorruptCopy,
+    DeviceMissing,
+    ObjectInfo,
+    ReadPlan,
+    Verifier,
+    open_object,
+    plan_read,
+    quarantine,
+    read_chunk,
+    span_chunks,
+)
 
 log = logging.getLogger("swiftlite.proxy")
 
@@ -67,7 +77,7 @@ async def _bounded(fut: asyncio.Future, timeout: float) -> Any:
 def _close_late(fut: asyncio.Future) -> None:
     if not fut.cancelled() and fut.exception() is None:
         result = fut.result()
-        if isinstance(result, reading.ObjectInfo):
+        if isinstance(result, ObjectInfo):
             result.close()
 
 
@@ -87,7 +97,7 @@ def parse_local_devices(value: str) -> dict[tuple[str, int], str]:
 class LocalResponse:
     """A local replica's answer, read like a backend response (fastclient.Response)."""
 
-    def __init__(self, plan: ReadPlan, info: reading.ObjectInfo, where: tuple[str, int, str],
+    def __init__(self, plan: ReadPlan, info: ObjectInfo, where: tuple[str, int, str],
                  chunk: int, timeout: float) -> None:
         self.status = plan.status
         self.reason = plan.reason or ""
@@ -109,10 +119,10 @@ class LocalResponse:
 
     async def iter_chunks(self, max_size: int = 0) -> AsyncIterator[bytes]:
         fd = self._info.fd
-        verifier = bodysum.Verifier(self._info.metadata) if self._verify else None
+        verifier = Verifier(self._info.metadata) if self._verify else None
 
         def read(off: int, length: int) -> Awaitable[bytes]:
-            return _bounded(submit(reading.read_chunk, fd, off, length, verifier),
+            return _bounded(submit(read_chunk, fd, off, length, verifier),
                             self._timeout)
 
         for piece in self._pieces:
@@ -136,7 +146,7 @@ class LocalResponse:
 async def _quarantine(dev_path: str, part: int, hexhash: str) -> None:
     log.error("ETag mismatch on a local read, quarantining %s/objects/%s/%s",
               dev_path, part, hexhash)
-    await run_blocking(reading.quarantine, dev_path, part, hexhash)
+    await run_blocking(quarantine, dev_path, part, hexhash)
 
 
 class LocalReads:
@@ -177,14 +187,14 @@ class LocalReads:
         req = CIMultiDict(headers)
         full = is_get and "Range" not in req
         try:
-            info = await _bounded(submit(reading.open_object, dev_path, part, hexhash,
+            info = await _bounded(submit(open_object, dev_path, part, hexhash,
                                          self.chunk if is_get else 0, full),
                                   self.open_timeout)
         except TimeoutError:
             self._avoid(key, f"{node['device']}/{part}/{hexhash} took over "
                              f"{self.open_timeout:.1f}s")
             return None
-        except (OSError, hashdir.DeviceMissing) as exc:
+        except (OSError, DeviceMissing) as exc:
             # No access, a failing disk: its server answers (and is judged), and this
             # device is not tried here again for a while (one log line, not one per read).
             self._avoid(key, f"{node['device']}/{part}/{hexhash} failed: {exc!r}")

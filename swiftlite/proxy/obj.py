@@ -27,10 +27,10 @@ from swiftlite.common.client import node_path
 from swiftlite.common.fastclient import Response
 from swiftlite.common.http import HTTPError, error, method_not_allowed, txid
 from swiftlite.common.policies import POLICY_INDEX_HEADER
+from swiftlite.common.ranges import RANGE_AND_CONDITIONS
 from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, from_header
-from swiftlite.obj.fileformat import policy_part
-from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
+from swiftlite.obj.engine import policy_part
 from swiftlite.proxy import ec_get, ec_put, size_tier
 from swiftlite.proxy.backend import (
     NETWORK_ERRORS,

@@ -36,7 +36,7 @@ from aiohttp import web
 
 from swiftlite.common import metrics
 from swiftlite.common.http import HTTPError
-from swiftlite.obj.ranges import RANGE_AND_CONDITIONS
+from swiftlite.common.ranges import RANGE_AND_CONDITIONS
 from swiftlite.proxy.pipeline import HOOKS, Handler, Middleware
 from swiftlite.proxy.request import api_path
 from swiftlite.proxy.response import BodyResponse

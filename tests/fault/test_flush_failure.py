@@ -11,7 +11,7 @@ import os
 import aiohttp
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import durability
+from swiftlite.obj.engine import durability
 from tests.helpers import ServerProcess, async_wait_for, free_port
 
 PART = 1

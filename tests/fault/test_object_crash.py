@@ -14,7 +14,7 @@ import pytest
 
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests
+from swiftlite.obj.engine import digests
 from tests.helpers import ServerProcess, free_port
 
 PARTS = 3

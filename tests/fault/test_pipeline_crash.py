@@ -30,8 +30,8 @@ import pytest
 
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, durability
-from swiftlite.obj.fileformat import hash_dir
+from swiftlite.obj.engine import digests, durability
+from swiftlite.obj.engine.fileformat import hash_dir
 from tests.helpers import ServerProcess, async_wait_for, free_port
 
 PART = 1

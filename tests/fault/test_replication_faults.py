@@ -23,7 +23,7 @@ import pytest
 import swiftclient
 
 from swiftlite.common.hashing import hash_path, set_hash_path_affixes
-from swiftlite.obj import fileformat, reading
+from swiftlite.obj.engine import fileformat, reading
 from swiftlite.ring import Ring, write_ring
 from tests.cluster import Cluster, start_cluster
 from tests.helpers import free_port, healthy, wait_for

@@ -25,7 +25,7 @@ import requests
 from swiftlite.common import hashing
 from swiftlite.common.config import load_sections
 from swiftlite.common.ec import ArchiveInfo
-from swiftlite.obj import fileformat
+from swiftlite.obj.engine import fileformat
 from swiftlite.ring import Ring
 from tests.cluster import start_cluster, swift_api
 from tests.helpers import healthy, wait_for

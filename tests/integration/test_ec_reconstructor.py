@@ -20,8 +20,8 @@ import pytest
 from swiftlite.common import daemon, hashing
 from swiftlite.common.config import load_sections
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import ec_rebuild, fileformat, pending_marks
 from swiftlite.obj.auditor import Auditor
+from swiftlite.obj.engine import ec_rebuild, fileformat, pending_marks
 from swiftlite.obj.reconstructor import NAME, ObjectReconstructor
 from swiftlite.ring import Ring
 from tests.cluster import start_cluster

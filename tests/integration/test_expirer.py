@@ -12,7 +12,7 @@ import time
 from swiftlite.common.config import load_config
 from swiftlite.common.daemon import new_stats, read_status
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import expiring, fileformat
+from swiftlite.obj.engine import expiring, fileformat
 from swiftlite.obj.expirer import Expirer
 from tests.fault.nemesis.cluster import cluster_hashing
 from tests.helpers import http_request, wait_for

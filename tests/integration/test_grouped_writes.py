@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES
-from swiftlite.obj import fileformat
+from swiftlite.obj.engine import fileformat
 from tests.cluster import start_cluster
 from tests.helpers import wait_for
 

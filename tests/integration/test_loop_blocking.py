@@ -26,7 +26,7 @@ from swiftlite.common import hashing
 from swiftlite.common.config import Section, load_sections
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import durability
+from swiftlite.obj.engine import durability
 from swiftlite.ring import Ring, RingData, write_ring
 from tests.helpers import async_wait_for, free_port
 

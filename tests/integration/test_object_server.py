@@ -20,7 +20,7 @@ from aiohttp import web
 from swiftlite.common.async_pending import iter_updates
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, fileformat, reading
+from swiftlite.obj.engine import digests, fileformat, reading
 from tests.backend_signing import raw_signature
 from tests.helpers import ServerProcess, async_wait_for, free_port, healthy, wait_for
 

@@ -23,7 +23,7 @@ import requests
 from swiftlite.common.config import load_sections
 from swiftlite.common.ec import ECScheme, Encoder
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj.ec_archive import COMMIT_HEADER, pack_footer
+from swiftlite.obj.engine.ec_archive import COMMIT_HEADER, pack_footer
 from swiftlite.ring import Ring
 from tests.cluster import start_cluster, swift_api
 from tests.integration.test_container_reconciler import (

@@ -13,7 +13,7 @@ import pytest
 from swiftlite.common.daemon import read_status, run_loop
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, fileformat, reading
+from swiftlite.obj.engine import digests, fileformat, reading
 from swiftlite.obj.replicator import ObjectReplicator
 from swiftlite.obj.server import create_app as object_app
 from tests.integration.replication_support import Node, write_test_ring

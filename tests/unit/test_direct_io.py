@@ -1,4 +1,4 @@
-"""O_DIRECT writes (swiftlite/obj/direct_io.py) on a real disk.
+"""O_DIRECT writes (swiftlite/obj/engine/direct_io.py) on a real disk.
 
 `make test` may put the suite's clusters in RAM (tests/ram_tmpdir.sh), and an older tmpfs
 refuses O_DIRECT (the object servers then fall back to buffered writes). These tests therefore
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from swiftlite.obj import direct_io
+from swiftlite.obj.engine import direct_io
 
 REPO = Path(__file__).resolve().parents[2]
 SIZES = [0, 1, 4095, 4096, 4097, 65536, 65537, (1 << 20) + 3]

@@ -1,4 +1,4 @@
-"""Fragment archives on an object server's disk (swiftlite/obj/ec_archive.py): the footer of
+"""Fragment archives on an object server's disk (swiftlite/obj/engine/ec_archive.py): the footer of
 an EC PUT's body, and the two phases (.pend, then .data)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import xxhash
 
 from swiftlite.common.ec import ECScheme, Encoder
 from swiftlite.common.ec.meta import EC_ARCHIVE_ETAG
-from swiftlite.obj import (
+from swiftlite.obj.engine import (
     bodysum,
     digests,
     ec_archive,
@@ -21,7 +21,7 @@ from swiftlite.obj import (
     reading,
     writing,
 )
-from swiftlite.obj.hashdir import Conflict
+from swiftlite.obj.engine.hashdir import Conflict
 
 SCHEME = ECScheme(4, 2, segment_size=4096)
 HASH = "0123456789abcdef0123456789abc123"
@@ -46,10 +46,10 @@ def test_footer_splits_off_whatever_the_chunks(size):
     for stream, want in ((archive + footer, hashlib.md5(archive).hexdigest()),
                          (archive + check_footer,
                           "xxh3-64:" + xxhash.xxh3_64(archive).hexdigest())):
-        _split(stream, archive, enc.archive_info(2).to_metadata(), want)
+        split_name(stream, archive, enc.archive_info(2).to_metadata(), want)
 
 
-def _split(stream: bytes, archive: bytes, metadata: dict[str, str], want: str) -> None:
+def split_name(stream: bytes, archive: bytes, metadata: dict[str, str], want: str) -> None:
     rng = random.Random(1)
     for _ in range(5):
         splitter = ec_archive.FooterSplitter()

@@ -1,5 +1,5 @@
 """The reconstructor's decisions (obj/ec_plan.py) and its rebuild of one archive from k
-others (obj/ec_rebuild.py), without servers."""
+others (obj/engine/ec_rebuild.py), without servers."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import random
 import pytest
 
 from swiftlite.common.ec import ECScheme, Encoder
-from swiftlite.obj import bodysum, ec_plan, ec_rebuild, fileformat
-from swiftlite.obj.digests import state_hash
+from swiftlite.obj import ec_plan
+from swiftlite.obj.engine import bodysum, ec_rebuild, fileformat
+from swiftlite.obj.engine.digests import state_hash
 
 SCHEME = ECScheme(4, 2, segment_size=4096)
 H1 = "0123456789abcdef0123456789abc123"

@@ -157,15 +157,21 @@ def test_no_import_circle_anywhere():
     """Between any two modules, at any depth of the file (a function-level import closes a
     circle as surely as a top-level one, only later)."""
     modules = all_modules()
-    graph = {m: {d for d in imports_of(p) if d in modules and d != m}
-             for m, p in modules.items()}
-    # `from swiftlite.proxy import obj` names the module swiftlite.proxy.obj, not only the
-    # package: count both.
+    # `from swiftlite.proxy import obj` names the module swiftlite.proxy.obj: that is the
+    # dependency. The package counts too when a name it defines (not a module) is imported:
+    # a package's own modules importing their siblings this way is no circle through it.
+    graph: dict[str, set[str]] = {m: set() for m in modules}
     for m, p in modules.items():
         for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                graph[m] |= {f"{node.module}.{a.name}" for a in node.names
-                             if f"{node.module}.{a.name}" in modules} - {m}
+            if isinstance(node, ast.Import):
+                graph[m] |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = {f"{node.module}.{a.name}" for a in node.names
+                        if f"{node.module}.{a.name}" in modules}
+                graph[m] |= subs
+                if len(subs) < len(node.names) and node.module in modules:
+                    graph[m].add(node.module)
+        graph[m].discard(m)
     circles = _circles(graph)
     assert circles == [], circles
 
@@ -210,6 +216,58 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
                     if len(comp) > 1:
                         found.append(sorted(comp))
     return found
+
+
+ENGINE = "swiftlite.obj.engine"
+
+
+def _engine_modules() -> set[str]:
+    return {m for m in all_modules() if m.startswith(ENGINE + ".")}
+
+
+def test_the_object_engine_loads_no_http_stack_and_nothing_above_it():
+    loaded = loaded_after("import swiftlite.obj.engine\n" + "\n".join(
+        f"import {m}" for m in sorted(_engine_modules())))
+    assert under(loaded, "aiohttp") == set()
+    above = {m for m in under(loaded, "swiftlite.obj") if not m.startswith(ENGINE)}
+    assert above <= {"swiftlite.obj"}, above
+
+
+def test_other_roles_use_only_the_object_engines_public_names():
+    """Outside `obj/`, `from swiftlite.obj.engine import <name in __all__>` only; inside it,
+    no name of an engine module that starts with `_`."""
+    import swiftlite.obj.engine as engine
+
+    inner = _engine_modules()
+    bad = []
+    for mod, path in sorted(all_modules().items()):
+        if mod == ENGINE or mod in inner:
+            continue
+        other_role = not mod.startswith("swiftlite.obj.")
+        aliases = set()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bad += [f"{mod} imports {a.name}" for a in node.names
+                        if a.name.startswith(ENGINE)]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module in inner and other_role:
+                    bad.append(f"{mod} imports {node.module}")
+                elif node.module == ENGINE and other_role:
+                    bad += [f"{mod} imports {a.name} (not in the engine's __all__)"
+                            for a in node.names if a.name not in engine.__all__]
+                if node.module in inner or node.module == ENGINE:
+                    bad += [f"{mod} imports {node.module}.{a.name}" for a in node.names
+                            if a.name.startswith("_")]
+                    if node.module == ENGINE:
+                        aliases |= {a.asname or a.name for a in node.names
+                                    if f"{ENGINE}.{a.name}" in inner}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in aliases and node.attr.startswith("_") \
+                    and not node.attr.startswith("__"):
+                bad.append(f"{mod} uses {node.value.id}.{node.attr}")
+    assert bad == []
 
 
 def test_the_circle_finder_finds_one():

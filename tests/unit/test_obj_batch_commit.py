@@ -12,8 +12,16 @@ import threading
 import pytest
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, direct_io, durability, fileformat, hashdir, reading, writing
-from swiftlite.obj.batch_commit import BatchCommitter, put_many
+from swiftlite.obj.engine import (
+    digests,
+    direct_io,
+    durability,
+    fileformat,
+    hashdir,
+    reading,
+    writing,
+)
+from swiftlite.obj.engine.batch_commit import BatchCommitter, put_many
 
 
 @pytest.fixture
@@ -185,7 +193,7 @@ async def test_a_stalled_disk_holds_up_only_its_own_batches(devs, monkeypatch):
 def test_failed_final_flush_fails_every_rename_and_keeps_older_copies(devs, monkeypatch):
     """The second flush (renames) fails: no job in the batch may be reported committed, and
     none may have removed the older file its new one replaces."""
-    from swiftlite.obj.batch_commit import Job, put_batch
+    from swiftlite.obj.engine.batch_commit import Job, put_batch
 
     h = _hash(9)
     old = Timestamp.now()
@@ -217,7 +225,7 @@ def test_a_batch_far_past_the_old_recursion_limit_commits_and_flushes_every_job(
     """500 jobs on 3 devices (1500 renames; the old recursive chain overflowed near 112 jobs
     and answered the outer ones without the final flush): every file is renamed, the batch
     flushes exactly twice, and every job reports its commit."""
-    from swiftlite.obj.batch_commit import Job, put_batch
+    from swiftlite.obj.engine.batch_commit import Job, put_batch
 
     gs = durability.SYNCERS.for_device(devs[0])
     before = gs.flushes
@@ -286,7 +294,7 @@ def _direct_io_works(path: str) -> bool:
 def test_large_bodies_are_written_with_direct_io_byte_for_byte(devs, size):
     """A body past direct_body goes to disk from one page-aligned copy (O_DIRECT), padded
     and then cut to its length: every replica holds exactly the body and its trailer."""
-    from swiftlite.obj.batch_commit import Job, put_batch
+    from swiftlite.obj.engine.batch_commit import Job, put_batch
 
     body = os.urandom(size)
     h = _hash(size)
@@ -311,7 +319,7 @@ def test_large_bodies_are_written_with_direct_io_byte_for_byte(devs, size):
 def test_direct_io_falls_back_to_buffered_writes_where_refused(devs):
     """A filesystem that refuses O_DIRECT (EINVAL, as tmpfs) gets buffered writes, and is
     not asked again."""
-    from swiftlite.obj.batch_commit import Job, put_batch
+    from swiftlite.obj.engine.batch_commit import Job, put_batch
 
     shm = tempfile.mkdtemp(dir="/dev/shm") if os.path.isdir("/dev/shm") else None
     if shm is None or _direct_io_works(shm):

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from swiftlite.obj import bodysum, reading, writing
+from swiftlite.obj.engine import bodysum, reading, writing
 
 H = "a" * 29 + "abc"
 

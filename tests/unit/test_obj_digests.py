@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from swiftlite.common.hashing import hash_path
-from swiftlite.obj import digests, fileformat, hashdir, reading, writing
+from swiftlite.obj.engine import digests, fileformat, hashdir, reading, writing
 
 
 def put(dev: str, part: int, name: str, ts: float, body: bytes = b"x") -> None:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from swiftlite.obj import fileformat, hashdir, reading, writing
+from swiftlite.obj.engine import fileformat, hashdir, reading, writing
 
 H = "0123456789abcdef0123456789abcdef"
 

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from swiftlite.obj import durability
-from swiftlite.obj.durability import GroupSync, syncfs_available
+from swiftlite.obj.engine import durability
+from swiftlite.obj.engine.durability import GroupSync, syncfs_available
 
 
 def test_syncfs_is_available_on_linux():
@@ -127,7 +127,7 @@ def test_lone_writer_does_not_wait_for_the_gather_window(tmp_path):
 
 
 def test_devices_on_one_filesystem_share_a_syncer(tmp_path):
-    from swiftlite.obj.durability import Syncers
+    from swiftlite.obj.engine.durability import Syncers
     (tmp_path / "d1").mkdir()
     (tmp_path / "d2").mkdir()
     s = Syncers()

@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
-from swiftlite.obj import auditor, durability, expiring, fileformat, hashdir, sync, writing
-from swiftlite.obj.batch_commit import put_many
+from swiftlite.obj import auditor, sync
+from swiftlite.obj.engine import durability, expiring, fileformat, hashdir, writing
+from swiftlite.obj.engine.batch_commit import put_many
 
 H = "0123456789abcdef0123456789abcdef"
 H2 = "f" * 32

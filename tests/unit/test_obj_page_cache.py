@@ -13,8 +13,8 @@ import time
 import pytest
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import durability, fileformat, hashdir, page_cache, reading, writing
-from swiftlite.obj.batch_commit import BatchCommitter
+from swiftlite.obj.engine import durability, fileformat, hashdir, page_cache, reading, writing
+from swiftlite.obj.engine.batch_commit import BatchCommitter
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 PAGE = mmap.PAGESIZE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swiftlite.obj import ranges
+from swiftlite.common import ranges
 
 
 @pytest.mark.parametrize("header,expected", [

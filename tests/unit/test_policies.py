@@ -8,7 +8,7 @@ import pytest
 
 from swiftlite.common import policies
 from swiftlite.common.ec import DEFAULT_EC_TYPE, DEFAULT_SEGMENT_SIZE, ECScheme
-from swiftlite.obj import fileformat
+from swiftlite.obj.engine import fileformat
 
 
 def parse(text: str) -> policies.Policies:

@@ -7,7 +7,8 @@ import os
 import time
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import digests, fileformat, sync
+from swiftlite.obj import sync
+from swiftlite.obj.engine import digests, fileformat
 
 T1, T2, T3 = "0000000001.00000", "0000000002.00000", "0000000003.00000"
 

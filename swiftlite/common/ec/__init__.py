@@ -7,7 +7,7 @@
 - decode.py: segments, ranges or bodies from any k archives, corrupt fragments skipped.
 
 Served for `erasure_coding` storage policies (policies.py): the proxy encodes and decodes
-(proxy/ec_put.py, proxy/ec_get.py), object servers store archives (obj/ec_archive.py).
+(proxy/ec_put.py, proxy/ec_get.py), object servers store archives (obj/engine/ec_archive.py).
 """
 
 from swiftlite.common.ec.decode import (

@@ -33,8 +33,8 @@ from multidict import CIMultiDict
 
 from swiftlite.common.constraints import CONTAINER_LISTING_LIMIT
 from swiftlite.common.http import SWIFT_CONFLICT, HTTPError, error
+from swiftlite.common.ranges import CONDITIONS, check_conditions, parse_range
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.obj.ranges import CONDITIONS, check_conditions, parse_range
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import api_path, caller_headers, send_sub, sub_request
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, after_first_chunk, close_answer

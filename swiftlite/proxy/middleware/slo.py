@@ -40,8 +40,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.http import SWIFT_CONFLICT, HTTPError, error
+from swiftlite.common.ranges import boundary, multipart_parts, parse_range
 from swiftlite.common.reserved import is_reserved, split_reserved
-from swiftlite.obj.ranges import boundary, multipart_parts, parse_range
 from swiftlite.proxy.middleware.reports import (
     Outcome,
     Report,

@@ -20,8 +20,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError
+from swiftlite.common.ranges import parse_range
 from swiftlite.common.sysmeta import LISTING_BYTES, OVERRIDE_ETAG
-from swiftlite.obj.ranges import parse_range
 from swiftlite.proxy.middleware.reports import (
     Body,
     Outcome,

@@ -8,7 +8,7 @@ upload's `<md5>-<n>`), size and Last-Modified (whole seconds, as HEAD shows it).
 Atomicity: `If-None-Match: *` goes down with the PUT and the object servers refuse, under
 their per-object lock, to overwrite an object (`writing.Exists`). In an unversioned bucket
 `If-Match: "<etag>"` goes down the same way (`X-Backend-If-Match`, checked against the
-current object's ETag under that lock, see obj/writing.py `DataWriter`), so two writers
+current object's ETag under that lock, see obj/engine/writing.py `DataWriter`), so two writers
 racing on one key cannot both pass on a replica (each replica judges on its own: a writer
 refused by a quorum may have landed on one, and wins after replication if its timestamp is
 the newer, as for If-None-Match: *). The HEAD made here first is what gives S3's answers

@@ -25,7 +25,7 @@ from swiftlite.common import hashing
 from swiftlite.common.async_pending import ASYNC_DIR, iter_updates
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.replication_server import hash_db_file
-from swiftlite.obj import fileformat
+from swiftlite.obj.engine import fileformat
 from swiftlite.ring import Ring
 from tests import backend_signing
 from tests.cluster import Cluster, start_cluster

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import unquote
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import durability, hashdir
+from swiftlite.obj.engine import durability, hashdir
 from tests.helpers import wait_for
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from swiftlite.obj import fileformat
+from swiftlite.obj.engine import fileformat
 from tests.fault.nemesis.cluster import NemesisCluster
 from tests.fault.nemesis.faults import FAULTS, Fault
 from tests.fault.nemesis.workload import ABSENT, DEFAULT_MIX, Workload, allowed_states, last_acked

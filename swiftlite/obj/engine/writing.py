@@ -29,23 +29,23 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from swiftlite.obj import bodysum, direct_io, durability, pending_marks
-from swiftlite.obj.fileformat import (
+from swiftlite.obj.engine import bodysum, direct_io, durability, pending_marks
+from swiftlite.obj.engine.fileformat import (
     EXTS,
     MUTABLE,
     POSTABLE,
     USER_META,
     CorruptFile,
-    _listdir,
-    _split,
     current_files,
     hash_dir,
     is_expired,
+    listdir,
     merge_metadata,
     pack_trailer,
     read_file_metadata,
+    split_name,
 )
-from swiftlite.obj.hashdir import (
+from swiftlite.obj.engine.hashdir import (
     CommitResult,
     DeviceMissing,
     Renamed,
@@ -135,14 +135,14 @@ class DataWriter:
                  fsync: bool = True, refuse_existing: bool = False,
                  direct: bool = False, if_match: tuple[str, str] | None = None,
                  ext: str = "data") -> None:
-        # "pend": an EC fragment archive's first phase (obj/ec_archive.py), not current
+        # "pend": an EC fragment archive's first phase (obj/engine/ec_archive.py), not current
         # until made durable, and kept out of the expiring queue until then.
         self.ext = ext
         self.refuse_existing = refuse_existing  # If-None-Match: *
         # (ETag, metadata key holding it or ""): the current object must have that ETag,
         # judged under the object's lock at commit, so two racing writers cannot both pass.
         self.if_match = if_match
-        # A streamed body (write) goes to disk with O_DIRECT (swiftlite/obj/direct_io.py).
+        # A streamed body (write) goes to disk with O_DIRECT (swiftlite/obj/engine/direct_io.py).
         self.direct = direct
         self._stager: direct_io.Stager | None = None
         self.device_path = device_path
@@ -162,7 +162,7 @@ class DataWriter:
 
     def check_newer(self, ts: str) -> None:
         """Early refusal (no lock): a PUT not newer than the stored object is a 409."""
-        names = _listdir(hash_dir(self.device_path, self.part, self.hexhash))
+        names = listdir(hash_dir(self.device_path, self.part, self.hexhash))
         if self.refuse_existing and (current_files(names)[0] or "").endswith(".data"):
             raise Exists()
         check_newer_than(ts)("", names)
@@ -259,7 +259,7 @@ class DataWriter:
 
     def _commit_raw(self, filename: str, metadata: dict[str, str] | None) -> CommitResult:
         try:
-            stem, ext = _split(filename)
+            stem, ext = split_name(filename)
             if ext not in EXTS or not stem[:1].isdigit():
                 raise ValueError(f"bad object file name {filename!r}")
             exts = ("meta", "data", "ts") if ext == "meta" else ("data", "ts")
@@ -417,7 +417,7 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
         def check(d: str, names: list[str]) -> dict[str, str] | None:
             main, _ = current_files(names)
             if not main or main.endswith(".ts"):
-                raise NotFound(_split(main)[0] if main else None)
+                raise NotFound(split_name(main)[0] if main else None)
             current = _current_metadata(d, names)
             # open_expired: a POST may revive an object past its X-Delete-At (not yet reaped).
             if current is None or (is_expired(current) and not open_expired):
@@ -425,7 +425,7 @@ def write_marker(device_path: str, part: int | str, hexhash: str, timestamp: str
             check_newer_than(timestamp, ("data", "ts", "meta"))(d, names)
             return current
     # Early refusal without writing anything (the locked check in commit is the real one).
-    names = _listdir(hdir)
+    names = listdir(hdir)
     if not names and not os.path.isdir(device_path):
         raise DeviceMissing(device_path)
     current = check(hdir, names)

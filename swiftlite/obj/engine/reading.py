@@ -19,23 +19,23 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from swiftlite.obj import bodysum
-from swiftlite.obj.fileformat import (
+from swiftlite.obj.engine import bodysum
+from swiftlite.obj.engine.fileformat import (
     FOOTER,
     CorruptFile,
-    _listdir,
-    _split,
     current_files,
     hash_dir,
+    listdir,
     merge_metadata,
     parse_tail,
     read_fd_metadata,
     read_file_metadata,
     read_hint,
+    split_name,
     state_of,
     write_hint,
 )
-from swiftlite.obj.hashdir import DeviceMissing, locked_hash_dir
+from swiftlite.obj.engine.hashdir import DeviceMissing, locked_hash_dir
 
 QUARANTINE = os.path.join("quarantined", "objects")
 
@@ -82,7 +82,7 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
     main, meta = current_files(names)
     if main is None:
         return ObjectInfo("missing")
-    stem = _split(main)[0]
+    stem = split_name(main)[0]
     if main.endswith(".ts"):
         return ObjectInfo("deleted", timestamp=stem)
     try:
@@ -113,7 +113,7 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
         if meta:
             try:
                 md = merge_metadata(md, read_file_metadata(os.path.join(hdir, meta))[0])
-                info.meta_timestamp = _split(meta)[0]
+                info.meta_timestamp = split_name(meta)[0]
             except FileNotFoundError:
                 if hinted:  # superseded since the hint was read: list the dir
                     info.close()
@@ -144,7 +144,7 @@ def read_chunk(fd: int, offset: int, length: int, verifier: Any = None) -> bytes
 def current_paths(device_path: str, part: int | str, hexhash: str) -> list[str]:
     """Full paths of the object's current files (what a sync sends to a peer)."""
     hdir = hash_dir(device_path, part, hexhash)
-    return [os.path.join(hdir, n) for n in current_files(_listdir(hdir)) if n]
+    return [os.path.join(hdir, n) for n in current_files(listdir(hdir)) if n]
 
 
 def refresh_hint(device_path: str, part: int | str, hexhash: str) -> bool:

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from swiftlite.obj import fileformat
+from swiftlite.obj.engine import fileformat
 
 log = logging.getLogger("swiftlite.object.expiring")
 

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 from swiftlite.common import metrics
 from swiftlite.common.threadpool import deliver
-from swiftlite.obj import bodysum, durability, page_cache
-from swiftlite.obj.direct_io import aligned_image
-from swiftlite.obj.fileformat import pack_trailer
-from swiftlite.obj.hashdir import CommitResult, Renamed
-from swiftlite.obj.writing import DataWriter, ETagMismatch
+from swiftlite.obj.engine import bodysum, durability, page_cache
+from swiftlite.obj.engine.direct_io import aligned_image
+from swiftlite.obj.engine.fileformat import pack_trailer
+from swiftlite.obj.engine.hashdir import CommitResult, Renamed
+from swiftlite.obj.engine.writing import DataWriter, ETagMismatch
 
 MAX_JOBS = 32  # per batch: bounds the hash dirs (fds, flocks) one batch holds at once
 LARGE_BODY = 256 * 1024  # a body this big goes to the large lane (see BatchCommitter)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from swiftlite.common.ec import ArchiveInfo, ECError, decode_segments
 from swiftlite.common.ec.meta import EC_ARCHIVE_ETAG, EC_FRAG_INDEX
 from swiftlite.common.fsutil import atomic_write
-from swiftlite.obj import bodysum, digests, fileformat
+from swiftlite.obj.engine import bodysum, digests, fileformat
 
 
 class RebuildError(Exception):

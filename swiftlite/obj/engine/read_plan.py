@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from swiftlite.common import ranges
 from swiftlite.common.config import config_true
 from swiftlite.common.sysmeta import OBJECT_SYSMETA
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.obj import bodysum, fileformat, ranges, reading
+from swiftlite.obj.engine import bodysum, fileformat, reading
 
 # Stored with an object and answered with it (as Swift's default allowed_headers).
 PASSED_HEADERS = ("Content-Encoding", "Content-Disposition", "X-Delete-At", "X-Object-Manifest",

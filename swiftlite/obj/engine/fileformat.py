@@ -89,7 +89,8 @@ def hash_dir(device_path: str, part: int | str, hexhash: str) -> str:
     return os.path.join(part_dir(device_path, part), hexhash[-3:], hexhash)
 
 
-def _split(name: str) -> tuple[str, str]:
+def split_name(name: str) -> tuple[str, str]:
+    """`<stem>.<ext>` -> (stem, ext)."""
     stem, _, ext = name.rpartition(".")
     return stem, ext
 
@@ -101,7 +102,7 @@ def current_files(names: list[str]) -> tuple[str | None, str | None]:
     meta_stem = None
     meta_name = None
     for n in names:
-        stem, ext = _split(n)
+        stem, ext = split_name(n)
         if not stem[:1].isdigit():
             continue
         if ext == "data" or ext == "ts":
@@ -167,15 +168,16 @@ def write_hint(dir_fd: int, state: str) -> None:
 
 def obsolete(names: list[str]) -> list[str]:
     keep = set(current_files(names))
-    return [n for n in names if _split(n)[1] in EXTS and n not in keep]
+    return [n for n in names if split_name(n)[1] in EXTS and n not in keep]
 
 
 def _newest_stem(names: list[str], exts: tuple[str, ...]) -> str | None:
-    stems = [s for s, e in map(_split, names) if e in exts and s[:1].isdigit()]
+    stems = [s for s, e in map(split_name, names) if e in exts and s[:1].isdigit()]
     return max(stems) if stems else None
 
 
-def _listdir(path: str) -> list[str]:
+def listdir(path: str) -> list[str]:
+    """A directory's entries; none when it is missing (or is a file)."""
     try:
         return os.listdir(path)
     except (FileNotFoundError, NotADirectoryError):

@@ -55,7 +55,7 @@ import msgpack
 import xxhash
 
 from swiftlite.common.fsutil import atomic_write
-from swiftlite.obj import fileformat
+from swiftlite.obj.engine import fileformat
 
 log = logging.getLogger("swiftlite.object.digests")
 

@@ -32,7 +32,7 @@ archive of that timestamp (GET/HEAD with ``X-Backend-Ec-Pending: <timestamp>``,
 A .pend older than the current .data/.ts is removed by the next commit in its hash dir; one
 whose commit never came stays (never read); the reconstructor makes it durable when the
 other primaries hold that version durably, and removes it `reclaim_age` after its write if
-it is still pending then (found by its mark, obj/pending_marks.py: no listing).
+it is still pending then (found by its mark, obj/engine/pending_marks.py: no listing).
 """
 
 from __future__ import annotations
@@ -51,18 +51,18 @@ from swiftlite.common.ec.meta import (
     ArchiveInfo,
 )
 from swiftlite.common.hashing import FAST_CHECK_PREFIX
-from swiftlite.obj import bodysum, durability, pending_marks
-from swiftlite.obj.fileformat import (
+from swiftlite.obj.engine import bodysum, durability, pending_marks
+from swiftlite.obj.engine.fileformat import (
     CorruptFile,
-    _listdir,
-    _split,
     current_files,
     hash_dir,
+    listdir,
     read_fd_metadata,
     read_file_metadata,
+    split_name,
 )
-from swiftlite.obj.hashdir import CommitResult, Conflict, renamed
-from swiftlite.obj.reading import ObjectInfo
+from swiftlite.obj.engine.hashdir import CommitResult, Conflict, renamed
+from swiftlite.obj.engine.reading import ObjectInfo
 
 PENDING = pending_marks.PENDING  # the extension of an archive not yet durable
 COMMIT_HEADER = "X-Backend-Ec-Commit"
@@ -172,10 +172,10 @@ def make_durable(device_path: str, part: int | str, hexhash: str, timestamp: str
     except FileNotFoundError:
         if os.path.exists(os.path.join(hdir, data)):  # a repeated commit
             return None, read_file_metadata(os.path.join(hdir, data))[0]
-        main, _ = current_files(_listdir(hdir))
-        if main is not None and _split(main)[0] > timestamp:
+        main, _ = current_files(listdir(hdir))
+        if main is not None and split_name(main)[0] > timestamp:
             # A newer version's commit removed it (`_remove_stale_pending`): it lost.
-            raise Conflict(_split(main)[0]) from None
+            raise Conflict(split_name(main)[0]) from None
         raise PendingMissing(timestamp) from None
 
     class Done(Exception):
@@ -185,8 +185,8 @@ def make_durable(device_path: str, part: int | str, hexhash: str, timestamp: str
         if data in names:
             raise Done()
         main, _ = current_files(names)
-        if main is not None and _split(main)[0] > timestamp:
-            raise Conflict(_split(main)[0])  # whether or not its commit removed ours yet
+        if main is not None and split_name(main)[0] > timestamp:
+            raise Conflict(split_name(main)[0])  # whether or not its commit removed ours yet
         if pend not in names:
             raise PendingMissing(timestamp)
         return None
@@ -218,7 +218,7 @@ def _remove_stale_pending(hdir: str, names: list[str], timestamp: str) -> None:
 
 def _older_pending(names: list[str], timestamp: str) -> Iterator[str]:
     for name in names:
-        stem, ext = _split(name)
+        stem, ext = split_name(name)
         if ext == PENDING and stem < timestamp:
             yield name
 
@@ -249,5 +249,5 @@ def open_pending(device_path: str, part: int | str, hexhash: str,
 
 def pending_archives(device_path: str, part: int | str, hexhash: str) -> list[str]:
     """The .pend files of an object (tests, tools)."""
-    return sorted(n for n in _listdir(hash_dir(device_path, part, hexhash))
-                  if _split(n)[1] == PENDING)
+    return sorted(n for n in listdir(hash_dir(device_path, part, hexhash))
+                  if split_name(n)[1] == PENDING)

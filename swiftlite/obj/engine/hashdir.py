@@ -36,12 +36,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from swiftlite.obj import digests, durability, expiring
-from swiftlite.obj.fileformat import (
-    _listdir,
+from swiftlite.obj.engine import digests, durability, expiring
+from swiftlite.obj.engine.fileformat import (
     _newest_stem,
     hash_dir,
     is_expired,
+    listdir,
     obsolete,
     state_of,
     write_hint,
@@ -275,7 +275,7 @@ def clean_tmp(device_path: str, max_age: float = 3600.0) -> int:
     tdir = os.path.join(device_path, TMP)
     removed = 0
     now = time.time()
-    for name in _listdir(tdir):
+    for name in listdir(tdir):
         path = os.path.join(tdir, name)
         stale = False
         if name.startswith("obj-"):

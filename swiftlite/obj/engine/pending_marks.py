@@ -1,6 +1,6 @@
 """Marks of pending fragment archives, so that abandoned ones are found without a listing.
 
-An EC PUT's first phase leaves ``<ts>.pend`` in the object's hash dir (obj/ec_archive.py);
+An EC PUT's first phase leaves ``<ts>.pend`` in the object's hash dir (obj/engine/ec_archive.py);
 the proxy's commit renames it to ``<ts>.data``. When the commit never comes (the proxy died
 between the phases, or fewer than a quorum of archives were stored), the .pend stays: never
 read, never counted by the suffix digests, so no pass ever lists its directory, and without
@@ -25,8 +25,8 @@ from __future__ import annotations
 import contextlib
 import os
 
-from swiftlite.obj.fileformat import hash_dir, policy_of, policy_part
-from swiftlite.obj.hashdir import locked_hash_dir
+from swiftlite.obj.engine.fileformat import hash_dir, policy_of, policy_part
+from swiftlite.obj.engine.hashdir import locked_hash_dir
 
 DIR = "ec-pending"
 PENDING = "pend"  # the extension of a pending archive (ec_archive.PENDING)
