@@ -129,7 +129,7 @@ class Bench:
         return time.monotonic() - t0
 
     def replicator_pass(self) -> tuple[float, dict]:
-        from swiftlite.common.daemon import new_stats
+        from swiftlite.common.runtime.daemon import new_stats
         from swiftlite.obj.replicator import ObjectReplicator
 
         conf = load_sections(self.confs[0])["object-replicator"]

@@ -42,7 +42,7 @@ from urllib.parse import quote, urlencode
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from loadtests.container_server import ContainerServer as Server  # noqa: E402
-from swiftlite.common.client import make_session  # noqa: E402
+from swiftlite.common.clients.client import make_session  # noqa: E402
 from swiftlite.common.timestamp import Timestamp  # noqa: E402
 from swiftlite.container.broker import ContainerBroker  # noqa: E402
 from swiftlite.container.shard_ranges import (  # noqa: E402

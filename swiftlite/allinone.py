@@ -32,8 +32,8 @@ from typing import Any
 
 from swiftlite.common import signing
 from swiftlite.common.fsutil import atomic_write
-from swiftlite.common.server import listen_socket
-from swiftlite.common.supervisor import spawn, terminate
+from swiftlite.common.runtime.server import listen_socket
+from swiftlite.common.runtime.supervisor import spawn, terminate
 from swiftlite.proxy.pipeline import with_console
 
 ROLES = ("account", "container", "object")

@@ -11,7 +11,7 @@ from swiftlite.roles import DAEMONS, SERVERS
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    from swiftlite.common.server import serve
+    from swiftlite.common.runtime.server import serve
 
     module, factory, section = SERVERS[args.role]
     conf = load_config(args.config, section)
@@ -26,7 +26,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     from swiftlite.common import signing
-    from swiftlite.common.logs import setup_logging
+    from swiftlite.common.observe.logs import setup_logging
 
     module, entry, section = DAEMONS[args.name]
     conf = load_config(args.config, section)

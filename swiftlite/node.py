@@ -6,7 +6,7 @@ role runs as its own child process (`swiftlite server ROLE` / `swiftlite daemon 
 an operator (or systemd, or a container) starts a host with one command. A child that dies
 is restarted with a growing delay; one that refuses its configuration (a weak secret, a bad
 value) stops the node instead, since a restart would fail the same way. SIGTERM stops every
-child within `supervisor.STOP_GRACE` seconds (see swiftlite/common/supervisor.py).
+child within `supervisor.STOP_GRACE` seconds (see swiftlite/common/runtime/supervisor.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import time
 from argparse import Namespace
 
 from swiftlite.common.config import load_sections
-from swiftlite.common.server import EX_CONFIG
+from swiftlite.common.runtime.server import EX_CONFIG
+from swiftlite.common.runtime.supervisor import spawn, terminate
 from swiftlite.common.signing import SecretError
-from swiftlite.common.supervisor import spawn, terminate
 from swiftlite.roles import DAEMONS
 
 SERVER_ROLES = ("account", "container", "object", "proxy")

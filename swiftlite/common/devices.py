@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from swiftlite.common.config import Section
 from swiftlite.common.http import HTTPError
 from swiftlite.common.threadpool import run_blocking
 
@@ -102,3 +103,11 @@ class DeviceChecker:
         finally:
             if self._probing.get(device) is asyncio.current_task():
                 del self._probing[device]
+
+
+def status_dir(conf: Section) -> str:
+    """Where a node's daemons write their status files (`<daemon>.json`): `status_dir`, by
+    default `run/` beside the devices root."""
+    devices = conf.get_str("devices", "/srv/node")
+    default = os.path.join(os.path.dirname(os.path.abspath(devices.rstrip("/"))), "run")
+    return conf.get_str("status_dir", default)

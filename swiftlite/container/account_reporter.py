@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from swiftlite.common.async_pending import save_update
-from swiftlite.common.client import node_path, node_url, quote_path
+from swiftlite.common.clients.client import node_path, node_url, quote_path
 from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import CONTAINER_POLICY_KEY, POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking

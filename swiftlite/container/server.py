@@ -22,7 +22,7 @@ import msgpack
 from aiohttp import web
 
 from swiftlite.common import policies
-from swiftlite.common.client import make_session
+from swiftlite.common.clients.client import make_session
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import (
     CONTAINER_LISTING_LIMIT,

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import aiohttp
 import msgpack
 
-from swiftlite.common.client import node_path, node_url
+from swiftlite.common.clients.client import node_path, node_url
 from swiftlite.common.shard_redirect import CLEAVING
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.shard_ranges import ShardRange, State

@@ -25,8 +25,8 @@ import logging
 import os
 from typing import Any
 
-from swiftlite.common import daemon
 from swiftlite.common.config import Section
+from swiftlite.common.runtime import daemon
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.broker import ContainerBroker

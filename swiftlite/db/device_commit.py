@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from swiftlite.common import metrics
+from swiftlite.common.observe import metrics
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import Busy, DatabaseNotFound
 from swiftlite.db.group_commit import take_batch

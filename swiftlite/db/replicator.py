@@ -22,10 +22,10 @@ from typing import Any
 import aiohttp
 import msgpack
 
-from swiftlite.common import daemon
-from swiftlite.common.client import node_url, quote_path
+from swiftlite.common.clients.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.devices import meta_devices
+from swiftlite.common.runtime import daemon
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker
 from swiftlite.db.paths import DB_DIRS

@@ -15,13 +15,13 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from swiftlite.common import metrics, recon
 from swiftlite.common.config import Section
 from swiftlite.common.constraints import check_account, check_container, check_object
 from swiftlite.common.devices import DeviceChecker, meta_devices
 from swiftlite.common.http import HTTPError, error, split_path
+from swiftlite.common.observe import metrics, recon
 from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
-from swiftlite.common.server import ANY_PATH, make_app
+from swiftlite.common.runtime.server import ANY_PATH, make_app
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.db.broker import DatabaseBroker, DatabaseNotFound, MetadataLimit
 from swiftlite.db.cache import BrokerCache

@@ -26,8 +26,9 @@ import logging
 import os
 from typing import Any
 
-from swiftlite.common import daemon, policies
+from swiftlite.common import policies
 from swiftlite.common.config import Section
+from swiftlite.common.runtime import daemon
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.obj import sync
 from swiftlite.obj.engine import bodysum, digests, expiring, fileformat, reading

@@ -31,9 +31,9 @@ from typing import Any
 
 import msgpack
 
-from swiftlite.common import fastclient
 from swiftlite.common.async_pending import save_update
-from swiftlite.common.client import node_path, quote_path
+from swiftlite.common.clients import fastclient
+from swiftlite.common.clients.client import node_path, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.replica_groups import SECTION_STATUSES, SECTIONS, parse_statuses

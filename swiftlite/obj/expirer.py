@@ -61,9 +61,10 @@ from typing import Any
 
 import aiohttp
 
-from swiftlite.common import daemon, policies
-from swiftlite.common.client import node_path, node_url
+from swiftlite.common import policies
+from swiftlite.common.clients.client import node_path, node_url
 from swiftlite.common.config import Section
+from swiftlite.common.runtime import daemon
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.engine import expiring, fileformat

@@ -19,8 +19,8 @@ import aiohttp
 import msgpack
 
 from swiftlite.common import policies
-from swiftlite.common.client import node_url, quote_path
-from swiftlite.common.daemon import Pacer
+from swiftlite.common.clients.client import node_url, quote_path
+from swiftlite.common.runtime.daemon import Pacer
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.obj import sync
 from swiftlite.obj.engine import fileformat

@@ -23,8 +23,9 @@ from typing import Any
 
 import aiohttp
 
-from swiftlite.common import daemon, policies
+from swiftlite.common import policies
 from swiftlite.common.config import Section
+from swiftlite.common.runtime import daemon
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.obj import sync
 from swiftlite.obj.engine import digests, fileformat

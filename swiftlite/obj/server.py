@@ -20,13 +20,14 @@ from collections.abc import Awaitable
 
 from aiohttp import web
 
-from swiftlite.common import constraints, policies, recon
+from swiftlite.common import constraints, policies
 from swiftlite.common.config import Section, config_true
 from swiftlite.common.devices import DeviceChecker, device_roots
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import HTTPError, error, split_path, txid
+from swiftlite.common.observe import recon
 from swiftlite.common.replica_groups import ALSO_DEVICES
-from swiftlite.common.server import ANY_PATH, make_app
+from swiftlite.common.runtime.server import ANY_PATH, make_app
 from swiftlite.common.sysmeta import (
     MUTABLE_SYSMETA,
     OBJECT_SYSMETA,

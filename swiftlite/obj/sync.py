@@ -42,7 +42,7 @@ import msgpack
 from aiohttp import web
 
 from swiftlite.common import policies
-from swiftlite.common.client import quote_path
+from swiftlite.common.clients.client import quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.http import HTTPError, error

@@ -24,11 +24,11 @@ from urllib.parse import unquote
 
 import aiohttp
 
-from swiftlite.common import daemon
 from swiftlite.common.async_pending import iter_updates, remove_update, save_update
-from swiftlite.common.client import node_url, quote_path
+from swiftlite.common.clients.client import node_url, quote_path
 from swiftlite.common.config import Section
 from swiftlite.common.devices import device_roots
+from swiftlite.common.runtime import daemon
 from swiftlite.common.shard_redirect import parse_redirect
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, TimestampError

@@ -33,7 +33,7 @@ from typing import Any, TextIO
 
 import aiohttp
 
-from swiftlite.common.client import node_path
+from swiftlite.common.clients.client import node_path
 from swiftlite.common.config import Section, load_config
 from swiftlite.ring import Ring
 
@@ -303,7 +303,7 @@ class Prober:
 
     def __init__(self, conf: Section, timeout: float, concurrency: int) -> None:
         from swiftlite.common import signing
-        from swiftlite.common.fastclient import Pool
+        from swiftlite.common.clients.fastclient import Pool
 
         self.pool = Pool(timeout, timeout, signer=signing.from_conf(conf))
         self.sem = asyncio.Semaphore(max(1, concurrency))
@@ -312,7 +312,7 @@ class Prober:
 
     async def head(self, node: dict[str, Any], path: str) -> tuple[int | None, str]:
         """(status, "") when the server answered, else (None, why not)."""
-        from swiftlite.common.fastclient import ConnectError
+        from swiftlite.common.clients.fastclient import ConnectError
         from swiftlite.proxy.backend import NETWORK_ERRORS
 
         server = (node["ip"], node["port"])

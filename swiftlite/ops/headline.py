@@ -1,13 +1,13 @@
 """The few numbers worth a glance, from a server's own `/metrics` (what `swiftlite status`
 prints under each server): requests and errors by method, latency percentiles, bytes, and a
 container or account server's update commits (device rounds, and DBs holding logged rows).
-The numbers come from common/metrics_summary.py (the console charts the same ones)."""
+The numbers come from common/observe/metrics_summary.py (the console charts the same ones)."""
 
 from __future__ import annotations
 
 import urllib.request
 
-from swiftlite.common.metrics_summary import (
+from swiftlite.common.observe.metrics_summary import (
     Samples,
     by_method,
     bytes_in_out,

@@ -1,8 +1,8 @@
 """`swiftlite status --cluster`: ask every storage server in the rings how it is, flag trouble.
 
 Each distinct (ip, port) of the object, container and account rings is asked `GET /recon`
-(signed; see common/recon.py) at once, with a timeout. The answers are shown per host and
-checked against the rules of common/recon_client.py (ring md5s against the rings here,
+(signed; see common/observe/recon.py) at once, with a timeout. The answers are shown per host and
+checked against the rules of common/clients/recon_client.py (ring md5s against the rings here,
 --full-percent, default 90, and --pending-limit, default 1000); any PROBLEM makes the exit
 status 1, and so does a server that does not answer (down, hung, or refusing our
 signature). The asking and the rules are shared with the console's operator page.
@@ -17,9 +17,10 @@ import os
 import sys
 from typing import Any
 
-from swiftlite.common import recon, signing
+from swiftlite.common import signing
+from swiftlite.common.clients.recon_client import all_devices, ask_all, hosts, problems_of
 from swiftlite.common.config import Section, load_config
-from swiftlite.common.recon_client import all_devices, ask_all, hosts, problems_of
+from swiftlite.common.observe import recon
 
 
 class SetupError(Exception):

@@ -66,7 +66,7 @@ def replicas(confs: list[Section], account: str, container: str,
 
 
 def _local(conf: Section, node: dict[str, Any]) -> bool:
-    from swiftlite.common.daemon import server_address
+    from swiftlite.common.runtime.daemon import server_address
 
     return server_address(conf, "container") == (node["ip"], node["port"])
 

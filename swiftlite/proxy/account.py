@@ -6,7 +6,7 @@ from xml.sax.saxutils import escape as xml_escape
 
 from aiohttp import web
 
-from swiftlite.common.client import node_path
+from swiftlite.common.clients.client import node_path
 from swiftlite.common.http import HTTPError, method_not_allowed, query_str
 from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
 from swiftlite.proxy.backend import best_response

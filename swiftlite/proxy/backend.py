@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from multidict import CIMultiDict
 
-from swiftlite.common.fastclient import ClientError, Pool, Response
+from swiftlite.common.clients.fastclient import ClientError, Pool, Response
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, format_also, parse_statuses
 from swiftlite.proxy.nodes import ErrorLimiter, verdicts, write_handoffs
 from swiftlite.ring import Ring

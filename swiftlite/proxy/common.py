@@ -7,7 +7,7 @@ from contextlib import aclosing
 from aiohttp import web
 
 from swiftlite.common import constraints
-from swiftlite.common.client import node_path
+from swiftlite.common.clients.client import node_path
 from swiftlite.common.http import HTTPError
 from swiftlite.proxy.backend import BackendResponse, client_headers, hedged
 from swiftlite.proxy.nodes import read_order

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from swiftlite.common.client import node_path
+from swiftlite.common.clients.client import node_path
 from swiftlite.common.http import HTTPError, method_not_allowed, query_str
 from swiftlite.common.policies import POLICY_DEFAULT_HEADER, POLICY_INDEX_HEADER
 from swiftlite.common.reserved import ALLOW_RESERVED_HEADER

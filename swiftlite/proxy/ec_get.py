@@ -40,7 +40,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common import ranges
-from swiftlite.common.client import node_path
+from swiftlite.common.clients.client import node_path
 from swiftlite.common.ec import ArchiveInfo, ECError, ECScheme
 from swiftlite.common.ec.decode import decode_checked, fragment_problem
 from swiftlite.common.ec.frag_header import data_views

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from swiftlite.common.client import node_path
+from swiftlite.common.clients.client import node_path
 from swiftlite.common.ec import ECScheme, Encoder
 from swiftlite.common.http import HTTPError, error
 from swiftlite.common.policies import POLICY_INDEX_HEADER

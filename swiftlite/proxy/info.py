@@ -34,9 +34,9 @@ from typing import Any
 
 import xxhash
 
+from swiftlite.common.clients.memcache import MemcacheClient, parse_servers
 from swiftlite.common.config import Section
-from swiftlite.common.memcache import MemcacheClient, parse_servers
-from swiftlite.common.server import before_fork
+from swiftlite.common.runtime.server import before_fork
 
 TOMBSTONE = b"-"
 MAX_LOCAL_ENTRIES = 50000

@@ -25,10 +25,10 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from swiftlite.common import metrics
 from swiftlite.common.devices import DeviceChecker
 from swiftlite.common.hashing import hash_path
 from swiftlite.common.http import ERROR_CONTENT_TYPE, HTTPError, error_body
+from swiftlite.common.observe import metrics
 from swiftlite.common.threadpool import run_blocking, submit
 from swiftlite.obj.engine import (
     CorruptCopy,

@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from swiftlite.common.fastclient import ConnectError
+from swiftlite.common.clients.fastclient import ConnectError
 from swiftlite.common.log_throttle import LogThrottle
 from swiftlite.ring import Ring
 

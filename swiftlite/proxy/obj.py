@@ -22,10 +22,10 @@ from contextlib import aclosing
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.common import metrics
-from swiftlite.common.client import node_path
-from swiftlite.common.fastclient import Response
+from swiftlite.common.clients.client import node_path
+from swiftlite.common.clients.fastclient import Response
 from swiftlite.common.http import HTTPError, error, method_not_allowed, txid
+from swiftlite.common.observe import metrics
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.ranges import RANGE_AND_CONDITIONS
 from swiftlite.common.replica_groups import MAX_BODY

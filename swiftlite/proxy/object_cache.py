@@ -37,7 +37,7 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from swiftlite.common import metrics
+from swiftlite.common.observe import metrics
 from swiftlite.common.ranges import RANGE_AND_CONDITIONS
 from swiftlite.proxy.info import StampTable, digest, shared_table
 from swiftlite.proxy.write_log import WriteLog

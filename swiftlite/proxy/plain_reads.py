@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from swiftlite.common import metrics
 from swiftlite.common.http import HTTPError
+from swiftlite.common.observe import metrics
 from swiftlite.common.ranges import RANGE_AND_CONDITIONS
 from swiftlite.proxy.pipeline import HOOKS, Handler, Middleware
 from swiftlite.proxy.request import api_path

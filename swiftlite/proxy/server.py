@@ -10,12 +10,13 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common import constraints, empty_length, policies
+from swiftlite.common import constraints, policies
+from swiftlite.common.clients.fastclient import Pool
 from swiftlite.common.config import Section
 from swiftlite.common.ec import ECScheme
-from swiftlite.common.fastclient import Pool
 from swiftlite.common.http import HTTPError, error, txid
-from swiftlite.common.server import make_app
+from swiftlite.common.runtime import aiohttp_seams
+from swiftlite.common.runtime.server import make_app
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy import account, container, obj, stack
 from swiftlite.proxy.auth import TempAuth
@@ -409,7 +410,7 @@ async def _expect(request: web.Request) -> web.StreamResponse | None:
 
 
 def create_app(conf: Section) -> web.Application:
-    empty_length.install()  # 204s say Content-Length: 0, as Swift's do
+    aiohttp_seams.keep_content_length_on_204()
     proxy = Proxy(conf)
     app = make_app(route=_dispatch, expect=_expect)
     app[PROXY] = proxy

@@ -34,7 +34,7 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common.client import node_path
+from swiftlite.common.clients.client import node_path
 from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import IF_PRESENT_HEADER, POLICY_INDEX_HEADER
 from swiftlite.common.timestamp import Timestamp

@@ -34,11 +34,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from swiftlite.common import metrics
+from swiftlite.common.observe import metrics
 from swiftlite.proxy.info import digest
 
 if TYPE_CHECKING:
-    from swiftlite.common.memcache import MemcacheClient
+    from swiftlite.common.clients.memcache import MemcacheClient
     from swiftlite.proxy.info import StampTable
 
 log = logging.getLogger("swiftlite.proxy.write_log")

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from swiftlite.common.client import quote_path
+from swiftlite.common.clients.client import quote_path
 from swiftlite.common.timestamp import Timestamp
 from tests.helpers import ServerProcess, free_port
 

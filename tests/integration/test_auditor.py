@@ -8,8 +8,8 @@ import time
 import aiohttp
 import pytest
 
-from swiftlite.common.daemon import read_status, run_loop
 from swiftlite.common.hashing import hash_path
+from swiftlite.common.runtime.daemon import read_status, run_loop
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.auditor import Auditor
 from swiftlite.obj.engine import digests, fileformat, reading

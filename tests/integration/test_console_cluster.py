@@ -13,9 +13,9 @@ import aiohttp
 import pytest
 from aiohttp import web, web_protocol, web_response
 
-from swiftlite.common import metrics
 from swiftlite.common.config import load_sections
-from swiftlite.common.logs import RequestLogger
+from swiftlite.common.observe import metrics
+from swiftlite.common.observe.logs import RequestLogger
 from swiftlite.proxy.console.cluster import cluster_report
 from swiftlite.proxy.server import PROXY, create_app
 from swiftlite.ring import Ring
@@ -35,7 +35,7 @@ def cluster(tmp_path_factory) -> Cluster:
 
 @pytest.fixture
 def proxy_metrics(tmp_path, monkeypatch):
-    """common/metrics.py set up in this process as `serve` sets it up in a worker, and put
+    """common/observe/metrics.py set up in this process as `serve` sets it up in a worker, and put
     back afterwards: other tests in this process must not count into our files."""
     from prometheus_client import REGISTRY, values
 
@@ -92,7 +92,7 @@ def recon(cluster: Cluster, node: int) -> dict:
 
 async def test_report_lists_rings_servers_daemons_and_counts_requests(cluster, proxy):
     core, url = proxy
-    # A daemon's status file as common/daemon.py writes it after a pass.
+    # A daemon's status file as common/runtime/daemon.py writes it after a pass.
     status_dir = recon(cluster, 0)["status_dir"]
     os.makedirs(status_dir, exist_ok=True)  # made by the first daemon; none runs here
     status = os.path.join(status_dir, "test-replicator.json")

@@ -18,7 +18,7 @@ import pytest
 from yarl import URL
 
 from swiftlite.common.async_pending import iter_updates
-from swiftlite.common.client import quote_path
+from swiftlite.common.clients.client import quote_path
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.db.broker import COMMIT_DELAY_ENV
 from tests.helpers import ServerProcess, async_wait_for, free_port

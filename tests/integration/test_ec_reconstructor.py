@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from swiftlite.common import daemon, hashing
+from swiftlite.common import hashing
 from swiftlite.common.config import load_sections
+from swiftlite.common.runtime import daemon
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.auditor import Auditor
 from swiftlite.obj.engine import ec_rebuild, fileformat, pending_marks

@@ -10,7 +10,7 @@ import os
 import time
 
 from swiftlite.common.config import load_config
-from swiftlite.common.daemon import new_stats, read_status
+from swiftlite.common.runtime.daemon import new_stats, read_status
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.engine import expiring, fileformat
 from swiftlite.obj.expirer import Expirer

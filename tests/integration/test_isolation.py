@@ -450,7 +450,7 @@ FAILING_OBJECT_SERVER = """
 import sys
 from aiohttp import web
 from swiftlite.common.config import load_config
-from swiftlite.common.server import serve
+from swiftlite.common.runtime.server import serve
 from swiftlite.obj import server as objserver
 
 async def factory(conf):

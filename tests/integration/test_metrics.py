@@ -158,7 +158,7 @@ def test_container_server_reports_its_commit_rounds(cluster):
 
 
 def test_request_types():
-    from swiftlite.common.metrics import request_type
+    from swiftlite.common.observe.metrics import request_type
 
     assert request_type("proxy-server", "/v1/AUTH_a") == "account"
     assert request_type("proxy-server", "/v1/AUTH_a/c/") == "container"

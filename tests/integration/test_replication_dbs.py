@@ -10,7 +10,7 @@ import pytest
 
 from swiftlite.account.broker import AccountBroker
 from swiftlite.account.server import create_app as account_app
-from swiftlite.common.daemon import read_status, run_loop
+from swiftlite.common.runtime.daemon import read_status, run_loop
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.broker import ContainerBroker
 from swiftlite.container.server import create_app as container_app

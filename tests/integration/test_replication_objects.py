@@ -10,8 +10,8 @@ import time
 import aiohttp
 import pytest
 
-from swiftlite.common.daemon import read_status, run_loop
 from swiftlite.common.hashing import hash_path
+from swiftlite.common.runtime.daemon import read_status, run_loop
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.engine import digests, fileformat, reading
 from swiftlite.obj.replicator import ObjectReplicator

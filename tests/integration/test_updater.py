@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from swiftlite.common.async_pending import iter_updates, save_update
-from swiftlite.common.daemon import read_status, run_loop
+from swiftlite.common.runtime.daemon import read_status, run_loop
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.server import create_app as container_app
 from swiftlite.obj.server import create_app as object_app

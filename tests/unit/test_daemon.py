@@ -8,7 +8,7 @@ import os
 import time
 
 from swiftlite.common.config import Section
-from swiftlite.common.daemon import Pacer, read_status, run_loop, server_address, status_dir
+from swiftlite.common.runtime.daemon import Pacer, read_status, run_loop, server_address, status_dir
 from swiftlite.ring import Ring
 from tests.integration.replication_support import Node, write_test_ring
 

@@ -8,7 +8,7 @@ import socket
 import pytest
 from aiohttp import web
 
-from swiftlite.common.fastclient import ClientError, ConnectError, Pool
+from swiftlite.common.clients.fastclient import ClientError, ConnectError, Pool
 from tests.helpers import free_port
 
 

@@ -3,10 +3,15 @@ no import circle anywhere.
 
 The floors, lowest first (a package imports only packages listed under it in ALLOWED):
 
-- `common`: primitives, the server runtime, clients, observability; imports no other package;
+- `common`: imports no other package; inside it, floors: the primitives (its own modules and
+  `ec/`), then `clients/` and `observe/` (neither imports the other), then `runtime/`; and no
+  module but `runtime/aiohttp_seams.py` (and the parser built on aiohttp's) touches
+  aiohttp's internals;
 - `image`: the image variant renderer, run in worker processes: imports no other package;
 - `ring`: placement; `db`: what containers and accounts share (given their role's broker
-  class, it imports neither); `obj`: the object storage engine and server;
+  class, it imports neither); `obj`: the object server and daemons over the object storage
+  engine (`obj/engine/`: no HTTP stack, nothing of the role above it; other roles use only
+  the names its `__init__` exports);
 - `account`, `container`: the database roles (the container-reconciler talks to object
   servers through `obj`'s client side);
 - `proxy`: the front ends (image variants through `image`); inside it, the core (its
@@ -54,7 +59,7 @@ def test_brokers_load_no_http_stack(module):
 
 
 def test_daemon_plumbing_does_not_import_the_ring():
-    assert under(loaded_after("import swiftlite.common.daemon"), "swiftlite.ring") == set()
+    assert under(loaded_after("import swiftlite.common.runtime.daemon"), "swiftlite.ring") == set()
 
 
 @pytest.mark.parametrize("module", ["swiftlite.db.replication_server", "swiftlite.db.replicator",
@@ -127,6 +132,34 @@ def test_package_layering(package):
                 bad.append(f"{path.relative_to(ROOT)} imports the entry module {mod}")
             elif top not in (package, "") and top not in ALLOWED[package]:
                 bad.append(f"{path.relative_to(ROOT)} imports {mod}")
+    assert bad == []
+
+
+# Inside common/: floor -> the floors it may import ("" is the primitives: the modules right
+# under common/, and ec/).
+COMMON_ALLOWED = {"": set(), "clients": {""}, "observe": {""},
+                  "runtime": {"", "clients", "observe"}}
+
+
+def _common_floor(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["swiftlite", "common"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in COMMON_ALLOWED else ""
+
+
+def test_common_floors():
+    bad = []
+    for mod, path in sorted(all_modules().items()):
+        floor = _common_floor(mod)
+        if floor is None:
+            continue
+        for dep in imports_of(path):
+            other = _common_floor(dep)
+            if other is not None and other != floor and other not in COMMON_ALLOWED[floor]:
+                bad.append(f"{path.relative_to(ROOT)} imports {dep}")
+    subpackages = {p.name for p in (PACKAGE / "common").iterdir() if (p / "__init__.py").exists()}
+    assert subpackages - {"ec"} == set(COMMON_ALLOWED) - {""}
     assert bad == []
 
 
@@ -276,14 +309,14 @@ def test_the_circle_finder_finds_one():
 
 
 def test_storage_servers_parse_with_the_one_adapted_parser():
-    """aiohttp's request parser is swapped in one place only, common/lenient_parser.py, by
+    """aiohttp's request parser is swapped in one place only, common/runtime/lenient_parser.py, by
     every server (make_app): the storage servers need its adaptations as much as the proxy
     does. (An older swap made REPLICATE parse; replication uses MERGE routes now.)"""
     code = """
 import asyncio, os, secrets, tempfile
 os.environ.setdefault("SWIFTLITE_BACKEND_SECRET", secrets.token_urlsafe(32))
 from aiohttp import web_protocol
-from swiftlite.common.lenient_parser import LenientRequestParser
+from swiftlite.common.runtime.lenient_parser import LenientRequestParser
 from swiftlite.common.config import Section
 from swiftlite.account.server import create_app as account_app
 from swiftlite.container.server import create_app as container_app
@@ -295,3 +328,41 @@ account_app(conf)
 assert web_protocol.HttpRequestParser is LenientRequestParser, web_protocol.HttpRequestParser
 """
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
+SEAMS = {"swiftlite.common.runtime.aiohttp_seams", "swiftlite.common.runtime.lenient_parser"}
+# Private attributes of aiohttp objects the servers have needed (all in aiohttp_seams now).
+AIOHTTP_PRIVATE = {"_connections", "_request_handler", "_request_in_progress",
+                   "_reading_paused", "_waiter"}
+
+
+def test_aiohttp_internals_only_behind_the_seams():
+    """No module but common/runtime/aiohttp_seams.py (and the parser built on aiohttp's)
+    replaces an aiohttp module's global, reads a private attribute by name, or one of the
+    aiohttp private attributes the servers use."""
+    bad = []
+    for mod, path in sorted(all_modules().items()):
+        if mod in SEAMS:
+            continue
+        tree = ast.parse(path.read_text())
+        aiohttp_names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("aiohttp"):
+                aiohttp_names |= {a.asname or a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                aiohttp_names |= {(a.asname or a.name).split(".")[0] for a in node.names
+                                  if a.name.startswith("aiohttp")}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bad += [f"{mod} sets {t.value.id}.{t.attr}" for t in targets
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                        and t.value.id in aiohttp_names]
+            elif isinstance(node, ast.Attribute) and node.attr in AIOHTTP_PRIVATE:
+                bad.append(f"{mod} uses .{node.attr}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id == "getattr" and len(node.args) >= 2 \
+                    and isinstance(node.args[1], ast.Constant) \
+                    and str(node.args[1].value) in AIOHTTP_PRIVATE:
+                bad.append(f"{mod} reads {node.args[1].value}")
+    assert bad == []

@@ -1,4 +1,4 @@
-"""The servers' request parser (swiftlite/common/lenient_parser.py) against a real aiohttp
+"""The servers' request parser (swiftlite/common/runtime/lenient_parser.py) against a real aiohttp
 server on loopback, in this process: exact bytes in, exact bytes out.
 
 Its adaptations reach into aiohttp's Python parser; these tests pin them to the installed
@@ -14,8 +14,9 @@ import re
 import pytest
 from aiohttp import web
 
-from swiftlite.common import lenient_parser, logs
-from swiftlite.common.server import make_app
+from swiftlite.common.observe import logs
+from swiftlite.common.runtime import lenient_parser
+from swiftlite.common.runtime.server import make_app
 from tests.helpers import free_port
 
 THUMB = "👍".encode()

@@ -7,7 +7,7 @@ import io
 import logging
 import re
 
-from swiftlite.common.logs import FORMAT, _AccessSink
+from swiftlite.common.observe.logs import FORMAT, _AccessSink
 
 LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (\S+)\[(\d+)\] INFO (.*)$")
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from swiftlite.common.memcache import (
+from swiftlite.common.clients.memcache import (
     MAX_KEYS_PER_GETS,
     MemcacheClient,
     check_key,

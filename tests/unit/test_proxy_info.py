@@ -7,7 +7,7 @@ import os
 import signal
 import time
 
-from swiftlite.common.memcache import MemcacheClient
+from swiftlite.common.clients.memcache import MemcacheClient
 from swiftlite.proxy.info import (
     AccountInfo,
     ContainerInfo,

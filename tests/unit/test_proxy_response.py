@@ -8,7 +8,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from swiftlite.common.http import HTTPError
-from swiftlite.common.server import make_app
+from swiftlite.common.runtime.server import make_app
 from swiftlite.proxy.response import bytes_response
 
 BODY = b"\x89PNG" + bytes(range(256)) * 64

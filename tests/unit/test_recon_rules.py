@@ -1,4 +1,4 @@
-"""The rules that judge a host's /recon document (common/recon_client.py, shared by
+"""The rules that judge a host's /recon document (common/clients/recon_client.py, shared by
 `swiftlite status --cluster` and the console), and the console report's ring and metrics
 arithmetic."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from swiftlite.common.recon_client import hosts, problems_of
+from swiftlite.common.clients.recon_client import hosts, problems_of
 from swiftlite.proxy.console.cluster import MAX_BALANCE, _metrics_doc, balance
 from swiftlite.proxy.nodes import ErrorLimiter
 

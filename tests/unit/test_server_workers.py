@@ -7,7 +7,7 @@ import os
 import resource
 
 from swiftlite.common.config import Section
-from swiftlite.common.server import max_clients, worker_count
+from swiftlite.common.runtime.server import max_clients, worker_count
 
 
 def test_worker_count():

@@ -33,7 +33,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from swiftlite.common import metrics
+from swiftlite.common.observe import metrics
 from swiftlite.common.threadpool import deliver
 from swiftlite.obj.engine import bodysum, durability, page_cache
 from swiftlite.obj.engine.direct_io import aligned_image

@@ -9,17 +9,17 @@ Where each part comes from, all asked at once and bounded together by `timeout`:
   device's distance, in %, from its weight's share of the partition replicas; a weight-0
   device still holding partitions counts as MAX_BALANCE) and the ring file's md5.
 - `servers`: every (ip, port) the rings place devices on, asked `GET /recon` as `swiftlite
-  status --cluster` asks (common/recon_client.py): signed by the process-wide signer, which
+  status --cluster` asks (common/clients/recon_client.py): signed by the process-wide signer, which
   `serve` sets from the proxy's `backend_secret` before any worker starts (common/signing.py).
   Only the rings' servers are asked: md5s of object-N rings are not on /recon, so a host
   that missed a push of a policy ring other than 0's is not flagged.
   Devices are the host's (as /recon reports them) joined by name with the rings' devices on
   that server (weight, partition replicas per ring); a ring device the host does not have
-  is listed unmounted. `problems` follow the status tool's rules (common/recon_client.py),
+  is listed unmounted. `problems` follow the status tool's rules (common/clients/recon_client.py),
   judged once per host and listed on each of its servers.
 - `error_limited`: the error limiter of *this worker* of the proxy (proxy/nodes.py). Each
   worker limits nodes on its own; another worker, or another proxy host, may differ.
-- `metrics`: the proxy's own request counters (common/metrics.py), summed across every
+- `metrics`: the proxy's own request counters (common/observe/metrics.py), summed across every
   worker of this proxy server through its multiprocess directory: the asking worker's
   counts are current, the other workers' at most a second old (their sampler flushes once
   a second). Not across proxy hosts: each host's proxy counts its own requests. Counts run
@@ -62,16 +62,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from swiftlite.common import metrics, metrics_summary
-from swiftlite.common.client import make_session
-from swiftlite.common.recon import file_md5
-from swiftlite.common.recon_client import (
+from swiftlite.common.clients.client import make_session
+from swiftlite.common.clients.recon_client import (
     FULL_PERCENT,
     PENDING_LIMIT,
     ask_one,
     hosts,
     problems_of,
 )
+from swiftlite.common.observe import metrics, metrics_summary
+from swiftlite.common.observe.recon import file_md5
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.proxy.core_api import ProxyCore
 from swiftlite.ring import Ring
@@ -294,7 +294,7 @@ def _daemon(name: str, st: dict[str, Any]) -> dict[str, Any]:
                 and k not in ("start", "duration", "pid", "running_since")}
     progress = last.get("progress")
     if not isinstance(progress, str):
-        # Status files say how far a pass got only in its counters (common/daemon.py
+        # Status files say how far a pass got only in its counters (common/runtime/daemon.py
         # writes them at the end of a pass): the last pass's, in its own words.
         progress = " ".join(f"{k}={v}" for k, v in counters.items()) or None
     return {"name": name, "configured": bool(st.get("configured")),

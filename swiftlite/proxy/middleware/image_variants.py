@@ -38,8 +38,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from swiftlite.common import metrics
 from swiftlite.common.http import HTTPError, error
+from swiftlite.common.observe import metrics
 from swiftlite.image.concurrency import AccountSlots, Flights
 from swiftlite.image.formats import CONTENT_TYPES, auto_format, avif_available
 from swiftlite.image.grammar import Variant, is_preset_name, parse

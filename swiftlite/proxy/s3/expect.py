@@ -1,7 +1,7 @@
 """`Expect: 100-continue`: an S3 request refused before its body is sent.
 
 A client that announces a body with `Expect: 100-continue` waits for the 100 before sending
-it. The proxy asks the pipeline first (common/server.py `make_app(expect=...)`), and this is
+it. The proxy asks the pipeline first (common/runtime/server.py `make_app(expect=...)`), and this is
 S3's answer: the request's signature and credentials are checked from its headers (as every
 S3 request's are), the write is authorized (access.check_request), and a write into a bucket
 that does not exist is NoSuchBucket. So a

@@ -6,7 +6,7 @@ md5 of each ring file in `swift_dir` (so a cluster-wide check sees a host runnin
 ring), and the status of every daemon of the host's config (its last
 pass, whether its process is alive, how late its next pass is). `swiftlite status --cluster`
 (swiftlite/ops/recon.py) asks every server in the rings and flags what is wrong; the
-Prometheus collector (common/metrics.py) reads the same device and daemon facts.
+Prometheus collector (common/observe/metrics.py) reads the same device and daemon facts.
 
 Like every storage request, `/recon` must be signed by the cluster (it names paths and
 devices). The walking happens in the server's thread pool.
@@ -134,7 +134,7 @@ def ring_md5s(swift_dir: str) -> dict[str, str | None]:
 
 def host_report(conf: Section, role: str) -> dict[str, Any]:
     """The whole /recon document for the server of `role` (blocking)."""
-    from swiftlite.common.daemon import status_dir
+    from swiftlite.common.devices import status_dir
 
     now = time.time()
     sections: dict[str, Any] = {}

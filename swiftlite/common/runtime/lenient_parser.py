@@ -23,7 +23,7 @@ chunk data not followed by CRLF) fails at once: reading the body raises `Malform
 400 that closes the connection), nothing more is read from the connection, and it closes
 after the answer. aiohttp alone would leave the handler waiting for the rest of the body.
 
-Every server uses this parser (installed by common/server.py's make_app).
+Every server uses this parser (installed by common/runtime/server.py's make_app).
 """
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ import asyncio
 import re
 from typing import Any
 
-from aiohttp import http_exceptions, http_parser, web_protocol
+from aiohttp import http_exceptions, http_parser
 from aiohttp.streams import EMPTY_PAYLOAD
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from swiftlite.common.http import HTTPError
+from swiftlite.common.runtime import aiohttp_seams
 
 _NOTHING: tuple[tuple, bool, bytes] = ((), False, b"")
 # RFC 9110 token characters, and any byte >= 0x80 (UTF-8 names).
@@ -254,8 +255,7 @@ class LenientRequestParser:
 def _end_connection(protocol: Any) -> None:
     """No request after this one: close the connection after its answer, or now if it was
     answered already and the connection waits for the next (aiohttp's own idle test)."""
-    waiter = getattr(protocol, "_waiter", None)
-    if waiter is not None and not waiter.done():
+    if aiohttp_seams.waiting_for_request(protocol):
         protocol.force_close()
     else:
         protocol.close()
@@ -271,4 +271,4 @@ def _declared_length(messages: Any) -> int:
 
 def install() -> None:
     """Make aiohttp's server connections (in this process) use the lenient parser."""
-    web_protocol.HttpRequestParser = LenientRequestParser  # type: ignore[misc]
+    aiohttp_seams.use_request_parser(LenientRequestParser)

@@ -23,6 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
+from swiftlite.common.runtime import aiohttp_seams
+
 log = logging.getLogger("swiftlite.stall")
 
 
@@ -57,8 +59,8 @@ class StallGuard:
                 continue
             seen = content.total_bytes
             # aiohttp pauses reading when the handler has not consumed what arrived: then
-            # the client cannot send, and the wait is ours (private flag, absent = unknown).
-            ours = getattr(request.protocol, "_reading_paused", False)
+            # the client cannot send, and the wait is ours.
+            ours = aiohttp_seams.reading_paused(request.protocol)
             if seen != state[0] or ours:
                 state[0], state[1] = seen, now
             elif now - state[1] >= self.timeout:

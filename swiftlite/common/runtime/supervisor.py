@@ -18,7 +18,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 
-from swiftlite.common.server import LISTEN_FD_ENV
+from swiftlite.common.runtime.server import LISTEN_FD_ENV
 
 # Children get this long after SIGTERM; servers cut in-flight requests sooner (2 s).
 STOP_GRACE = 4.5

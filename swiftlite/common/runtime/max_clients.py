@@ -24,8 +24,9 @@ from typing import Any
 
 from aiohttp import web
 
-from swiftlite.common import metrics
 from swiftlite.common.log_throttle import LogThrottle
+from swiftlite.common.observe import metrics
+from swiftlite.common.runtime import aiohttp_seams
 
 log = logging.getLogger("swiftlite.server")
 
@@ -71,19 +72,19 @@ class ConnectionCap:
         self.server.connection_lost = connection_lost
 
     def _admit(self, handler: Any) -> None:
-        conns = self.server._connections  # insertion order: oldest first
+        conns = aiohttp_seams.connections(self.server)  # oldest first
         if len(conns) - len(self._closing) <= self.limit:
             return  # (an upper bound: a closed connection leaves the table a little later)
         live = [h for h in conns if h.transport is not None and h not in self._closing]
         if len(live) <= self.limit:
             return
         for other in live:
-            if other is not handler and not getattr(other, "_request_in_progress", False):
+            if other is not handler and not aiohttp_seams.in_request(other):
                 self._shed(other, "evicted")
                 other.force_close()
                 return
         self._shed(handler, "refused")
-        handler._request_handler = _refuse  # this connection's only: see aiohttp's handler
+        aiohttp_seams.answer_next_with(handler, _refuse)
         asyncio.get_running_loop().call_later(REFUSED_GRACE, self._drop, handler)
 
     def _drop(self, handler: Any) -> None:

@@ -1,4 +1,4 @@
-"""Asking storage servers how they are (`GET /recon`, see common/recon.py) and judging the
+"""Asking storage servers how they are (`GET /recon`, see common/observe/recon.py) and judging the
 answers: what `swiftlite status --cluster` (ops/recon.py) and the console's operator page
 (proxy/console/cluster.py) share. Nothing here knows the rings: callers say which servers
 to ask and with which ring md5s to compare.
@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from swiftlite.common.client import make_session
+from swiftlite.common.clients.client import make_session
 
 Server = tuple[str, int]
 FULL_PERCENT = 90.0

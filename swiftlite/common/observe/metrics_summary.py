@@ -1,4 +1,4 @@
-"""The headline numbers of a server's Prometheus page (common/metrics.py): requests and
+"""The headline numbers of a server's Prometheus page (common/observe/metrics.py): requests and
 errors by method, latency quantiles from the request histogram, bytes in and out, and a
 container or account server's update commits. Shared by `swiftlite status`
 (ops/headline.py, which prints them) and the console's operator page (which charts them).

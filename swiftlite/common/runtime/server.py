@@ -24,11 +24,13 @@ import uvloop
 from aiohttp import web
 from aiohttp.web_urldispatcher import UrlMappingMatchInfo
 
-from swiftlite.common import lenient_parser, metrics, signing, stall, threadpool
+from swiftlite.common import signing, threadpool
 from swiftlite.common.config import Section
 from swiftlite.common.http import TXID, HTTPError, error, request_txid
-from swiftlite.common.logs import RequestLogger, setup_logging
-from swiftlite.common.max_clients import ConnectionCap
+from swiftlite.common.observe import metrics
+from swiftlite.common.observe.logs import RequestLogger, setup_logging
+from swiftlite.common.runtime import aiohttp_seams, lenient_parser, stall
+from swiftlite.common.runtime.max_clients import ConnectionCap
 
 AppFactory = Callable[[Section], web.Application | Awaitable[web.Application]]
 log = logging.getLogger("swiftlite.server")
@@ -285,7 +287,7 @@ async def _run(factory: AppFactory, conf: Section, name: str, sock: socket.socke
 async def _drain(server: Any, grace: float) -> None:
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(
-            getattr(conn, "_request_in_progress", False) for conn in server.connections):
+            aiohttp_seams.in_request(conn) for conn in server.connections):
         await asyncio.sleep(0.05)
 
 

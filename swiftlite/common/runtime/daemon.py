@@ -22,8 +22,9 @@ import aiohttp
 import uvloop
 
 from swiftlite.common import threadpool
-from swiftlite.common.client import make_session
+from swiftlite.common.clients.client import make_session
 from swiftlite.common.config import Section, load_sections
+from swiftlite.common.devices import status_dir
 from swiftlite.common.fsutil import atomic_write
 
 log = logging.getLogger("swiftlite.daemon")
@@ -96,12 +97,6 @@ class PeerSession:
 
 def new_stats() -> dict[str, Any]:
     return {"partitions": 0, "objects": 0, "synced": 0, "failures": 0}
-
-
-def status_dir(conf: Section) -> str:
-    devices = conf.get_str("devices", "/srv/node")
-    default = os.path.join(os.path.dirname(os.path.abspath(devices.rstrip("/"))), "run")
-    return conf.get_str("status_dir", default)
 
 
 def write_status(conf: Section, daemon: str, status: dict[str, Any]) -> str:

@@ -12,8 +12,8 @@ from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web import BaseRequest, StreamResponse
 
-from swiftlite.common import metrics
 from swiftlite.common.http import HTTPError, txid
+from swiftlite.common.observe import metrics
 
 FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s %(message)s"
 

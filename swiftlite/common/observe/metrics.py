@@ -439,8 +439,7 @@ class _NodeCollector:
     """The node's daemons (their status files), async_pendings and devices, read at scrape."""
 
     def __init__(self, conf: Section) -> None:
-        from swiftlite.common.daemon import status_dir
-        from swiftlite.common.devices import device_roots
+        from swiftlite.common.devices import device_roots, status_dir
 
         self.roots = device_roots(conf)
         self.status_dir = status_dir(conf)
@@ -448,7 +447,7 @@ class _NodeCollector:
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
-        from swiftlite.common.recon import daemon_statuses, device_usage
+        from swiftlite.common.observe.recon import daemon_statuses, device_usage
 
         start = GaugeMetricFamily("swiftlite_daemon_last_pass_start_timestamp_seconds",
                                   "When each daemon's last pass began", labels=["daemon"])
