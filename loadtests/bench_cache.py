@@ -16,7 +16,7 @@ medians; the cached proxy's hit ratio over the measured rounds (its
 `swiftlite_proxy_object_cache_lookups_total`) is printed after them. With memcached
 installed (and no --no-memcached), both proxies share one memcached (memcache_servers), as
 proxies of a multi-host cluster do: writes are shared through it
-(swiftlite/proxy/write_log.py), so entries live object_cache_ttl's default of 300 s.
+(swiftlite/proxy/caches/write_log.py), so entries live object_cache_ttl's default of 300 s.
 
 `--locust SECONDS` runs the locust image workload (loadtests/locustfile.py: each of --conc
 users uploads image-sized objects and reads its own at 9 GETs per PUT) instead of the Zipf

@@ -28,7 +28,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from swiftlite.common.config import Section
 from swiftlite.proxy import pipeline, stack
-from swiftlite.proxy.info import AccountInfo, ContainerInfo
+from swiftlite.proxy.caches.info import AccountInfo, ContainerInfo
 
 try:
     from loadtests.bench import SigV4

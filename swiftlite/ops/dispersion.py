@@ -313,7 +313,7 @@ class Prober:
     async def head(self, node: dict[str, Any], path: str) -> tuple[int | None, str]:
         """(status, "") when the server answered, else (None, why not)."""
         from swiftlite.common.clients.fastclient import ConnectError
-        from swiftlite.proxy.backend import NETWORK_ERRORS
+        from swiftlite.proxy.backend.replicas import NETWORK_ERRORS
 
         server = (node["ip"], node["port"])
         async with self.sem:

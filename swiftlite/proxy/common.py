@@ -9,8 +9,8 @@ from aiohttp import web
 from swiftlite.common import constraints
 from swiftlite.common.clients.client import node_path
 from swiftlite.common.http import HTTPError
-from swiftlite.proxy.backend import BackendResponse, client_headers, hedged
-from swiftlite.proxy.nodes import read_order
+from swiftlite.proxy.backend.nodes import read_order
+from swiftlite.proxy.backend.replicas import BackendResponse, client_headers, hedged
 from swiftlite.ring import Ring
 
 # The query parameters of an account or container listing, checked as UTF-8 before any goes

@@ -9,7 +9,7 @@ from swiftlite.common.http import HTTPError, method_not_allowed, query_str
 from swiftlite.common.policies import POLICY_DEFAULT_HEADER, POLICY_INDEX_HEADER
 from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
 from swiftlite.proxy import account, shard_listing
-from swiftlite.proxy.backend import best_response
+from swiftlite.proxy.backend.replicas import best_response
 from swiftlite.proxy.common import LISTING_PARAMS, metadata_headers, read_any, relay
 from swiftlite.proxy.request import ALLOW_RESERVED
 

@@ -18,8 +18,8 @@ from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import Policies
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy.auth import Identity, TempAuth
-from swiftlite.proxy.info import AccountInfo, ContainerInfo, InfoCache
-from swiftlite.proxy.nodes import ErrorLimiter
+from swiftlite.proxy.backend.nodes import ErrorLimiter
+from swiftlite.proxy.caches.info import AccountInfo, ContainerInfo, InfoCache
 from swiftlite.ring import Ring
 
 

@@ -49,8 +49,13 @@ from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp, from_header
 from swiftlite.obj.engine import PENDING_HEADER, policy_part
-from swiftlite.proxy.backend import NETWORK_ERRORS, BackendResponse, client_headers, quorum_size
-from swiftlite.proxy.local_reads import LocalResponse
+from swiftlite.proxy.backend.local_reads import LocalResponse
+from swiftlite.proxy.backend.replicas import (
+    NETWORK_ERRORS,
+    BackendResponse,
+    client_headers,
+    quorum_size,
+)
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
 
 log = logging.getLogger("swiftlite.proxy")

@@ -33,7 +33,13 @@ from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.threadpool import run_blocking
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.obj.engine import COMMIT_HEADER, pack_footer
-from swiftlite.proxy.backend import BackendResponse, Feed, best_response, quorum_size, settle
+from swiftlite.proxy.backend.replicas import (
+    BackendResponse,
+    Feed,
+    best_response,
+    quorum_size,
+    settle,
+)
 from swiftlite.proxy.put_common import container_headers
 
 # Body bytes gathered before one trip to the encoder: a trip costs a thread-pool hop, so

@@ -32,7 +32,13 @@ from swiftlite.common.replica_groups import MAX_BODY
 from swiftlite.common.timestamp import Timestamp, from_header
 from swiftlite.obj.engine import policy_part
 from swiftlite.proxy import ec_get, ec_put, size_tier
-from swiftlite.proxy.backend import (
+from swiftlite.proxy.backend.local_reads import LocalResponse
+from swiftlite.proxy.backend.nodes import (
+    node_key,
+    read_order,
+    verdicts,
+)
+from swiftlite.proxy.backend.replicas import (
     NETWORK_ERRORS,
     BackendResponse,
     Feed,
@@ -43,12 +49,6 @@ from swiftlite.proxy.backend import (
     settle,
 )
 from swiftlite.proxy.common import metadata_headers
-from swiftlite.proxy.local_reads import LocalResponse
-from swiftlite.proxy.nodes import (
-    node_key,
-    read_order,
-    verdicts,
-)
 from swiftlite.proxy.put_common import container_headers
 from swiftlite.proxy.request import (
     BACKEND_GET_HEADERS,

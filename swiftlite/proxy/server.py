@@ -20,10 +20,10 @@ from swiftlite.common.runtime.server import make_app
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy import account, container, obj, stack
 from swiftlite.proxy.auth import TempAuth
-from swiftlite.proxy.backend import Backend
-from swiftlite.proxy.common import read_any
-from swiftlite.proxy.core_api import Target
-from swiftlite.proxy.info import (
+from swiftlite.proxy.backend.local_reads import LocalReads, parse_local_devices
+from swiftlite.proxy.backend.nodes import ErrorLimiter
+from swiftlite.proxy.backend.replicas import Backend
+from swiftlite.proxy.caches.info import (
     AccountInfo,
     ContainerInfo,
     InfoCache,
@@ -32,9 +32,10 @@ from swiftlite.proxy.info import (
     info_caches,
     shared_table,
 )
-from swiftlite.proxy.local_reads import LocalReads, parse_local_devices
-from swiftlite.proxy.nodes import ErrorLimiter
-from swiftlite.proxy.object_cache import ObjectCache
+from swiftlite.proxy.caches.object_cache import ObjectCache
+from swiftlite.proxy.caches.write_log import WriteLog
+from swiftlite.proxy.common import read_any
+from swiftlite.proxy.core_api import Target
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     AUTHORIZER,
@@ -43,7 +44,6 @@ from swiftlite.proxy.request import (
     api_path,
     unauthorized,
 )
-from swiftlite.proxy.write_log import WriteLog
 from swiftlite.ring import Ring
 
 PROXY = web.AppKey("proxy", object)
@@ -98,13 +98,13 @@ class Proxy:
         self.link_cache = InfoCache(link_ttl, "link", None, link_ttl) if link_ttl > 0 \
             else None
         # Object writes published to (and, with an object cache, read from) memcached, so
-        # every host's cache drops what another host changed (swiftlite/proxy/write_log.py).
+        # every host's cache drops what another host changed (swiftlite/proxy/caches/write_log.py).
         memcache = self.container_cache.memcache
         self.write_log = WriteLog(
             memcache, shared_table(), conf.get_float("write_log_interval", 0.25),
             conf.get_float("write_log_max_lag", 1.0)) \
             if memcache is not None and conf.get_bool("share_object_writes", True) else None
-        # Hot small objects in this worker's memory (swiftlite/proxy/object_cache.py).
+        # Hot small objects in this worker's memory (swiftlite/proxy/caches/object_cache.py).
         cache_size = conf.get_size("object_cache_size", 0)
         self.object_cache = ObjectCache(
             cache_size, conf.get_size("object_cache_max_object", 1024 * 1024),
@@ -122,7 +122,7 @@ class Proxy:
             if self.object_cache is not None and self.write_log is not None and \
             self.container_cache.local_ttl_ns == 0 else None
         # Replicas on this host's object servers read here, without the HTTP hop
-        # (swiftlite/proxy/local_reads.py); empty: every read goes to its object server.
+        # (swiftlite/proxy/backend/local_reads.py); empty: every read goes to its object server.
         local = parse_local_devices(conf.get_str("local_object_devices", ""))
         self.local_reads = LocalReads(
             local, conf.get_bool("local_mount_check", False),

@@ -32,7 +32,7 @@ from swiftlite.common.constraints import CONTAINER_LISTING_LIMIT
 from swiftlite.common.http import HTTPError, query_str
 from swiftlite.db.listing import ListingParams, render_body
 from swiftlite.db.listing_http import parse_params, response
-from swiftlite.proxy.backend import BackendResponse, client_headers
+from swiftlite.proxy.backend.replicas import BackendResponse, client_headers
 from swiftlite.proxy.common import read_any
 
 RECORD_TYPE = "X-Backend-Record-Type"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from swiftlite.proxy.nodes import ErrorLimiter, Verdicts, logical_path, verdicts
+from swiftlite.proxy.backend.nodes import ErrorLimiter, Verdicts, logical_path, verdicts
 
 A = {"ip": "10.0.0.1", "port": 6200, "device": "d1"}
 B = {"ip": "10.0.0.2", "port": 6200, "device": "d1"}

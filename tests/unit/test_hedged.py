@@ -1,4 +1,4 @@
-"""Hedged reads (proxy/backend.py `hedged`): a replica slow to answer does not hold a read
+"""Hedged reads (proxy/backend/replicas.py `hedged`): a replica slow to answer does not hold a read
 when another can answer; the order is kept when it matters (X-Newest)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 from contextlib import aclosing
 from types import SimpleNamespace
 
-from swiftlite.proxy.backend import hedged
-from swiftlite.proxy.nodes import ErrorLimiter
+from swiftlite.proxy.backend.nodes import ErrorLimiter
+from swiftlite.proxy.backend.replicas import hedged
 
 NODES = [{"ip": "10.0.0.1", "port": 6200, "device": "d1"},
          {"ip": "10.0.0.2", "port": 6200, "device": "d1"},

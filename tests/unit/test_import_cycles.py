@@ -14,10 +14,12 @@ The floors, lowest first (a package imports only packages listed under it in ALL
   the names its `__init__` exports);
 - `account`, `container`: the database roles (the container-reconciler talks to object
   servers through `obj`'s client side);
-- `proxy`: the front ends (image variants through `image`); inside it, the core (its
-  top-level modules) imports neither the middleware nor the S3 front end, and those two
-  import each other not at all; the web console (`proxy/console`) may use the core and S3's
-  credentials;
+- `proxy`: the front ends (image variants through `image`); inside it, floors: the caches
+  (`proxy/caches`) and the backend (`proxy/backend`: nodes, requests, the fan-out engine,
+  local reads) import nothing else of the proxy; the core (its top-level modules) uses
+  both and imports neither the middleware nor the S3 front end; those two use the core and
+  the caches (never the backend directly) and import each other not at all; the web
+  console (`proxy/console`) may use the core and S3's credentials;
 - `migrate`, `ops`: tools over the cluster; the top-level modules (`cli`, `node`, `roles`,
   `allinone`) are entry points, imported by no package.
 
@@ -98,7 +100,8 @@ ENTRY_MODULES = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
 # modules right under proxy/).
 # The console sits outside both front ends: it trades an S3 key for a token (s3's
 # credentials) and otherwise talks to the core.
-PROXY_ALLOWED = {"": set(), "middleware": {""}, "s3": {""}, "console": {"", "s3"}}
+PROXY_ALLOWED = {"caches": set(), "backend": set(), "": {"backend", "caches"},
+                 "middleware": {"", "caches"}, "s3": {"", "caches"}, "console": {"", "s3"}}
 
 
 def all_modules() -> dict[str, Path]:

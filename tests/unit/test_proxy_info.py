@@ -8,7 +8,7 @@ import signal
 import time
 
 from swiftlite.common.clients.memcache import MemcacheClient
-from swiftlite.proxy.info import (
+from swiftlite.proxy.caches.info import (
     AccountInfo,
     ContainerInfo,
     InfoCache,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from multidict import CIMultiDict
 
 from swiftlite.common.timestamp import Timestamp
-from swiftlite.proxy.backend import BackendResponse
+from swiftlite.proxy.backend.replicas import BackendResponse
 from swiftlite.proxy.obj import _put_answer
 
 TS = Timestamp(1700000000_00000)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from multidict import CIMultiDict
 
-from swiftlite.proxy.info import StampTable
-from swiftlite.proxy.object_cache import ObjectCache
+from swiftlite.proxy.caches.info import StampTable
+from swiftlite.proxy.caches.object_cache import ObjectCache
 
 SIZE = 100
 

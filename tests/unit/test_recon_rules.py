@@ -8,8 +8,8 @@ import json
 import time
 
 from swiftlite.common.clients.recon_client import hosts, problems_of
+from swiftlite.proxy.backend.nodes import ErrorLimiter
 from swiftlite.proxy.console.cluster import MAX_BALANCE, _metrics_doc, balance
-from swiftlite.proxy.nodes import ErrorLimiter
 
 GIB = 2**30
 

@@ -17,7 +17,7 @@ Where each part comes from, all asked at once and bounded together by `timeout`:
   that server (weight, partition replicas per ring); a ring device the host does not have
   is listed unmounted. `problems` follow the status tool's rules (common/clients/recon_client.py),
   judged once per host and listed on each of its servers.
-- `error_limited`: the error limiter of *this worker* of the proxy (proxy/nodes.py). Each
+- `error_limited`: the error limiter of *this worker* of the proxy (proxy/backend/nodes.py). Each
   worker limits nodes on its own; another worker, or another proxy host, may differ.
 - `metrics`: the proxy's own request counters (common/observe/metrics.py), summed across every
   worker of this proxy server through its multiprocess directory: the asking worker's

@@ -54,7 +54,7 @@ from swiftlite.common.sysmeta import (
     retention_refusal,
 )
 from swiftlite.common.timestamp import Timestamp, TimestampError
-from swiftlite.proxy import link_cache
+from swiftlite.proxy.caches import link_cache
 from swiftlite.proxy.middleware.version_containers import VersionedContainers
 from swiftlite.proxy.middleware.version_names import (
     DELETE_MARKER,

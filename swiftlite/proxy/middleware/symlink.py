@@ -31,8 +31,8 @@ from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import belongs_to, is_reserved
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
-from swiftlite.proxy import link_cache
-from swiftlite.proxy.info import Fill
+from swiftlite.proxy.caches import link_cache
+from swiftlite.proxy.caches.info import Fill
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,

@@ -33,7 +33,7 @@ from swiftlite.proxy.acl import (
     referrer_allowed,
 )
 from swiftlite.proxy.auth import Identity, TempAuth
-from swiftlite.proxy.info import ContainerInfo
+from swiftlite.proxy.caches.info import ContainerInfo
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import (
     AUTHENTICATED,

@@ -33,7 +33,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from swiftlite.common.http import HTTPError, error
-from swiftlite.proxy.info import ContainerInfo
+from swiftlite.proxy.caches.info import ContainerInfo
 from swiftlite.proxy.pipeline import PASS, Middleware
 from swiftlite.proxy.request import AUTHORIZER, IDENTITY, INTERNAL, ApiPath, api_path, clone
 

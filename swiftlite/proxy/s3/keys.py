@@ -49,7 +49,7 @@ from multidict import CIMultiDict
 
 from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import reserved_name, split_reserved
-from swiftlite.proxy.info import InfoCache
+from swiftlite.proxy.caches.info import InfoCache
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
     AUTHENTICATED,

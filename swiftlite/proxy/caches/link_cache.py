@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
-from swiftlite.proxy.info import Fill
+from swiftlite.proxy.caches.info import Fill
 
 # Requests that must see the link as stored now.
 UNCACHED_WHEN = ("X-Newest", "X-Open-Expired")

@@ -12,11 +12,11 @@ Optional (`object_cache_size`, 0 = off). What it promises:
   could is 91.4%), and the tail's reads skip the fill.
 - **Coherence.** Every object write through any worker of this host (PUT, POST, DELETE,
   COPY: `Proxy.object_written`) stamps the object's slot in the stamp table the workers
-  share (swiftlite/proxy/info.py), after the storage servers answered; an entry is served
+  share (swiftlite/proxy/caches/info.py), after the storage servers answered; an entry is served
   only while its slot is older than the moment its fetch began, so the very next GET on any
   worker of the host reads the new object (or its 404). A fetch that raced a write is never
   kept. A write made through another proxy host reaches this host through memcached
-  (swiftlite/proxy/write_log.py) within about a second; without memcached, or for a write
+  (swiftlite/proxy/caches/write_log.py) within about a second; without memcached, or for a write
   whose proxy could not reach it, after at most `object_cache_ttl` seconds. An object past
   its X-Delete-At is never served. Container writes go the same ways, and with the cache on
   a plain read asks whether its container is versioned of `info.SyncedInfo`, which keeps
@@ -39,8 +39,8 @@ from multidict import CIMultiDict
 
 from swiftlite.common.observe import metrics
 from swiftlite.common.ranges import RANGE_AND_CONDITIONS
-from swiftlite.proxy.info import StampTable, digest, shared_table
-from swiftlite.proxy.write_log import WriteLog
+from swiftlite.proxy.caches.info import StampTable, digest, shared_table
+from swiftlite.proxy.caches.write_log import WriteLog
 
 # Request headers that make a read something the cache cannot answer.
 UNCACHED_WHEN = (*RANGE_AND_CONDITIONS, "X-Newest", "X-Open-Expired")

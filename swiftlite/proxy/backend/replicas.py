@@ -12,7 +12,7 @@ from multidict import CIMultiDict
 
 from swiftlite.common.clients.fastclient import ClientError, Pool, Response
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, format_also, parse_statuses
-from swiftlite.proxy.nodes import ErrorLimiter, verdicts, write_handoffs
+from swiftlite.proxy.backend.nodes import ErrorLimiter, verdicts, write_handoffs
 from swiftlite.ring import Ring
 
 log = logging.getLogger("swiftlite.proxy")

@@ -1,7 +1,7 @@
 """Object writes shared between proxy hosts through memcached, so that every host's object
 cache drops an overwritten or deleted object within about a second.
 
-A host's own workers already agree at once (the stamp table, swiftlite/proxy/info.py). Other
+A host's own workers already agree at once (the stamp table, swiftlite/proxy/caches/info.py). Other
 hosts used to learn nothing, so `object_cache_ttl` had to be short, and a short lifetime
 caps the hit ratio of a skewed read mix. With memcached configured, every proxy worker:
 
@@ -35,13 +35,13 @@ import time
 from typing import TYPE_CHECKING
 
 from swiftlite.common.observe import metrics
-from swiftlite.proxy.info import digest
+from swiftlite.proxy.caches.info import digest
 
 if TYPE_CHECKING:
     from swiftlite.common.clients.memcache import MemcacheClient
-    from swiftlite.proxy.info import StampTable
+    from swiftlite.proxy.caches.info import StampTable
 
-log = logging.getLogger("swiftlite.proxy.write_log")
+log = logging.getLogger("swiftlite.proxy.caches.write_log")
 
 PREFIX = "swiftlite/writes/"
 RETAIN = 120  # seconds an item of writes lives in memcached
