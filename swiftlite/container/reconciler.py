@@ -75,17 +75,13 @@ from swiftlite.container.broker import ContainerBroker
 from swiftlite.db.replicator import local_dbs
 from swiftlite.obj.container_updates import listing_update
 from swiftlite.obj.engine import COMMIT_HEADER, PASSED_HEADERS
-from swiftlite.ring import Ring
+from swiftlite.ring import Ring, quorum_size
 
 log = logging.getLogger("swiftlite.container-reconciler")
 
 NAME = "container-reconciler"
 _COPIED = ("Content-Type", "ETag", *PASSED_HEADERS)
 _META_PREFIXES = ("x-object-meta-", "x-object-sysmeta-")
-
-
-def quorum(n: int) -> int:
-    return n // 2 + 1
 
 
 def _cursor_name(metadata: dict[str, Any]) -> str:
@@ -333,7 +329,7 @@ class ContainerReconciler(daemon.PeerSession):
             self._request(n, node_path(n, part, *names), method, headers, body)
             for n in nodes))
         ok = sum(1 for a in answers if a is not None and (200 <= a[0] < 300 or a[0] in also_ok))
-        return ok >= quorum(len(nodes))
+        return ok >= quorum_size(len(nodes))
 
     async def _put_ec(self, policy: int, names: tuple[str, str, str], headers: dict[str, str],
                       body: bytes) -> bool:
@@ -372,7 +368,7 @@ class ContainerReconciler(daemon.PeerSession):
             self._request(n, node_path(n, part, account, container, obj), method, headers)
             for n in nodes))
         ok = sum(1 for a in answers if a is not None and 200 <= a[0] < 300)
-        return ok >= quorum(len(nodes))
+        return ok >= quorum_size(len(nodes))
 
 
 def run_daemon(conf: Section, once: bool = False) -> int:

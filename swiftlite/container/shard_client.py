@@ -21,16 +21,12 @@ from swiftlite.common.shard_redirect import CLEAVING
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.container.shard_ranges import ShardRange, State
 from swiftlite.container.shard_server import RECORD_TYPE, SHARD_RANGE, SHARDING_STATE
-from swiftlite.ring import Ring
+from swiftlite.ring import Ring, quorum_size
 
 log = logging.getLogger("swiftlite.container-sharder")
 
 ROOT_HEADER = "X-Container-Sysmeta-Shard-Root"  # stored as shard_broker.ROOT_KEY
 ROW_KEYS = ("name", "created_at", "size", "content_type", "etag", "deleted")
-
-
-def quorum(n: int) -> int:
-    return n // 2 + 1
 
 
 class ShardClient:
@@ -58,7 +54,7 @@ class ShardClient:
         statuses = await asyncio.gather(*(
             self._one(n, method, node_path(n, part, account, container), headers, body)
             for n in nodes))
-        return sum(200 <= s < 300 or s in also_ok for s in statuses) >= quorum(len(nodes))
+        return sum(200 <= s < 300 or s in also_ok for s in statuses) >= quorum_size(len(nodes))
 
     async def create_shard(self, root: str, r: ShardRange) -> bool:
         """PUT the shard container, its own row (bounds) and its root with it."""

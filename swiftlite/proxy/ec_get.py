@@ -54,9 +54,9 @@ from swiftlite.proxy.backend.replicas import (
     NETWORK_ERRORS,
     BackendResponse,
     client_headers,
-    quorum_size,
 )
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
+from swiftlite.ring import quorum_size
 
 log = logging.getLogger("swiftlite.proxy")
 READ_CHUNK = 256 * 1024

@@ -37,10 +37,10 @@ from swiftlite.proxy.backend.replicas import (
     BackendResponse,
     Feed,
     best_response,
-    quorum_size,
     settle,
 )
 from swiftlite.proxy.put_common import container_headers
+from swiftlite.ring import quorum_size
 
 # Body bytes gathered before one trip to the encoder: a trip costs a thread-pool hop, so
 # small client chunks are joined first (the encoder still cuts exact segments).

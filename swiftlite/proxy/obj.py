@@ -45,7 +45,6 @@ from swiftlite.proxy.backend.replicas import (
     best_response,
     client_headers,
     hedged,
-    quorum_size,
     settle,
 )
 from swiftlite.proxy.common import metadata_headers
@@ -57,6 +56,7 @@ from swiftlite.proxy.request import (
     TIMESTAMP,
 )
 from swiftlite.proxy.response import BodyCutShort, BodyResponse, bytes_response
+from swiftlite.ring import quorum_size
 
 log = logging.getLogger("swiftlite.proxy")
 

@@ -39,7 +39,7 @@ from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import IF_PRESENT_HEADER, POLICY_INDEX_HEADER
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy import ec_get
-from swiftlite.proxy.backend.replicas import quorum_size
+from swiftlite.ring import quorum_size
 
 log = logging.getLogger("swiftlite.proxy")
 MAX_CLEARING = 256  # background clears in flight per worker; past it a clear is skipped

@@ -1,3 +1,3 @@
-from swiftlite.ring.ring import Ring, RingData, write_ring
+from swiftlite.ring.ring import Ring, RingData, quorum_size, write_ring
 
-__all__ = ["Ring", "RingData", "write_ring"]
+__all__ = ["Ring", "RingData", "quorum_size", "write_ring"]

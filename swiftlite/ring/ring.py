@@ -316,3 +316,10 @@ class Ring:
             counts.pop(NONE_DEV, None)
             ring.counts = dict(counts)
         return ring.counts
+
+
+def quorum_size(n: int) -> int:
+    """How many of `n` replicas make a majority: what a write needs stored, and a read
+    agreeing, for the answer to stand (the proxy's replicated writes, the reconciler, the
+    sharder's cleaving)."""
+    return n // 2 + 1

@@ -13,8 +13,8 @@ import pytest
 
 from swiftlite.common.ec import ECScheme, frag_header
 from swiftlite.common.ec.decode import decode_checked, fragment_problem
-from swiftlite.proxy.backend.replicas import quorum_size
 from swiftlite.proxy.ec_put import update_senders
+from swiftlite.ring import quorum_size
 
 TYPES = ["liberasurecode_rs_vand", "isa_l_rs_vand"]
 

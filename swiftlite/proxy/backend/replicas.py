@@ -13,7 +13,7 @@ from multidict import CIMultiDict
 from swiftlite.common.clients.fastclient import ClientError, Pool, Response
 from swiftlite.common.replica_groups import ALSO_DEVICES, ALSO_STATUSES, format_also, parse_statuses
 from swiftlite.proxy.backend.nodes import ErrorLimiter, verdicts, write_handoffs
-from swiftlite.ring import Ring
+from swiftlite.ring import Ring, quorum_size
 
 log = logging.getLogger("swiftlite.proxy")
 
@@ -39,10 +39,6 @@ class BackendResponse:
     headers: CIMultiDict = field(default_factory=CIMultiDict)
     body: bytes = b""
     node: dict[str, Any] | None = None
-
-
-def quorum_size(n: int) -> int:
-    return n // 2 + 1
 
 
 def client_headers(resp_headers) -> CIMultiDict:
