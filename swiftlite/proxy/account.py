@@ -11,10 +11,11 @@ from swiftlite.common.http import HTTPError, method_not_allowed, query_str
 from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
 from swiftlite.proxy.backend.replicas import best_response
 from swiftlite.proxy.common import LISTING_PARAMS, metadata_headers, read_any, relay
+from swiftlite.proxy.core_api import ProxyInterior
 from swiftlite.proxy.request import ALLOW_RESERVED, AUTHORIZER
 
 
-async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
+async def handle(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
     method = request.method
     if not target.is_owner:  # the authorizer may let a non-owner in (account ACLs)
         authorizer = request.get(AUTHORIZER)
@@ -33,7 +34,7 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
     raise method_not_allowed("DELETE, GET, HEAD, OPTIONS, POST, PUT")
 
 
-async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
+async def _read(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
     for p in LISTING_PARAMS:
         query_str(request, p)
     part = proxy.account_ring.get_part(target.account)
@@ -72,7 +73,7 @@ def _empty_account(request: web.Request, acct: str) -> web.Response:
     return web.Response(status=204, headers=headers)
 
 
-async def ensure_account(proxy, request: web.Request, acct: str) -> None:
+async def ensure_account(proxy: ProxyInterior, request: web.Request, acct: str) -> None:
     """Create the account on first write (account_autocreate), remembering that it exists."""
     exists, fill = await proxy.account_cache.lookup((acct,))
     if exists:
@@ -90,7 +91,7 @@ async def ensure_account(proxy, request: web.Request, acct: str) -> None:
     await proxy.account_cache.put((acct,), True, fill)
 
 
-async def _write(proxy, request: web.Request, acct: str, method: str,
+async def _write(proxy: ProxyInterior, request: web.Request, acct: str, method: str,
                  with_meta: bool = True) -> web.Response:
     headers = metadata_headers(request, "account") if with_meta and method != "DELETE" else {}
     base = {**proxy.backend_headers(request, proxy.next_timestamp()), **headers}

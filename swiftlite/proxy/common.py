@@ -11,6 +11,7 @@ from swiftlite.common.clients.client import node_path
 from swiftlite.common.http import HTTPError
 from swiftlite.proxy.backend.nodes import read_order
 from swiftlite.proxy.backend.replicas import BackendResponse, client_headers, hedged
+from swiftlite.proxy.core_api import ProxyInterior
 from swiftlite.ring import Ring
 
 # The query parameters of an account or container listing, checked as UTF-8 before any goes
@@ -62,7 +63,7 @@ def relay(resp: BackendResponse, request: web.Request) -> web.Response:
     return web.Response(status=resp.status, headers=headers, body=resp.body)
 
 
-async def read_any(proxy, request: web.Request, ring: Ring, part: int, method: str,
+async def read_any(proxy: ProxyInterior, request: web.Request, ring: Ring, part: int, method: str,
                    names: tuple[str, ...], query: str = "",
                    extra: dict[str, str] | None = None) -> BackendResponse:
     """GET/HEAD replicas in random order until one has it; 404 when all say so."""

@@ -11,10 +11,11 @@ from swiftlite.common.reserved import ALLOW_RESERVED_HEADER
 from swiftlite.proxy import account, shard_listing
 from swiftlite.proxy.backend.replicas import best_response
 from swiftlite.proxy.common import LISTING_PARAMS, metadata_headers, read_any, relay
+from swiftlite.proxy.core_api import ProxyInterior
 from swiftlite.proxy.request import ALLOW_RESERVED
 
 
-async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
+async def handle(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
     method = request.method
     if method in ("GET", "HEAD"):
         return await _read(proxy, request, target)
@@ -28,7 +29,7 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
     raise method_not_allowed("DELETE, GET, HEAD, OPTIONS, POST, PUT")
 
 
-async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
+async def _read(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
     if not target.is_owner:
         await proxy.authorize_container(request, target, write=False, listing=True)
     for p in LISTING_PARAMS:
@@ -55,7 +56,7 @@ async def _read(proxy, request: web.Request, target) -> web.StreamResponse:
     return answer
 
 
-def _policy_headers(proxy, request: web.Request, headers: dict[str, str]) -> None:
+def _policy_headers(proxy: ProxyInterior, request: web.Request, headers: dict[str, str]) -> None:
     """A container PUT's X-Storage-Policy (a name or alias) as the index the servers keep."""
     headers.pop("X-Storage-Policy", None)
     name = request.headers.get("X-Storage-Policy", "").strip()
@@ -70,7 +71,7 @@ def _policy_headers(proxy, request: web.Request, headers: dict[str, str]) -> Non
     headers[POLICY_INDEX_HEADER] = str(policy.index)
 
 
-async def _write(proxy, request: web.Request, target, method: str) -> web.Response:
+async def _write(proxy: ProxyInterior, request: web.Request, target, method: str) -> web.Response:
     acct, cont = target.account, target.container
     headers = metadata_headers(request, "container") if method != "DELETE" else {}
     if method == "PUT":

@@ -14,12 +14,16 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from swiftlite.common.config import Section
+from swiftlite.common.ec import ECScheme
 from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import Policies
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy.auth import Identity, TempAuth
+from swiftlite.proxy.backend.local_reads import LocalReads
 from swiftlite.proxy.backend.nodes import ErrorLimiter
+from swiftlite.proxy.backend.replicas import Backend
 from swiftlite.proxy.caches.info import AccountInfo, ContainerInfo, InfoCache
+from swiftlite.proxy.caches.object_cache import ObjectCache
 from swiftlite.ring import Ring
 
 
@@ -78,3 +82,31 @@ class ProxyCore(Protocol):
     async def account_info(self, request: web.Request, acct: str) -> AccountInfo: ...
 
     def capabilities(self) -> dict[str, Any]: ...
+
+
+class ProxyInterior(ProxyCore, Protocol):
+    """The proxy as its own controllers (account, container, object, EC, the small-object
+    tier, shard listings) see it: ProxyCore, plus the backend and the settings and caches
+    only the core uses. `server.Proxy` implements it; the controllers take it typed, so what
+    they may reach is written here, not found by reading `server.py`."""
+
+    backend: Backend  # set once the worker's event loop runs (Proxy.startup)
+    account_cache: InfoCache
+    object_cache: ObjectCache | None
+    local_reads: LocalReads | None
+    concurrent_gets: bool
+    concurrency_timeout: float
+    post_quorum_timeout: float
+    grouped_writes: bool
+    account_autocreate: bool
+    allow_open_expired: bool
+
+    def object_ring_for(self, index: int) -> Ring: ...
+
+    def ec_scheme(self, index: int) -> ECScheme | None: ...
+
+    async def object_policy(self, request: web.Request, acct: str, cont: str) -> int: ...
+
+    async def object_written(self, target: Target) -> None: ...
+
+    def container_written(self, acct: str, cont: str) -> None: ...

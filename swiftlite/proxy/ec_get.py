@@ -55,6 +55,7 @@ from swiftlite.proxy.backend.replicas import (
     BackendResponse,
     client_headers,
 )
+from swiftlite.proxy.core_api import ProxyInterior
 from swiftlite.proxy.response import BodyCutShort, BodyResponse
 from swiftlite.ring import quorum_size
 
@@ -81,7 +82,7 @@ class NotFound(HTTPError):
         self.tombstone = tombstone
 
 
-def _backend_headers(proxy, request: web.Request, index: int,
+def _backend_headers(proxy: ProxyInterior, request: web.Request, index: int,
                      extra: dict[str, str] | None) -> tuple[dict[str, str], str | None,
                                                            str | None]:
     """The archives' request headers, and the ETag-is-at and ignore-range keys a feature
@@ -97,7 +98,7 @@ def _backend_headers(proxy, request: web.Request, index: int,
     return headers, etag_at, ignore_range
 
 
-async def find(proxy, request: web.Request, names: tuple[str, str, str], index: int,
+async def find(proxy: ProxyInterior, request: web.Request, names: tuple[str, str, str], index: int,
                scheme: ECScheme, extra: dict[str, str] | None) -> list[Archive]:
     """The archives of the object's current version (NotFound, or HTTPError 503)."""
     ring = proxy.object_ring_for(index)
@@ -110,7 +111,7 @@ def version_of(archives: list[Archive]) -> Timestamp:
     return archives[0].ts
 
 
-async def get(proxy, request: web.Request, names: tuple[str, str, str], index: int,
+async def get(proxy: ProxyInterior, request: web.Request, names: tuple[str, str, str], index: int,
               scheme: ECScheme, extra: dict[str, str] | None,
               found: list[Archive] | None = None) -> web.StreamResponse:
     """The client's answer to a GET/HEAD of an object of EC policy `index`; `extra` are a
@@ -136,7 +137,7 @@ async def get(proxy, request: web.Request, names: tuple[str, str, str], index: i
             resp.release()
 
 
-def _answer(proxy, request: web.Request, where: Where, headers: dict[str, str],
+def _answer(proxy: ProxyInterior, request: web.Request, where: Where, headers: dict[str, str],
             scheme: ECScheme, archives: list[Archive], etag_at: str | None,
             ignore_range: str | None, opened: dict[int, Any]) -> web.StreamResponse:
     first = min(archives, key=lambda a: a.info.frag_index)
@@ -193,7 +194,7 @@ def _answer(proxy, request: web.Request, where: Where, headers: dict[str, str],
 Where = tuple[int, int, tuple[str, str, str]]  # ring partition, its local form, names
 
 
-async def _local(proxy, node: dict, method: str, where: Where,
+async def _local(proxy: ProxyInterior, node: dict, method: str, where: Where,
                  headers: dict[str, str]) -> LocalResponse | None:
     """An archive on this host's devices read here (local reads answer exactly as its
     object server would, archive and sysmeta alike), or None: ask its object server. A
@@ -203,7 +204,7 @@ async def _local(proxy, node: dict, method: str, where: Where,
     return await proxy.local_reads.open(node, method, where[1], where[2], headers)
 
 
-async def _head(proxy, node: dict, where: Where,
+async def _head(proxy: ProxyInterior, node: dict, where: Where,
                 headers: dict[str, str]) -> BackendResponse | None:
     """One archive's HEAD: read here where it is local, else asked of its server."""
     local = await _local(proxy, node, "HEAD", where, headers)
@@ -214,7 +215,7 @@ async def _head(proxy, node: dict, where: Where,
                                        headers)
 
 
-async def _open_get(proxy, node: dict, where: Where, headers: dict[str, str]) -> Any:
+async def _open_get(proxy: ProxyInterior, node: dict, where: Where, headers: dict[str, str]) -> Any:
     """One archive's GET, its body unread (the caller releases it); None when the node
     could not answer."""
     try:
@@ -227,7 +228,7 @@ async def _open_get(proxy, node: dict, where: Where, headers: dict[str, str]) ->
     return resp
 
 
-async def _find(proxy, ring, where: Where, headers: dict[str, str],
+async def _find(proxy: ProxyInterior, ring, where: Where, headers: dict[str, str],
                 scheme: ECScheme) -> list[Archive]:
     """The archives of the object's current version (at least k, one per fragment index);
     HTTPError 404/503 when there is none."""
@@ -293,8 +294,8 @@ async def _find(proxy, ring, where: Where, headers: dict[str, str],
     raise HTTPError(503, "Service Unavailable: too few fragment archives")
 
 
-async def _direct(proxy, ring, where: Where, headers: dict[str, str], scheme: ECScheme,
-                  ) -> tuple[list[Archive], dict[int, Any]] | None:
+async def _direct(proxy: ProxyInterior, ring, where: Where, headers: dict[str, str],
+                  scheme: ECScheme) -> tuple[list[Archive], dict[int, Any]] | None:
     """The short way to a whole GET (see the module's notes): the object's archives and the
     data archives' GETs already opened (by fragment index), or None (all released): take
     the long way."""
@@ -392,8 +393,9 @@ class _Stream:
 class _Reader:
     """Decoded body bytes of one object from its archives, span by span."""
 
-    def __init__(self, proxy, where: Where, headers: dict[str, str], scheme: ECScheme,
-                 archives: list[Archive], opened: dict[int, Any] | None = None) -> None:
+    def __init__(self, proxy: ProxyInterior, where: Where, headers: dict[str, str],
+                 scheme: ECScheme, archives: list[Archive],
+                 opened: dict[int, Any] | None = None) -> None:
         self.proxy, self.where, self.headers = proxy, where, headers
         self.part, self.names = where[0], where[2]
         self.scheme = scheme

@@ -39,6 +39,7 @@ from swiftlite.proxy.backend.replicas import (
     best_response,
     settle,
 )
+from swiftlite.proxy.core_api import ProxyInterior
 from swiftlite.proxy.put_common import container_headers
 from swiftlite.ring import quorum_size
 
@@ -56,7 +57,7 @@ async def _as_chunks(body) -> AsyncIterator[bytes]:
         yield chunk
 
 
-async def store(proxy, target, scheme: ECScheme, headers: dict[str, str], body,
+async def store(proxy: ProxyInterior, target, scheme: ECScheme, headers: dict[str, str], body,
                 length: int | None = None) -> web.Response:
     """Store `body` (bytes, or an async iterator of chunks) erasure-coded; the client's
     answer."""
@@ -148,7 +149,7 @@ def update_senders(container_replicas: int, stored: int, need: int) -> int:
                            quorum_size(container_replicas) + stored - need))
 
 
-async def _commit(proxy, stored: list[tuple[int, BackendResponse]], part: int,
+async def _commit(proxy: ProxyInterior, stored: list[tuple[int, BackendResponse]], part: int,
                   names: tuple[str, str, str], headers_for, container_replicas: int,
                   need: int) -> list[int]:
     """Phase 2 on every node that stored its archive; the statuses of those answered (201:

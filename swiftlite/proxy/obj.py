@@ -48,6 +48,7 @@ from swiftlite.proxy.backend.replicas import (
     settle,
 )
 from swiftlite.proxy.common import metadata_headers
+from swiftlite.proxy.core_api import ProxyInterior, Target
 from swiftlite.proxy.put_common import container_headers
 from swiftlite.proxy.request import (
     BACKEND_GET_HEADERS,
@@ -68,7 +69,7 @@ OBJECT_POLICY = "swiftlite.object_policy"  # request key: the container's policy
 Answer = Response | LocalResponse
 
 
-async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
+async def handle(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
     method = request.method
     if method in ("GET", "HEAD"):
         await proxy.authorize_read(request, target)
@@ -91,7 +92,7 @@ async def handle(proxy, request: web.Request, target) -> web.StreamResponse:
 
 # ---- GET / HEAD ----------------------------------------------------------------------------
 
-async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
+async def _get(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
     extra = request.get(BACKEND_GET_HEADERS)
     index = await proxy.object_policy(request, target.account, target.container)
     scheme = proxy.ec_scheme(index)
@@ -121,7 +122,7 @@ async def _get(proxy, request: web.Request, target) -> web.StreamResponse:
     return object_response(resp)
 
 
-def _replica_headers(proxy, request: web.Request,
+def _replica_headers(proxy: ProxyInterior, request: web.Request,
                      extra: dict[str, str] | None) -> dict[str, str]:
     """What a replica's GET/HEAD carries: the caller's Range and conditions (a replica
     answers those itself), a pipeline feature's backend headers (never a client's), and
@@ -149,12 +150,13 @@ async def _fill_cache(cache, target, resp: Answer, length: int,
     return bytes_response(200, CIMultiDict(headers), body)
 
 
-def _pass_open_expired(proxy, request: web.Request, headers: dict[str, str]) -> None:
+def _pass_open_expired(proxy: ProxyInterior, request: web.Request, headers: dict[str, str]) -> None:
     if proxy.allow_open_expired and "X-Open-Expired" in request.headers:
         headers["X-Open-Expired"] = request.headers["X-Open-Expired"]
 
 
-async def open_object(proxy, request: web.Request, method: str, acct: str, cont: str, name: str,
+async def open_object(proxy: ProxyInterior, request: web.Request, method: str, acct: str,
+                      cont: str, name: str,
                       extra: dict[str, str] | None = None, index: int | None = None,
                       seen: dict[str, Timestamp | None] | None = None) -> Answer | None:
     """The first replica's answer worth relaying (the caller releases it); None for 404.
@@ -247,7 +249,7 @@ async def open_object(proxy, request: web.Request, method: str, acct: str, cont:
     raise HTTPError(503, "Service Unavailable")
 
 
-async def _newest_first(proxy, request, part, nodes, names) -> list[dict]:
+async def _newest_first(proxy: ProxyInterior, request, part, nodes, names) -> list[dict]:
     """X-Newest: HEAD every replica and try them newest first."""
     verdicts(proxy.limiter)  # shared by the HEADs' tasks
 
@@ -280,7 +282,8 @@ async def _backend_chunks(resp: Answer):
 
 # ---- PUT -----------------------------------------------------------------------------------
 
-def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str, str]:
+def _put_headers(proxy: ProxyInterior, request: web.Request, target: Target,
+                 ts: Timestamp) -> dict[str, str]:
     headers = proxy.backend_headers(request, ts)
     headers.update(metadata_headers(request, "object"))
     if "Content-Type" not in headers or request.headers.get("X-Detect-Content-Type") == "true":
@@ -315,12 +318,12 @@ def _put_headers(proxy, request: web.Request, target, ts: Timestamp) -> dict[str
     return headers
 
 
-def _ring_of(proxy, headers: dict[str, str]):
+def _ring_of(proxy: ProxyInterior, headers: dict[str, str]):
     """The object ring of the policy the backend headers name (policy 0 without one)."""
     return proxy.object_ring_for(int(headers.get(POLICY_INDEX_HEADER, 0)))
 
 
-async def _put(proxy, request: web.Request, target) -> web.StreamResponse:
+async def _put(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
     given = request.get(BODY)
     if given is not None:  # a sub-request's body (a copy, a manifest), not the client's
         headers = _put_headers(proxy, request, target, _write_timestamp(proxy, request))
@@ -360,13 +363,13 @@ async def _client_chunks(request: web.Request) -> AsyncIterator[bytes]:
         raise HTTPError(499, "Client disconnected before sending the whole body") from None
 
 
-def _write_timestamp(proxy, request: web.Request) -> Timestamp:
+def _write_timestamp(proxy: ProxyInterior, request: web.Request) -> Timestamp:
     """The timestamp a feature chose for this write (a version's id), else a fresh one."""
     chosen = request.get(TIMESTAMP)
     return chosen if chosen is not None else proxy.next_timestamp()
 
 
-async def _store(proxy, request: web.Request, target, headers: dict[str, str], body,
+async def _store(proxy: ProxyInterior, request: web.Request, target, headers: dict[str, str], body,
                  length: int | None = None,
                  extra_response: dict[str, str] | None = None) -> web.Response:
     """Write one object to its replicas from `body`: bytes (one buffer for all replicas) or
@@ -395,7 +398,8 @@ async def _store(proxy, request: web.Request, target, headers: dict[str, str], b
     return answer
 
 
-async def _exists(proxy, request: web.Request, target, index: int, tier: int) -> bool:
+async def _exists(proxy: ProxyInterior, request: web.Request, target: Target, index: int,
+                  tier: int) -> bool:
     """Whether an object of EC policy `index` exists in it or in its small-object `tier`
     (If-None-Match: *)."""
     names = (target.account, target.container, target.obj)
@@ -410,7 +414,8 @@ async def _exists(proxy, request: web.Request, target, index: int, tier: int) ->
     return True
 
 
-async def _store_in(proxy, target, headers: dict[str, str], body, length: int | None = None,
+async def _store_in(proxy: ProxyInterior, target: Target, headers: dict[str, str], body,
+                    length: int | None = None,
                     extra_response: dict[str, str] | None = None) -> web.Response:
     scheme = proxy.ec_scheme(int(headers.get(POLICY_INDEX_HEADER, 0)))
     if scheme is not None:
@@ -463,7 +468,7 @@ def _put_answer(responses: list[BackendResponse], n: int, expected: str | None,
     return error(503, "Service Unavailable: the object could not be stored on a quorum")
 
 
-async def _put_streaming(proxy, chunks, target, part, headers, headers_for, length):
+async def _put_streaming(proxy: ProxyInterior, chunks, target, part, headers, headers_for, length):
     acct, cont, name = target.account, target.container, target.obj
     ring = _ring_of(proxy, headers)
     primaries = ring.get_part_nodes(part)
@@ -503,7 +508,7 @@ async def _put_streaming(proxy, chunks, target, part, headers, headers_for, leng
 
 # ---- POST / DELETE -------------------------------------------------------------------------
 
-async def _post(proxy, request: web.Request, target) -> web.Response:
+async def _post(proxy: ProxyInterior, request: web.Request, target) -> web.Response:
     ts = proxy.next_timestamp()
     headers = _put_headers(proxy, request, target, ts)
     headers.pop("ETag", None)
@@ -520,7 +525,7 @@ async def _post(proxy, request: web.Request, target) -> web.Response:
     return error(best.status if best.status < 500 else 503, best.body.decode(errors="replace"))
 
 
-async def _to_places(proxy, method: str, target, headers: dict[str, str],
+async def _to_places(proxy: ProxyInterior, method: str, target, headers: dict[str, str],
                      use_handoffs: bool = True) -> list[BackendResponse]:
     """`method` sent to the object's replicas in every place it may be (`_places`), each
     replica telling its container replica: the best answer of each place, the container's
@@ -548,7 +553,7 @@ def _with_policy(headers: dict[str, str], index: int) -> dict[str, str]:
     return out
 
 
-def _places(proxy, headers: dict[str, str]) -> list[int]:
+def _places(proxy: ProxyInterior, headers: dict[str, str]) -> list[int]:
     """The policies an object of the container's policy may be in: that policy, and its
     small-object tier where it has one."""
     index = int(headers.get(POLICY_INDEX_HEADER, 0))
@@ -556,7 +561,7 @@ def _places(proxy, headers: dict[str, str]) -> list[int]:
     return [index] if tier is None else [index, tier[0]]
 
 
-async def _delete(proxy, request: web.Request, target) -> web.Response:
+async def _delete(proxy: ProxyInterior, request: web.Request, target) -> web.Response:
     extra = {}
     if_delete_at = request.headers.get("X-If-Delete-At")
     if if_delete_at is not None:

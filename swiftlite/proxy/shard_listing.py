@@ -34,6 +34,7 @@ from swiftlite.db.listing import ListingParams, render_body
 from swiftlite.db.listing_http import parse_params, response
 from swiftlite.proxy.backend.replicas import BackendResponse, client_headers
 from swiftlite.proxy.common import read_any
+from swiftlite.proxy.core_api import ProxyInterior
 
 RECORD_TYPE = "X-Backend-Record-Type"
 SHARDING_STATE = "X-Backend-Sharding-State"
@@ -91,7 +92,7 @@ async def walk_segments(segments: list[dict[str, str]], p: ListingParams,
     return out
 
 
-async def listing(proxy, request: web.Request, container: str, root: BackendResponse,
+async def listing(proxy: ProxyInterior, request: web.Request, container: str, root: BackendResponse,
                   extra: dict[str, str]) -> web.Response:
     """The client's response for a root that answered with segments."""
     params = parse_params(request, CONTAINER_LISTING_LIMIT)

@@ -39,6 +39,7 @@ from swiftlite.common.http import HTTPError
 from swiftlite.common.policies import IF_PRESENT_HEADER, POLICY_INDEX_HEADER
 from swiftlite.common.timestamp import Timestamp
 from swiftlite.proxy import ec_get
+from swiftlite.proxy.core_api import ProxyInterior
 from swiftlite.ring import quorum_size
 
 log = logging.getLogger("swiftlite.proxy")
@@ -46,7 +47,7 @@ MAX_CLEARING = 256  # background clears in flight per worker; past it a clear is
 _clearing: set[asyncio.Task] = set()
 
 
-def tier_of(proxy, index: int) -> tuple[int, int] | None:
+def tier_of(proxy: ProxyInterior, index: int) -> tuple[int, int] | None:
     """(replicated policy index, size limit) of policy `index`'s small-object tier."""
     policy = proxy.policies.get(index)
     return policy.small if policy is not None else None
@@ -76,7 +77,7 @@ async def sized(body: Any, length: int | None,
     return b"".join(held), None, True
 
 
-def clear_archives(proxy, names: tuple[str, str, str], index: int, ts: str) -> None:
+def clear_archives(proxy: ProxyInterior, names: tuple[str, str, str], index: int, ts: str) -> None:
     """In the background, remove archives older than `ts` from EC policy `index` (a small
     write at `ts` went to the tier). Best effort: the tier's newer copy hides them."""
     if len(_clearing) >= MAX_CLEARING:
@@ -99,7 +100,7 @@ def clear_archives(proxy, names: tuple[str, str, str], index: int, ts: str) -> N
     task.add_done_callback(_clearing.discard)
 
 
-async def retire_small(proxy, names: tuple[str, str, str], tier: int, ts: str,
+async def retire_small(proxy: ProxyInterior, names: tuple[str, str, str], tier: int, ts: str,
                        trans_id: str) -> bool:
     """Tombstone the tier's copy of a large object written at `ts` (whether or not the tier
     has one: a replica that is down now may hold an old one), on a quorum of the tier's
@@ -114,7 +115,7 @@ async def retire_small(proxy, names: tuple[str, str, str], tier: int, ts: str,
     return sum(a.status < 500 for a in answers) >= quorum_size(ring.replica_count)
 
 
-async def read(proxy, request: web.Request, names: tuple[str, str, str], index: int,
+async def read(proxy: ProxyInterior, request: web.Request, names: tuple[str, str, str], index: int,
                tier: int, scheme, extra: dict[str, str] | None, passed: dict[str, str],
                open_object, object_response) -> web.StreamResponse:
     """GET or HEAD of an object of EC policy `index` whose small objects `tier` holds;
