@@ -104,3 +104,28 @@ def test_failed_device_in_a_group_goes_to_a_handoff(lost_device_cluster):
         conn.put_object("h", f"o{i}", b"x" * (1000 + i))
         # Three copies, none on the lost disk: whatever primary it was replaced by a handoff.
         assert copies(c, f"h/o{i}") == ["d2", "d3", "d4"]
+
+
+def test_streamed_put_replaces_a_failed_device_with_a_handoff(lost_device_cluster):
+    """The same through the streamed fan-out (a chunked body: no length to buffer it by).
+    The first write the lost disk answers (507) learns of it after its body started, and is
+    stored on the other two primaries, a quorum (the replicator mends it); that 507
+    error-limits the disk, and every later write's replica goes to a handoff at once."""
+    c = lost_device_cluster
+    root = c.nodes[0]["devices_root"]
+    conn = c.connection()
+    conn.put_container("s")
+    os.rename(os.path.join(root, "d1"), os.path.join(root, "gone"))
+    for i in range(12):
+        body = b"y" * (200_000 + i)
+        chunks = (body[j:j + 65536] for j in range(0, len(body), 65536))
+        etag = conn.put_object("s", f"o{i}", chunks)  # a generator: sent chunked
+        assert etag == hashlib.md5(body).hexdigest()
+        assert conn.get_object("s", f"o{i}")[1] == body
+    lines = [ln for ln in object_log(c).splitlines() if "PUT /d1/" in ln and " 507 " in ln]
+    refused = [i for i in range(12) if any(f"/s/o{i} 507" in ln for ln in lines)]
+    assert len(refused) <= 1, refused
+    for i in range(12):
+        if i not in refused:  # the PUT answers on a quorum; the last replica lands just after
+            wait_for(lambda n=f"s/o{i}": len(copies(c, n)) == 3, what=f"3 copies of o{i}")
+            assert copies(c, f"s/o{i}") == ["d2", "d3", "d4"]
