@@ -32,10 +32,11 @@ def check_utf8(name: str, reserved: bool = False) -> str | None:
 
     `reserved`: a name of the reserved namespace (see common/reserved.py: it starts with
     NUL) is fine; only the cluster's own requests ever ask for that."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return "invalid UTF-8"
+    if not name.isascii():  # (an ASCII name always encodes: most names, no encode)
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return "invalid UTF-8"
     if "\x00" in name and not (reserved and name[0] == "\x00"):
         return "NUL byte in name"
     return None
@@ -44,16 +45,10 @@ def check_utf8(name: str, reserved: bool = False) -> str | None:
 def check_name(kind: str, name: str, max_len: int, reserved: bool = False) -> str | None:
     if not name:
         return f"empty {kind} name"
-    if name.isascii():  # most names: one call instead of two encodes
-        bad = "NUL byte in name" if "\x00" in name and not (reserved and name[0] == "\x00") \
-            else None
-        size = len(name)
-    else:
-        bad = check_utf8(name, reserved)
-        size = len(name.encode("utf-8", "surrogateescape"))
+    bad = check_utf8(name, reserved)
     if bad:
         return f"{kind} name: {bad}"
-    if size > max_len:
+    if (len(name) if name.isascii() else len(name.encode("utf-8"))) > max_len:
         return f"{kind} name longer than {max_len} bytes"
     if kind != "object" and "/" in name:
         return f"{kind} name contains '/'"

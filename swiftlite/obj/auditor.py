@@ -40,10 +40,7 @@ REQUIRED = ("name", "X-Timestamp", "ETag", "Content-Length")
 
 
 def _listdir(path: str) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    return sorted(fileformat.listdir(path))
 
 
 def check_file(path: str) -> tuple[bool, int, dict[str, str] | None]:
@@ -146,7 +143,7 @@ class Auditor:
         removed = 0
         for d in _listdir(self.devices):
             dev_path = os.path.join(self.devices, d)
-            for datadir in sorted(_listdir(dev_path)):
+            for datadir in _listdir(dev_path):
                 index = policies.index_of_datadir(datadir)
                 if index is None:
                     continue

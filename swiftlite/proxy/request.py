@@ -78,17 +78,14 @@ def _bad_utf8() -> HTTPError:
 def decode_raw_path(raw_path: str, reserved: bool = False) -> str:
     """Percent-decoded path; invalid UTF-8 or NUL is Swift's 412 (a NUL is let through
     for `reserved`: the checks of each name decide)."""
-    path = raw_path.split("?", 1)[0]
-    if "%" not in path and path.isascii():  # nothing to decode (most paths)
-        if "\x00" in path and not reserved:
-            raise _bad_utf8()
-        return path
-    try:
-        # Raw non-ASCII bytes in the request line reach us surrogate-escaped.
-        raw = path.encode("utf-8", "surrogateescape")
-        text = unquote_to_bytes(raw).decode("utf-8")
-    except UnicodeError:
-        raise _bad_utf8() from None
+    text = raw_path.split("?", 1)[0]
+    if "%" in text or not text.isascii():  # else nothing to decode (most paths)
+        try:
+            # Raw non-ASCII bytes in the request line reach us surrogate-escaped.
+            raw = text.encode("utf-8", "surrogateescape")
+            text = unquote_to_bytes(raw).decode("utf-8")
+        except UnicodeError:
+            raise _bad_utf8() from None
     if "\x00" in text and not reserved:
         raise _bad_utf8()
     return text

@@ -99,7 +99,7 @@ async def test_the_request_parser_and_204_lengths(restore_module_globals):
         return web.Response(status=204)
 
     aiohttp_seams.use_request_parser(lenient_parser.LenientRequestParser)
-    assert aiohttp_seams.request_parser() is lenient_parser.LenientRequestParser
+    assert web_protocol.HttpRequestParser is lenient_parser.LenientRequestParser
     aiohttp_seams.keep_content_length_on_204()
     runner, _server, port = await _serve(handler)
     try:

@@ -151,19 +151,28 @@ def _common_floor(module: str) -> str | None:
     return parts[2] if parts[2] in COMMON_ALLOWED else ""
 
 
-def test_common_floors():
+def _floor_breaches(floor_of, allowed: dict[str, set[str]]) -> list[str]:
+    """Imports between floors of one package that `allowed` does not list (`floor_of`: a
+    module's floor, None outside the package)."""
     bad = []
     for mod, path in sorted(all_modules().items()):
-        floor = _common_floor(mod)
+        floor = floor_of(mod)
         if floor is None:
             continue
         for dep in imports_of(path):
-            other = _common_floor(dep)
-            if other is not None and other != floor and other not in COMMON_ALLOWED[floor]:
+            other = floor_of(dep)
+            if other is not None and other != floor and other not in allowed[floor]:
                 bad.append(f"{path.relative_to(ROOT)} imports {dep}")
-    subpackages = {p.name for p in (PACKAGE / "common").iterdir() if (p / "__init__.py").exists()}
-    assert subpackages - {"ec"} == set(COMMON_ALLOWED) - {""}
-    assert bad == []
+    return bad
+
+
+def _subpackages(package: str) -> set[str]:
+    return {p.name for p in (PACKAGE / package).iterdir() if (p / "__init__.py").exists()}
+
+
+def test_common_floors():
+    assert _subpackages("common") - {"ec"} == set(COMMON_ALLOWED) - {""}
+    assert _floor_breaches(_common_floor, COMMON_ALLOWED) == []
 
 
 def _proxy_part(module: str) -> str | None:
@@ -175,18 +184,8 @@ def _proxy_part(module: str) -> str | None:
 
 
 def test_proxy_floors():
-    bad = []
-    for mod, path in sorted(all_modules().items()):
-        part = _proxy_part(mod)
-        if part is None:
-            continue
-        for dep in imports_of(path):
-            other = _proxy_part(dep)
-            if other is not None and other != part and other not in PROXY_ALLOWED[part]:
-                bad.append(f"{path.relative_to(ROOT)} imports {dep}")
-    assert set(PROXY_ALLOWED) == {""} | {p.name for p in (PACKAGE / "proxy").iterdir()
-                                          if (p / "__init__.py").exists()}
-    assert bad == []
+    assert set(PROXY_ALLOWED) == {""} | _subpackages("proxy")
+    assert _floor_breaches(_proxy_part, PROXY_ALLOWED) == []
 
 
 def test_no_import_circle_anywhere():

@@ -30,10 +30,6 @@ def use_request_parser(parser: type) -> None:
     web_protocol.HttpRequestParser = parser  # type: ignore[misc]
 
 
-def request_parser() -> type:
-    return web_protocol.HttpRequestParser
-
-
 def connections(server: Any) -> list[Any]:
     """A web server's open connections (request handlers), oldest first."""
     return server._connections
