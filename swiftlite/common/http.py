@@ -52,7 +52,10 @@ def request_txid(headers) -> str:
 
 
 def txid(request: web.Request) -> str:
-    return request.get(TXID) or safe_txid(request.headers.get("X-Trans-Id")) or "-"
+    try:
+        return request[TXID]  # the server sets it on every request it serves
+    except KeyError:
+        return safe_txid(request.headers.get("X-Trans-Id")) or "-"
 
 
 ERROR_CONTENT_TYPE = "text/html; charset=UTF-8"

@@ -173,15 +173,15 @@ class TempAuth:
         return bool(token) and token.startswith(self.token_prefix)  # type: ignore[union-attr]
 
     def validate(self, token: str | None) -> Identity | None:
-        if not token or not token.startswith(self.token_prefix):
-            return None
-        now = time.time()
-        ident = self._cache.get(token)
+        ident = self._cache.get(token)  # (only ours are kept: no prefix to check first)
         if ident is not None:
-            if ident.expires > now:
+            if ident.expires > time.time():
                 return ident
             del self._cache[token]
             return None
+        if not token or not token.startswith(self.token_prefix):
+            return None
+        now = time.time()
         body, _, sig = token[len(self.token_prefix):].partition(".")
         try:
             want = self._mac.digest(body.encode())[:20]

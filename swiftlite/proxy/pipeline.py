@@ -120,6 +120,14 @@ class Middleware:
     # A front end that sends requests of its own down the rest of the pipeline (s3api) says
     # True to get `lane`: that rest, with the plain-read short cut of the features after it.
     wants_lane: ClassVar[bool] = False
+    # For a HOOKS feature, what it needs no call to decide (the short cut looks, in one pass
+    # with every other feature's): request headers, by name or name prefix, that make a read
+    # its own, never a plain one (CORS: Origin; the gatekeeper: sysmeta a client sent), and
+    # answer headers that make the answer its own, as if its `accept_plain` had declined
+    # (SLO: a manifest's mark).
+    plain_refused_by: ClassVar[tuple[str, ...]] = ()
+    plain_refused_by_prefix: ClassVar[tuple[str, ...]] = ()
+    plain_answer_marks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, app: Handler, proxy: ProxyCore, conf: Section) -> None:
         self.app = app
@@ -135,11 +143,20 @@ class Middleware:
         feature must see it (the full pipeline then answers). May raise as __call__ would."""
         return request
 
-    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+    def accept_plain(self, request: web.Request, path: ApiPath,
+                     resp: web.StreamResponse) -> bool:
         """For the core's answer to a plain read: change it in place as __call__ would and
         say True, or say False when __call__ would do more (the full pipeline then answers,
         after this answer is closed)."""
         return True
+
+    def admits_plain(self) -> bool:
+        """Whether the short cut must call `admit_plain` (not when it is the base one)."""
+        return type(self).admit_plain is not Middleware.admit_plain
+
+    def accepts_plain(self) -> bool:
+        """Whether the short cut must call `accept_plain` (not when it is the base one)."""
+        return type(self).accept_plain is not Middleware.accept_plain
 
     def info(self) -> dict[str, Any] | None:
         """What `/info` says under this feature's name; None says nothing."""

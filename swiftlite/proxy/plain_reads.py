@@ -13,9 +13,12 @@ core, then their checks of the answer in reverse order, as the full chain would:
 - A feature with `plain_reads = HOOKS` does its part in `admit_plain` (the gatekeeper strips
   reserved headers, tempauth says who is asking and installs itself as the authorizer) and
   `accept_plain` (the gatekeeper strips sysmeta from the answer, catch_errors adds the
-  request id). Either may decline: CORS when there is an Origin, object versioning for a
-  versioned container, staticweb for a web-listed container, and, on the answer, SLO, DLO and
-  symlinks when the object turns out to be theirs.
+  request id). Either may decline: object versioning for a versioned container, staticweb
+  for a web-listed one, and, on the answer, a symlink's. What a feature can decide without
+  code it declares instead, and the short cut looks in one pass for all of them, at no call
+  per feature: request headers that make a read its own (`plain_refused_by`: CORS's Origin,
+  tempauth's account ACL, S3's Authorization) and answer headers that make the answer its own
+  (`plain_answer_marks`: an SLO's or DLO's manifest, an object S3 encrypted).
 - A feature that says nothing (`None`) turns the short cut off for the whole pipeline.
 
 A declined read (or one a hook refuses with an HTTP error) is answered by the full pipeline
@@ -32,11 +35,14 @@ verdict. `plain_read_shortcut = false` turns it off.
 
 from __future__ import annotations
 
+import re
+
 from aiohttp import web
 
 from swiftlite.common.http import HTTPError
 from swiftlite.common.observe import metrics
 from swiftlite.common.ranges import RANGE_AND_CONDITIONS
+from swiftlite.common.runtime.aiohttp_seams import request_state
 from swiftlite.proxy.pipeline import HOOKS, Handler, Middleware
 from swiftlite.proxy.request import api_path
 from swiftlite.proxy.response import BodyResponse
@@ -52,11 +58,15 @@ NOT_PLAIN = RANGE_AND_CONDITIONS
 
 
 class PlainReads:
-    def __init__(self, admitters: list[Middleware], acceptors: list[Middleware],
+    def __init__(self, admitters: list[Middleware],
+                 acceptors: list[tuple[str | None, Middleware]], not_plain: re.Pattern[str],
                  core: Handler, full: Handler) -> None:
         self.admitters = admitters  # pipeline order
-        self.acceptors = acceptors  # reverse order: the way an answer goes back up
-        self.core = core
+        # Reverse order, the way an answer goes back up: (None, feature) calls its
+        # accept_plain; (header, feature) declines for it when the answer has that header.
+        self.acceptors = acceptors
+        self.not_plain = not_plain  # finds a request header that makes a read not plain
+        self.core = core  # the core itself, not `replaying` it: nothing is primed yet
         self.full = full
 
     @classmethod
@@ -67,30 +77,36 @@ class PlainReads:
         if any(mw.plain_reads is None for mw in features):
             return None
         hooked = [mw for mw in features if mw.plain_reads == HOOKS]
-        # Only hooks a feature overrides are called: the base ones change nothing.
-        admitters = [mw for mw in hooked
-                     if type(mw).admit_plain is not Middleware.admit_plain]
-        acceptors = [mw for mw in reversed(hooked)
-                     if type(mw).accept_plain is not Middleware.accept_plain]
-        return cls(admitters, acceptors, core, full)
+        # Only hooks a feature has are called (the base ones change nothing), and what a
+        # feature declares is checked inline, at no call per feature.
+        admitters = [mw for mw in hooked if mw.admits_plain()]
+        acceptors: list[tuple[str | None, Middleware]] = []
+        for mw in reversed(hooked):
+            acceptors += [(mark, mw) for mark in mw.plain_answer_marks]
+            if mw.accepts_plain():
+                acceptors.append((None, mw))
+        names = [*NOT_PLAIN, *(h for mw in hooked for h in mw.plain_refused_by)]
+        prefixes = [p for mw in hooked for p in mw.plain_refused_by_prefix]
+        # One search of the request's names, one per line (a name holds no line break).
+        not_plain = re.compile("^(?:" + "|".join(
+            [*(re.escape(n) + "$" for n in dict.fromkeys(names)),
+             *(re.escape(p) for p in dict.fromkeys(prefixes))]) + ")",
+            re.IGNORECASE | re.MULTILINE)
+        return cls(admitters, acceptors, not_plain, core, full)
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
-        if request.method in READS and not request.rel_url.raw_query_string:
-            headers = request.headers
-            for h in NOT_PLAIN:  # (a loop, not any(): no generator per request)
-                if h in headers:
-                    break
-            else:
-                resp = await self._shortcut(request)
-                if resp is not None:
-                    return resp
-                if PRIMED in request:
-                    try:
-                        return await self.full(request)
-                    finally:
-                        unused = take_primed(request)
-                        if unused is not None:
-                            unused.close()
+        if request.method in READS and not request.rel_url.raw_query_string and \
+                self.not_plain.search("\n".join(request.headers)) is None:
+            resp = await self._shortcut(request)
+            if resp is not None:
+                return resp
+            if PRIMED in request:
+                try:
+                    return await self.full(request)
+                finally:
+                    unused = take_primed(request)
+                    if unused is not None:
+                        unused.close()
         return await self.full(request)
 
     async def _shortcut(self, request: web.Request) -> web.StreamResponse | None:
@@ -101,7 +117,8 @@ class PlainReads:
             return None  # the full pipeline gives each feature's own answer
         if path is None or path.obj is None:
             return None  # not an object (an S3 request, say): nothing to take back
-        saved = dict(request)
+        state = request_state(request)
+        saved = state.copy()
         kept = None
         try:
             sub: web.Request | None = request
@@ -119,22 +136,26 @@ class PlainReads:
                 # catches the core's errors. Never asked twice: a read that failed (a 503
                 # after every replica timed out) must not cost its timeouts again.
                 resp = exc.response()
-            for mw in self.acceptors:
-                if not mw.accept_plain(sub, resp):
-                    if isinstance(resp, BodyResponse):
-                        if mw.replays_declined and sub is request and \
-                                200 <= resp.status < 300:
-                            kept = resp
-                        else:
-                            resp.close()
-                    break
+            answer = resp.headers
+            for mark, mw in self.acceptors:
+                if mark is None:
+                    if mw.accept_plain(sub, path, resp):
+                        continue
+                elif mark not in answer:
+                    continue
+                if isinstance(resp, BodyResponse):
+                    if mw.replays_declined and sub is request and 200 <= resp.status < 300:
+                        kept = resp
+                    else:
+                        resp.close()
+                break
             else:
                 metrics.tally("plain_reads", "shortcut")
                 return resp
-        request.clear()
-        request.update(saved)
+        state.clear()
+        state.update(saved)
         if kept is not None:
-            request[PRIMED] = [request.method, request.rel_url.raw_path_qs, kept]
+            state[PRIMED] = [request.method, request.rel_url.raw_path_qs, kept]
         metrics.tally("plain_reads", "declined")
         return None
 

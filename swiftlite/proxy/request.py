@@ -6,8 +6,8 @@ middleware carries the caller's identity unless the middleware replaces it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import re
+from typing import Any, NamedTuple
 from urllib.parse import quote, unquote, unquote_to_bytes
 
 from aiohttp import web
@@ -15,6 +15,7 @@ from multidict import CIMultiDict
 
 from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
+from swiftlite.common.runtime.aiohttp_seams import request_state
 
 # Set by the auth middleware: the Identity of a valid token (absent: anonymous) and the
 # object that decides what that identity may do (absent: nothing is allowed).
@@ -51,8 +52,10 @@ _parsed: dict[str, ApiPath | None] = {}
 _UNSEEN = object()
 
 
-@dataclass(frozen=True)
-class ApiPath:
+class ApiPath(NamedTuple):
+    """A parsed /v1 path. Immutable (the parse cache hands one object to many requests), and
+    a tuple rather than a frozen dataclass: built in one call, not one per field."""
+
     version: str
     account: str
     container: str | None = None
@@ -95,31 +98,56 @@ def api_path(request: web.Request) -> ApiPath | None:
     """The /v1/account[/container[/object]] a request addresses; None for other paths.
 
     Raises Swift's 412 for bad UTF-8, NUL or a version-only path and 400 for bad names."""
-    try:  # every feature asks: parse once (a sub-request has its own path, so check it)
-        memo = request[_PATH]
-        if memo[0] == request.raw_path:
-            return memo[1]
-    except KeyError:
-        pass
+    # Every feature asks: parsed once per request (a sub-request has its own path, so the
+    # memo says which path it is for), and once per path while it stays in _parsed.
+    state = request_state(request)
     raw_path = request.raw_path
+    memo = state.get(_PATH)
+    if memo is not None and memo[0] == raw_path:
+        return memo[1]
+    reserved = bool(state.get(ALLOW_RESERVED))
     # Only short paths without a query are kept: bounded memory whatever clients send.
-    keep = len(raw_path) <= MAX_KEPT_PATH and "?" not in raw_path and \
-        not request.get(ALLOW_RESERVED)
-    if keep:
+    if not reserved and len(raw_path) <= MAX_KEPT_PATH and "?" not in raw_path:
         parsed = _parsed.get(raw_path, _UNSEEN)
-        if parsed is not _UNSEEN:
-            request[_PATH] = (raw_path, parsed)
-            return parsed
-    parsed = _parse(raw_path, bool(request.get(ALLOW_RESERVED)))
-    if keep:
-        if len(_parsed) >= MAX_PARSED:
-            _parsed.clear()
-        _parsed[raw_path] = parsed
-    request[_PATH] = (raw_path, parsed)
+        if parsed is _UNSEEN:
+            parsed = _parse(raw_path, False)
+            if len(_parsed) >= MAX_PARSED:
+                _parsed.clear()
+            _parsed[raw_path] = parsed
+    else:
+        parsed = _parse(raw_path, reserved)
+    state[_PATH] = (raw_path, parsed)
     return parsed
 
 
+# A path of ASCII names with nothing to decode or refuse on sight (no "%", "?", NUL, empty
+# account, non-ASCII byte): most paths. _parse reads it in one match; the rest take the long
+# way, which decodes and checks each name.
+_PLAIN_PATH = re.compile(r"/(v1(?:\.0)?)/([^/%?\x00\x80-\U0010ffff]+)"
+                         r"(?:/([^/%?\x00\x80-\U0010ffff]*)(?:/([^%?\x00\x80-\U0010ffff]*))?)?")
+
+
 def _parse(raw_path: str, reserved: bool) -> ApiPath | None:
+    plain = _PLAIN_PATH.fullmatch(raw_path)
+    if plain is not None:
+        version, acct, cont, name = plain.groups()
+        # The checks check_account/container/object make, for ASCII names without NUL.
+        if len(acct) <= constraints.MAX_ACCOUNT_NAME_LENGTH and (cont is None or (
+                len(cont) <= constraints.MAX_CONTAINER_NAME_LENGTH and
+                cont != "." and cont != "..")) and (not name or (
+                len(name) <= constraints.MAX_OBJECT_NAME_LENGTH and
+                "/./" not in f"/{name}/" and "/../" not in f"/{name}/")):
+            if cont == "":
+                if name is None:
+                    return ApiPath(version, acct)  # "/v1/a/" is the account
+            elif name == "":
+                return ApiPath(version, acct, cont)  # "/v1/a/c/" is the container
+            else:
+                return ApiPath(version, acct, cont, name)
+    return _parse_names(raw_path, reserved)
+
+
+def _parse_names(raw_path: str, reserved: bool) -> ApiPath | None:
     first = raw_path.split("/", 2)[1] if raw_path.startswith("/") else ""
     if first not in API_VERSIONS and ("%" not in first or
                                       unquote(first, errors="replace") not in API_VERSIONS):

@@ -12,9 +12,9 @@ from swiftlite.proxy.plain_reads import PlainReads, replaying
 
 def build(proxy: ProxyCore, conf: Section, core: Handler) -> tuple[Handler, list[Middleware]]:
     """The handler a request enters by and the pipeline's middleware, in order."""
-    core = replaying(core)
-    handler, built = chain(proxy, conf, core)
+    handler, built = chain(proxy, conf, replaying(core))
     if conf.get_bool("plain_read_shortcut", True):
+        # The short cuts call the core itself: they read before any answer is primed.
         lane = PlainReads.build(built, core, handler)
         if lane is not None:
             handler = lane

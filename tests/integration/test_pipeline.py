@@ -100,9 +100,10 @@ def test_build_orders_features_and_refuses_unknown_names():
     handler, built = stack.build(proxy, conf, core)
     assert [m.name for m in built] == ["catch_errors", "cors", "tempauth"]
     # Plain reads take the short cut (swiftlite/proxy/plain_reads.py), the rest the chain.
-    # The core is reached through the short cut's replay (plain_reads.replaying), only.
-    assert handler.full is built[0] and built[-1].app is handler.core
-    assert handler.core.__wrapped__ is core
+    # The chain reaches the core through the short cut's replay (plain_reads.replaying); the
+    # short cut, which reads before anything is primed, the core itself.
+    assert handler.full is built[0] and built[-1].app.__wrapped__ is core
+    assert handler.core is core
     conf["plain_read_shortcut"] = "false"
     assert stack.build(proxy, conf, core)[0].name == "catch_errors"
     assert proxy.auth is not None  # tempauth shares its token issuer

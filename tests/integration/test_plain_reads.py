@@ -102,6 +102,11 @@ def test_answers_match_the_full_pipeline(env):
         # Headers only the cluster may send are dropped, as on the full path.
         (plain + "/cat.jpg", {**auth, "X-Backend-Replication": "true",
                               "X-Object-Sysmeta-Symlink-Target": f"private-{tag}/secret"}, 200),
+        # What a feature declares (plain_refused_by...) is found in any case of the name.
+        (plain + "/cat.jpg", {**auth, "x-backend-replication": "true"}, 200),
+        (public + "/open", {"origin": "http://a.example"}, 200),
+        (public + "/absent", {**reader, "X-Web-Mode": "true"}, 404),
+        (public + "/open", {"Authorization": "Bearer not-s3"}, 200),
     ]
     for path, headers, expect in cases:
         for method in ("GET", "HEAD"):
@@ -226,7 +231,7 @@ class _Hooked(Middleware):
     name = "hooked"
     plain_reads = HOOKS
 
-    def accept_plain(self, request, resp) -> bool:
+    def accept_plain(self, request, path, resp) -> bool:
         return True
 
 
@@ -236,5 +241,5 @@ def test_a_feature_that_says_nothing_keeps_every_read_on_the_full_path():
 
     passing, hooked = _Passing(core, None, {}), _Hooked(core, None, {})
     lane = PlainReads.build([passing, hooked], core, passing)
-    assert lane is not None and lane.admitters == [] and lane.acceptors == [hooked]
+    assert lane is not None and lane.admitters == [] and lane.acceptors == [(None, hooked)]
     assert PlainReads.build([passing, _Unknown(core, None, {}), hooked], core, passing) is None

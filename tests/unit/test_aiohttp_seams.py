@@ -111,3 +111,29 @@ async def test_the_request_parser_and_204_lengths(restore_module_globals):
         writer.close()
     finally:
         await runner.cleanup()
+
+
+async def test_request_state_is_the_requests_mapping_and_its_clones_copy_it():
+    seen = {}
+
+    async def handler(request):
+        state = aiohttp_seams.request_state(request)
+        assert isinstance(state, dict) and state == dict(request)
+        state["swiftlite.test"] = 1
+        assert request.get("swiftlite.test") == 1  # one store, two faces
+        request["swiftlite.other"] = 2
+        assert state["swiftlite.other"] == 2
+        sub = request.clone(rel_url="/other")
+        aiohttp_seams.request_state(sub)["swiftlite.test"] = 3
+        seen["parent"], seen["clone"] = request["swiftlite.test"], sub["swiftlite.test"]
+        return web.Response(text="ok")
+
+    runner, _server, port = await _serve(handler)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        writer.close()
+    finally:
+        await runner.cleanup()
+    assert seen == {"parent": 1, "clone": 3}  # a clone's keys are its own copy

@@ -51,3 +51,25 @@ def test_what_is_kept_is_bounded(monkeypatch):
     _parse("/v1/AUTH_a/c/" + "x" * req.MAX_KEPT_PATH)  # too long to keep
     _parse("/v1/AUTH_a/c/o?multipart-manifest=get")  # a query: not kept
     assert not any(len(p) > req.MAX_KEPT_PATH or "?" in p for p in req._parsed)
+
+
+def _verdict(parse, path: str):
+    try:
+        return parse(path, False)
+    except HTTPError as exc:
+        return exc.status
+
+
+@pytest.mark.parametrize("path", [
+    "/v1/a", "/v1/a/", "/v1.0/a/c", "/v1/a/c/", "/v1/a/c/o", "/v1/a/c/o/", "/v1/a/c/o/p/q",
+    "/v1/a//", "/v1/a//o", "/v1//c/o", "/v1/", "/v1", "/V1/a", "/v2/a", "/v1/a/./o",
+    "/v1/a/../o", "/v1/a/c/.", "/v1/a/c/..", "/v1/a/c/x/./y", "/v1/a/c/x/../y", "/v1/a/c/.x/..y",
+    "/v1/a/c/o%20x", "/v1/a/c/o\x01", "/v1/a/c/o\x00", "/v1/a/c/\udcff", "/v1/a/c/o?x=1",
+    "/v1/" + "a" * 256, "/v1/" + "a" * 257, "/v1/a/" + "c" * 256, "/v1/a/" + "c" * 257,
+    "/v1/a/c/" + "o" * 1024, "/v1/a/c/" + "o" * 1025, "/v1/a/c/" + "o/" * 512,
+    "//v1/a", "/info", "/v1/.a/c/o", "/v1/a/c//o",
+])
+def test_the_one_match_reading_of_plain_paths_is_the_name_checks_verdict(path):
+    # _parse reads most paths in one regex match; _parse_names decodes and checks each name.
+    # Both must say the same of every path, refusals included.
+    assert _verdict(req._parse, path) == _verdict(req._parse_names, path)

@@ -57,3 +57,12 @@ def reading_paused(protocol: Any) -> bool:
     """Whether aiohttp stopped reading from a connection because the handler has not
     consumed what arrived (the wait is then ours, not the client's); unknown: False."""
     return getattr(protocol, "_reading_paused", False)
+
+
+def request_state(request: Any) -> dict[Any, Any]:
+    """The dict behind a request's MutableMapping face (`request[key]`), which `clone()`
+    copies. Reading it directly costs one dict lookup where `request.get(key)` costs two
+    Python calls (and a raised KeyError when the key is absent): the plain-read path asks for
+    a handful of keys per request. Writes made here skip aiohttp's advice to use
+    `web.RequestKey` keys (ours are strings, private by their `swiftlite.` prefix)."""
+    return request._state

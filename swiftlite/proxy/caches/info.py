@@ -29,14 +29,17 @@ import json
 import mmap
 import multiprocessing
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import xxhash
 
 from swiftlite.common.clients.memcache import MemcacheClient, parse_servers
 from swiftlite.common.config import Section
 from swiftlite.common.runtime.server import before_fork
+
+_T = TypeVar("_T")
 
 TOMBSTONE = b"-"
 MAX_LOCAL_ENTRIES = 50000
@@ -52,6 +55,20 @@ class ContainerInfo:
     bytes_used: int = 0
     meta: dict[str, str] = field(default_factory=dict)
     policy_index: int = 0
+
+    def derived(self, make: Callable[[ContainerInfo], _T]) -> _T:
+        """`make(self)`, made once per info object: what a feature reads out of the
+        metadata (its settings for this container) on every request, while the cache hands
+        out one object per container until it changes. Kept beside the fields, never
+        stored in memcached, compared or shown."""
+        memo = self.__dict__.get("_derived")
+        if memo is None:
+            memo = self.__dict__["_derived"] = {}
+        try:
+            return memo[make]
+        except KeyError:
+            value = memo[make] = make(self)
+            return value
 
 
 @dataclass

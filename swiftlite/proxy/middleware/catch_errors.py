@@ -11,6 +11,7 @@ from aiohttp import web
 
 from swiftlite.common.http import HTTPError, txid
 from swiftlite.proxy.pipeline import HOOKS, Middleware
+from swiftlite.proxy.request import ApiPath
 
 DEFAULT_TYPE = "text/html; charset=UTF-8"
 
@@ -27,7 +28,8 @@ class CatchErrors(Middleware):
         _decorate(request, resp)
         return resp
 
-    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+    def accept_plain(self, request: web.Request, path: ApiPath,
+                     resp: web.StreamResponse) -> bool:
         _decorate(request, resp)
         return True
 
@@ -36,11 +38,13 @@ class CatchErrors(Middleware):
 
 
 def _decorate(request: web.Request, resp: web.StreamResponse) -> None:
+    headers = resp.headers
     if resp.status == 411:
         resp.force_close()  # whatever body follows has no length: the connection is lost
-    if "Content-Type" not in resp.headers:
-        resp.headers["Content-Type"] = DEFAULT_TYPE
-    resp.headers["X-Openstack-Request-Id"] = txid(request)
-    if request.headers.get("Connection", "").lower() == "keep-alive" and \
-            request.keep_alive and "Connection" not in resp.headers:
-        resp.headers["Connection"] = "keep-alive"  # echoed, as Swift's server does
+    if "Content-Type" not in headers:
+        headers["Content-Type"] = DEFAULT_TYPE
+    headers["X-Openstack-Request-Id"] = txid(request)
+    asked = request.headers.get("Connection")
+    if asked is not None and asked.lower() == "keep-alive" and request.keep_alive and \
+            "Connection" not in headers:
+        headers["Connection"] = "keep-alive"  # echoed, as Swift's server does

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from swiftlite.common.http import HTTPError, add_vary, csv_items
 from swiftlite.proxy.pipeline import HOOKS, Middleware
-from swiftlite.proxy.request import ApiPath, api_path, unauthorized
+from swiftlite.proxy.request import api_path, unauthorized
 
 ALLOWED = ("DELETE", "GET", "POST", "PUT", "OPTIONS", "HEAD")
 INFO_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -35,6 +35,7 @@ META = "x-container-meta-access-control-"
 class Cors(Middleware):
     name = "cors"
     plain_reads = HOOKS
+    plain_refused_by = ("Origin",)  # as __call__: no Origin, no CORS
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -44,9 +45,6 @@ class Cors(Middleware):
 
     def info(self) -> None:
         return None  # Swift advertises strict_cors_mode under "swift", not a cors entry
-
-    async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
-        return None if "Origin" in request.headers else request  # as __call__: no Origin, no CORS
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)

@@ -64,6 +64,9 @@ def _last_modified(headers) -> int:
 class Dlo(Middleware):
     name = "dlo"
     plain_reads = HOOKS
+    # A manifest's answer. (A 416 judged on its own body, which __call__ also looks at,
+    # needs a Range: never a plain read's.)
+    plain_answer_marks = ("X-Object-Manifest",)
     replays_declined = True  # a manifest, declined, is not fetched a second time
 
     def __init__(self, app, proxy, conf) -> None:
@@ -87,7 +90,7 @@ class Dlo(Middleware):
                 request.query.get("multipart-manifest") == "get":
             return await self.app(request)
         resp = await self.app(request)
-        if self.accept_plain(request, resp):
+        if _not_a_manifest(resp):
             return resp
         value = resp.headers.get("X-Object-Manifest")
         if value is None or resp.status // 100 != 2:
@@ -103,11 +106,6 @@ class Dlo(Middleware):
         close_answer(resp)
         cont, _, prefix = unquote(value).partition("/")
         return await self.respond(request, path, resp.headers, cont, prefix)
-
-    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
-        """Not a manifest's answer (nor a 416 that may have been judged on one's own body)."""
-        return "X-Object-Manifest" not in resp.headers and \
-            not (resp.status == 416 and "ETag" not in resp.headers)
 
     async def _head(self, request: web.Request, path) -> web.StreamResponse:
         headers = CIMultiDict((k, v) for k, v in request.headers.items()
@@ -254,3 +252,9 @@ class Dlo(Middleware):
                 resp.close()
                 raise BodyCutShort(f"max_get_time of {self.max_get_time}s exceeded")
             yield chunk
+
+
+def _not_a_manifest(resp: web.StreamResponse) -> bool:
+    """Not a manifest's answer (nor a 416 that may have been judged on one's own body)."""
+    return "X-Object-Manifest" not in resp.headers and \
+        not (resp.status == 416 and "ETag" not in resp.headers)

@@ -74,6 +74,7 @@ from swiftlite.proxy.request import (
     answer_of,
     api_path,
     clone,
+    request_state,
     sub_request,
 )
 from swiftlite.proxy.response import BodyResponse, close_answer
@@ -123,10 +124,10 @@ class ObjectVersioning(VersionedContainers, Middleware):
         are links to their versions, or null versions). Not a question of access: the
         answer may be the one kept until the container is next written (container_facts)."""
         assert path.container is not None
-        if request.get(ALLOW_RESERVED) and path.container.startswith(RESERVED):
+        if path.container.startswith(RESERVED) and request_state(request).get(ALLOW_RESERVED):
             return request
         info = await self.proxy.container_facts(request, path.account, path.container)
-        return None if _versions_of(info) else request
+        return None if info.derived(_versions_of) else request
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         path = api_path(request)
@@ -174,7 +175,7 @@ class ObjectVersioning(VersionedContainers, Middleware):
         if not version_id and method not in ("PUT", "POST", "DELETE", "GET", "HEAD"):
             return await self.app(request)
         info = await self.proxy.container_info(request, path.account, path.container)
-        vcont = _versions_of(info)
+        vcont = info.derived(_versions_of)
         enabled = (_meta(info.meta, SYSMETA_ENABLED) or "").lower() in TRUE_VALUES
         if version_id:
             if method == "POST" and not is_patch(request.headers):

@@ -114,6 +114,7 @@ def kept_for(seg_name: str, container: str | None) -> bool:
 class Slo(ManifestPut, Middleware):
     name = "slo"
     plain_reads = HOOKS
+    plain_answer_marks = (SLO_ETAG,)  # a manifest: `get` assembles it
     replays_declined = True  # a manifest, declined, is not fetched a second time
 
     def __init__(self, app, proxy, conf) -> None:
@@ -158,9 +159,6 @@ class Slo(ManifestPut, Middleware):
                 return await self.get_manifest(request, path)
             return await self.get(request, path)
         return await self.app(request)
-
-    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
-        return SLO_ETAG not in resp.headers  # a manifest: `get` assembles it
 
     async def _send(self, request: web.Request, method: str, path: str,
                     headers: CIMultiDict[str] | None = None, body: Any = None,

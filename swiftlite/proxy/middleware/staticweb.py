@@ -26,12 +26,14 @@ from urllib.parse import quote, unquote
 
 from aiohttp import web
 
+from swiftlite.proxy.caches.info import ContainerInfo
 from swiftlite.proxy.pipeline import HOOKS, Middleware
-from swiftlite.proxy.request import IDENTITY, ApiPath, api_path, send_sub
+from swiftlite.proxy.request import IDENTITY, ApiPath, api_path, request_state, send_sub
 from swiftlite.proxy.response import BodyResponse, close_answer
 
 TRUE = ("true", "1", "yes", "on", "t", "y")
 META = "x-container-meta-web-"
+WEB_MODE = "X-Web-Mode"
 # Request headers a sub-request carries (who the caller is, referrer ACLs).
 # A temp URL's parameters, carried by every link of a listing reached through one.
 TEMPURL_PARAMS = ("temp_url_prefix", "temp_url_expires", "temp_url_sig")
@@ -67,12 +69,18 @@ class _Site:
 
 
 def _web_mode(request: web.Request) -> bool:
-    return request.headers.get("X-Web-Mode", "").lower() in TRUE
+    asked = request.headers.get(WEB_MODE)
+    return asked is not None and asked.lower() in TRUE
+
+
+def _site_of(info: ContainerInfo) -> _Site:
+    return _Site(info.meta)
 
 
 class StaticWeb(Middleware):
     name = "staticweb"
     plain_reads = HOOKS
+    plain_refused_by = (WEB_MODE,)
 
     def info(self) -> dict[str, Any]:
         return {}
@@ -99,6 +107,8 @@ class StaticWeb(Middleware):
         return await self._object(request, path, site)
 
     async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
+        if request_state(request).get(IDENTITY) is not None:
+            return request  # a token's read, not asking for web mode (plain_refused_by)
         site = await self._site(request, path)
         return request if site is None or not (site.enabled or site.error) else None
 
@@ -109,7 +119,7 @@ class StaticWeb(Middleware):
             return None
         assert path.container is not None
         info = await self.proxy.container_info(request, path.account, path.container)
-        return _Site(info.meta)
+        return info.derived(_site_of)
 
     # ---- pieces --------------------------------------------------------------------------------
 

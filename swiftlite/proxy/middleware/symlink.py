@@ -156,7 +156,8 @@ class Symlink(Middleware):
         request[_LINK_FILL] = (here, fill)
         return request
 
-    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
+    def accept_plain(self, request: web.Request, path: ApiPath,
+                     resp: web.StreamResponse) -> bool:
         if TARGET not in resp.headers:
             return True
         # A link: __call__ follows it, and finds it in the link cache instead of reading it

@@ -16,6 +16,7 @@ from a non-owner's request and from the answer it gets.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from aiohttp import web
@@ -42,6 +43,7 @@ from swiftlite.proxy.request import (
     ApiPath,
     api_path,
     clone,
+    request_state,
     unauthorized,
 )
 
@@ -65,6 +67,7 @@ def _acl_invalid(reason: str, value: str) -> web.Response:
 class TempAuthMiddleware(Middleware):
     name = "tempauth"
     plain_reads = HOOKS
+    plain_refused_by = (ACL_HEADER,)  # nothing for a read to set, but its checks are __call__'s
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -72,6 +75,11 @@ class TempAuthMiddleware(Middleware):
         proxy.auth = self.auth  # the token issuer other features (and tests) may share
         self.owner_headers = tuple(h.strip().lower() for h in conf.get_list(
             "swift_owner_headers", ", ".join(OWNER_HEADERS)))
+        # The same, looked for in all of an answer's names at once (one per line): most
+        # answers to a non-owner have none, and are passed by one search.
+        self._any_owner_header = re.compile(
+            "^(?:" + "|".join(re.escape(h) for h in self.owner_headers) + ")$",
+            re.IGNORECASE | re.MULTILINE)
 
     def info(self) -> dict[str, Any]:
         return {"account_acls": True}
@@ -91,15 +99,14 @@ class TempAuthMiddleware(Middleware):
         return resp
 
     async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
-        if ACL_HEADER in request.headers:
-            return None  # nothing for a read to set, but its checks are __call__'s
         judged = await self._judge(request, path)
-        return None if isinstance(judged, web.Response) else judged[0]
+        return judged[0] if judged.__class__ is tuple else None  # (else an ACL's 400)
 
-    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
-        path = api_path(request)
-        assert path is not None
-        self._strip_answer(resp, self.auth.is_owner(request.get(IDENTITY), path.account), path)
+    def accept_plain(self, request: web.Request, path: ApiPath,
+                     resp: web.StreamResponse) -> bool:
+        owner = self.auth.is_owner(request_state(request).get(IDENTITY), path.account)
+        if not owner:  # (an owner's object answer shows all it has)
+            self._strip_answer(resp, owner, path)
         return True
 
     async def _judge(self, request: web.Request,
@@ -107,14 +114,15 @@ class TempAuthMiddleware(Middleware):
         """Who is asking (request[IDENTITY], with this as request[AUTHORIZER]) and whether
         they own the account; the request the core gets; or the answer to a bad ACL."""
         account = path.account
-        preset = request.get(AUTHORIZER)
+        state = request_state(request)
+        preset = state.get(AUTHORIZER)
         if preset is not None and preset is not self:
             # A feature before us (tempurl, formpost) authorized this request by a signature
             # and decides alone, as Swift's swift.authorize_override: no token counts.
             ident = None
         else:
             preset = None
-            ident = self.identify(request, account)
+            ident = self.identify(request, account, state)
         if self.auth.account_prefix(account) is None:
             raise self.deny(ident, account)  # not ours to serve, reseller admin or not
         acl_value = request.headers.get(ACL_HEADER)
@@ -126,39 +134,48 @@ class TempAuthMiddleware(Middleware):
             reason = account_acl_error(acl_value)
             if reason:
                 return _acl_invalid(reason, acl_value)
-        if ident is not None:
-            ident = await self.grant_for(request, ident, account)
         owner = self.auth.is_owner(ident, account)
-        request = self.owner_request(request, owner, acl_value)
-        request[IDENTITY] = ident
-        request[AUTHORIZER] = preset or self
+        if not owner and ident is not None and account not in ident.acl_grants:
+            ident = await self.grant_for(request, ident, account)
+            owner = self.auth.is_owner(ident, account)
+        if not owner or acl_value is not None:
+            request = self.owner_request(request, owner, acl_value)
+            state = request_state(request)  # a clone's, when headers were dropped
+        state[IDENTITY] = ident
+        state[AUTHORIZER] = preset or self
         return request, owner
 
     def _strip_answer(self, resp: web.StreamResponse, owner: bool, path: ApiPath) -> None:
         """An owner sees the account ACL; nobody else sees owner-only headers."""
         if owner:
-            if path.kind == "account":
+            if path.container is None:  # the account's own answer
                 shown = format_account_acl(resp.headers.get(ACL_SYSMETA))
                 if shown:
                     resp.headers[ACL_HEADER] = shown
         else:
-            for k in [k for k in resp.headers if k.lower() in self.owner_headers]:
-                del resp.headers[k]
+            headers = resp.headers
+            if self._any_owner_header.search("\n".join(headers)) is not None:
+                for k in [k for k in headers if k.lower() in self.owner_headers]:
+                    del headers[k]
 
-    def identify(self, request: web.Request, account: str) -> Identity | None:
+    def identify(self, request: web.Request, account: str,
+                 state: dict[str, Any] | None = None) -> Identity | None:
         """The X-Auth-Token's identity plus the X-Service-Token's groups; a token of ours
         that does not validate is 401, any other token is no token (as Swift's tempauth).
-        A front end that checked the caller's own signature (S3) names the identity."""
-        given = request.get(AUTHENTICATED)
+        A front end that checked the caller's own signature (S3) names the identity.
+        `state`: the request's keys (request_state), when the caller has them at hand."""
+        given = (request_state(request) if state is None else state).get(AUTHENTICATED)
         if given is not None:
             return given
-        token = request.headers.get("X-Auth-Token") or request.headers.get("X-Storage-Token")
+        headers = request.headers
+        token = headers.get("X-Auth-Token") or headers.get("X-Storage-Token")
         if not self.auth.is_ours(token):
             return None
         ident = self.auth.validate(token)
         if ident is None:
             raise unauthorized(account, "Invalid or expired token")
-        service = self.auth.validate(request.headers.get("X-Service-Token"))
+        service_token = headers.get("X-Service-Token")
+        service = self.auth.validate(service_token) if service_token else None
         return ident.with_service(service) if service else ident
 
     async def grant_for(self, request: web.Request, ident: Identity,

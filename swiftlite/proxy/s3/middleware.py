@@ -61,6 +61,10 @@ class S3Api(Middleware):
     name = "s3api"
     plain_reads = HOOKS
     wants_lane = True  # an object GET/HEAD's sub-request takes the plain-read short cut
+    # A signed request is S3's (a Swift client sends no Authorization: any one declines, as
+    # only S3's prefixes would, at no call); an answer S3 encrypted, __call__ decrypts.
+    plain_refused_by = ("Authorization",)
+    plain_answer_marks = (sse_keys.SSE,)
 
     def __init__(self, app, proxy, conf) -> None:
         super().__init__(app, proxy, conf)
@@ -120,20 +124,15 @@ class S3Api(Middleware):
             return resp
         return await self.serve(request)
 
-    def accept_plain(self, request: web.Request, resp: web.StreamResponse) -> bool:
-        return sse_keys.SSE not in resp.headers  # S3 encrypted it: __call__ decrypts
-
     async def expect(self, request: web.Request) -> web.StreamResponse | None:
         """Before an `Expect: 100-continue` request's 100: S3's refusal, if any (expect.py)."""
         return await expect.refusal(self, request) if self.is_s3(request) else None
 
+    def admits_plain(self) -> bool:
+        return bool(self.host_suffix)  # else plain_refused_by says it all
+
     async def admit_plain(self, request: web.Request, path: ApiPath) -> web.Request | None:
-        auth = request.headers.get("Authorization")
-        if auth is not None and auth.startswith(AUTH_PREFIXES):
-            return None
-        if self.host_suffix and self._vhost_bucket(request) is not None:
-            return None
-        return request
+        return None if self._vhost_bucket(request) is not None else request
 
     # ---- serving ------------------------------------------------------------------------------
 
