@@ -86,7 +86,7 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
     if main.endswith(".ts"):
         return ObjectInfo("deleted", timestamp=stem)
     try:
-        fd = os.open(os.path.join(hdir, main), os.O_RDONLY)
+        fd = os.open(f"{hdir}/{main}", os.O_RDONLY)
     except FileNotFoundError:  # replaced under us (or a hint ahead of its file): list it
         return open_object(device_path, part, hexhash, read_whole, verify, False)
     info = ObjectInfo("ok", timestamp=stem)
