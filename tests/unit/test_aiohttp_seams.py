@@ -34,6 +34,16 @@ async def _serve(handler):
     return runner, server, port
 
 
+async def _get_once(port: int) -> bytes:
+    """The head of the answer to one GET / on a connection of its own."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    try:
+        return await reader.readuntil(b"\r\n\r\n")
+    finally:
+        writer.close()
+
+
 async def _until(check, timeout=5.0):
     async with asyncio.timeout(timeout):
         while not check():
@@ -77,10 +87,7 @@ async def test_connections_and_whether_one_is_in_a_request():
         head = await reader.readuntil(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 503")
         writer.close()
-        r2, w2 = await asyncio.open_connection("127.0.0.1", port)
-        w2.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        assert (await r2.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
-        w2.close()
+        assert (await _get_once(port)).startswith(b"HTTP/1.1 200")
     finally:
         await runner.cleanup()
 
@@ -130,10 +137,7 @@ async def test_request_state_is_the_requests_mapping_and_its_clones_copy_it():
 
     runner, _server, port = await _serve(handler)
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
-        writer.close()
+        assert (await _get_once(port)).startswith(b"HTTP/1.1 200")
     finally:
         await runner.cleanup()
     assert seen == {"parent": 1, "clone": 3}  # a clone's keys are its own copy
