@@ -159,7 +159,10 @@ async def test_segments_are_fetched_as_the_body_is_sent(cluster, dlo):
         with pytest.raises(aiohttp.ClientPayloadError):
             async for chunk in r.content.iter_chunked(1 << 20):
                 received += len(chunk)
-        assert 2 * len(big) <= received < 3 * len(big)
+        # Cut short, and nothing gathered past what was sent: the two segments before the
+        # deleted one, but for what the transport held when the cut aborted the connection
+        # (an abort, so a cut body never looks complete, drops aiohttp's unsent buffer).
+        assert 2 * len(big) - 256 * 1024 <= received < 3 * len(big)
 
 
 def test_swift_upload_segments_round_trip(cluster, tmp_path):

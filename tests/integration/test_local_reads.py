@@ -73,7 +73,7 @@ def test_answers_match_the_object_servers(env):
     assert request(local, "PUT", f"{cont}/big ☃", auth, big)[0] == 201
     assert request(local, "PUT", f"{cont}/gone", auth, b"x")[0] == 201
     assert request(local, "DELETE", f"{cont}/gone", auth)[0] == 204
-    expiring = {**auth, "X-Delete-At": str(int(time.time()) + 2)}
+    expiring = {**auth, "X-Delete-At": str(int(time.time()) + 4)}  # (not past by the PUT)
     assert request(local, "PUT", f"{cont}/expiring", expiring, b"soon")[0] == 201
     _, head, _ = request(local, "HEAD", f"{cont}/small", auth)
     etag, modified = head["etag"], head["last-modified"]
@@ -90,7 +90,7 @@ def test_answers_match_the_object_servers(env):
         there = comparable(request(remote, method, f"{cont}/{name}", {**auth, **extra}))
         assert here == there, (method, name, extra)
         assert here[0] in (200, 206, 304, 404, 412, 416), (method, name, extra)
-    wait_for(lambda: request(local, "GET", f"{cont}/expiring", auth)[0] == 404, 10,
+    wait_for(lambda: request(local, "GET", f"{cont}/expiring", auth)[0] == 404, 15,
              what="the expired object hidden")
     for port in (local, remote):  # allow_open_expired, as `swiftlite up` sets it
         assert request(port, "GET", f"{cont}/expiring", auth)[0] == 404
