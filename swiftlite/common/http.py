@@ -41,6 +41,17 @@ def new_txid(extra: str | None = None) -> str:
 _SAFE_TXID = re.compile(r"[A-Za-z0-9_.~%-]{1,160}")
 
 
+def header_names_pattern(names: tuple[str, ...] | list[str] = (),
+                         prefixes: tuple[str, ...] | list[str] = ()) -> re.Pattern[str]:
+    """A pattern that finds, in a message's header names joined one per line
+    (`"\n".join(headers)`: a name holds no line break), any of `names` whole or any name
+    starting with one of `prefixes`, in any case: one search per message where a lookup per
+    name, or a call or two per header, was the cost."""
+    alternatives = [*(re.escape(n) + "$" for n in dict.fromkeys(names)),
+                    *(re.escape(p) for p in dict.fromkeys(prefixes))]
+    return re.compile("^(?:" + "|".join(alternatives) + ")", re.IGNORECASE | re.MULTILINE)
+
+
 def safe_txid(value: str | None) -> str | None:
     return value if value and _SAFE_TXID.fullmatch(value) else None
 

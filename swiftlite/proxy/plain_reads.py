@@ -39,7 +39,7 @@ import re
 
 from aiohttp import web
 
-from swiftlite.common.http import HTTPError
+from swiftlite.common.http import HTTPError, header_names_pattern
 from swiftlite.common.observe import metrics
 from swiftlite.common.ranges import RANGE_AND_CONDITIONS
 from swiftlite.common.runtime.aiohttp_seams import request_state
@@ -85,13 +85,9 @@ class PlainReads:
             acceptors += [(mark, mw) for mark in mw.plain_answer_marks]
             if mw.accepts_plain():
                 acceptors.append((None, mw))
-        names = [*NOT_PLAIN, *(h for mw in hooked for h in mw.plain_refused_by)]
-        prefixes = [p for mw in hooked for p in mw.plain_refused_by_prefix]
-        # One search of the request's names, one per line (a name holds no line break).
-        not_plain = re.compile("^(?:" + "|".join(
-            [*(re.escape(n) + "$" for n in dict.fromkeys(names)),
-             *(re.escape(p) for p in dict.fromkeys(prefixes))]) + ")",
-            re.IGNORECASE | re.MULTILINE)
+        not_plain = header_names_pattern(
+            [*NOT_PLAIN, *(h for mw in hooked for h in mw.plain_refused_by)],
+            [p for mw in hooked for p in mw.plain_refused_by_prefix])
         return cls(admitters, acceptors, not_plain, core, full)
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:

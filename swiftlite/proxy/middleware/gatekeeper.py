@@ -7,12 +7,12 @@ ignored, and answers never show them.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
 
+from swiftlite.common.http import header_names_pattern
 from swiftlite.proxy.pipeline import HOOKS, Middleware
 from swiftlite.proxy.request import ApiPath, clone
 
@@ -20,8 +20,7 @@ RESERVED = ("x-account-sysmeta-", "x-container-sysmeta-", "x-object-sysmeta-", "
 # The same, looked for in all of a message's names at once (one per line: a header name holds
 # no line break). Every request and answer passes here and almost none has one: one search,
 # not a call or two per name.
-_ANY_RESERVED = re.compile(
-    "^(?:" + "|".join(re.escape(p) for p in RESERVED) + ")", re.IGNORECASE | re.MULTILINE)
+_ANY_RESERVED = header_names_pattern(prefixes=RESERVED)
 
 
 def _reserved_in(names: Any) -> list[str]:

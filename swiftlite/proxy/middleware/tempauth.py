@@ -16,14 +16,13 @@ from a non-owner's request and from the answer it gets.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common import constraints
-from swiftlite.common.http import HTTPError, error
+from swiftlite.common.http import HTTPError, error, header_names_pattern
 from swiftlite.proxy.acl import (
     account_acl_error,
     account_acl_level,
@@ -77,9 +76,7 @@ class TempAuthMiddleware(Middleware):
             "swift_owner_headers", ", ".join(OWNER_HEADERS)))
         # The same, looked for in all of an answer's names at once (one per line): most
         # answers to a non-owner have none, and are passed by one search.
-        self._any_owner_header = re.compile(
-            "^(?:" + "|".join(re.escape(h) for h in self.owner_headers) + ")$",
-            re.IGNORECASE | re.MULTILINE)
+        self._any_owner_header = header_names_pattern(self.owner_headers)
 
     def info(self) -> dict[str, Any]:
         return {"account_acls": True}
