@@ -12,6 +12,7 @@ from urllib.parse import quote, unquote, unquote_to_bytes
 
 from aiohttp import web
 from multidict import CIMultiDict
+from yarl import URL
 
 from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
@@ -228,11 +229,10 @@ async def send_sub(app: Any, request: web.Request, method: str, path: str,
 def sub_request(request: web.Request, method: str, path: str,
                 headers: Any = None, body: Any = None, query: str = "") -> web.Request:
     """A request a middleware sends down the pipeline: `path` is the already-quoted path."""
-    from yarl import URL
-
     url = URL.build(path=path, query_string=query, encoded=True)
     sub = clone(request, method=method, rel_url=url,
                         headers=headers if headers is not None else request.headers)
-    sub[INTERNAL] = True
-    sub[BODY] = body if body is not None else b""
+    state = request_state(sub)
+    state[INTERNAL] = True
+    state[BODY] = body if body is not None else b""
     return sub

@@ -14,6 +14,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from swiftlite.common.http import txid
+from swiftlite.common.runtime.aiohttp_seams import request_state
 from swiftlite.proxy.auth import Identity
 from swiftlite.proxy.request import (
     ALLOW_RESERVED,
@@ -83,11 +84,12 @@ class S3Request:
         one status)."""
         sub = sub_request(self.request, method, self.path(bucket, key, account),
                           CIMultiDict(headers or {}), body, query=query)
-        sub[AUTHENTICATED] = self.acting or self.ident
+        state = request_state(sub)
+        state[AUTHENTICATED] = self.acting or self.ident
         if backend:
-            sub[BACKEND_PUT_HEADERS if method == "PUT" else BACKEND_GET_HEADERS] = backend
+            state[BACKEND_PUT_HEADERS if method == "PUT" else BACKEND_GET_HEADERS] = backend
         if reserved:
-            sub[ALLOW_RESERVED] = True
+            state[ALLOW_RESERVED] = True
         return await answer_of(self.app, sub)
 
     async def swift_ok(self, method: str, bucket: str | None = None, key: str | None = None,

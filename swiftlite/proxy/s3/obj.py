@@ -9,11 +9,13 @@ check passes, so a body that fails one is never stored.
 from __future__ import annotations
 
 import asyncio
+import re
 from urllib.parse import quote, unquote
 
 from aiohttp import web
 from multidict import CIMultiDict
 
+from swiftlite.common.http import header_names_pattern
 from swiftlite.proxy.response import answer_body, close_answer
 from swiftlite.proxy.s3 import (
     access,
@@ -66,6 +68,16 @@ MAX_KEY_BYTES = 1024
 # Swift answer headers an S3 client is not shown.
 DROPPED = frozenset(("x-timestamp", "x-static-large-object", "x-manifest-etag"))
 ETAG_IS_AT = {"X-Backend-Etag-Is-At": S3_ETAG}
+# The answer headers s3_headers renames (user metadata) or drops, found in one search.
+_REWRITTEN = re.compile("^(?:" + "|".join(
+    [re.escape(META) + "[^\n]*", "x-object-sysmeta-[^\n]*",
+     *(re.escape(d) + "(?=\n|$)" for d in sorted(DROPPED))]) + ")",
+    re.IGNORECASE | re.MULTILINE)
+_SYSMETA = header_names_pattern((), ("x-object-sysmeta-",))
+# A read's headers that get_object passes on or acts on (besides its signature): without
+# any, and without a query, the read is a plain one (_plain_read).
+_READ_EXTRAS = header_names_pattern(("Range", *CONDITIONS, "x-amz-checksum-mode"),
+                                    ("x-amz-server-side-encryption",))
 
 
 def check_key(key: str) -> None:
@@ -76,16 +88,14 @@ def check_key(key: str) -> None:
 def s3_headers(resp: web.StreamResponse) -> None:
     """A Swift object answer's headers in S3's form, in place."""
     h = resp.headers
-    object_state.answer_headers(h)
+    names = "\n".join(h)
+    if _SYSMETA.search(names) is not None:  # tags, lock, expiry: all kept as sysmeta
+        object_state.answer_headers(h)
     etag = h.get(S3_ETAG) or h.get("ETag", "")
     parts = h.get(S3_PARTS)
     meta, dropped = [], []
-    for k in h.keys():
-        lk = k.lower()
-        if lk.startswith(META):
-            meta.append(k)
-        elif lk in DROPPED or lk.startswith("x-object-sysmeta-"):
-            dropped.append(k)
+    for k in _REWRITTEN.findall(names):
+        (meta if k[:len(META)].lower() == META else dropped).append(k)
     for k in meta:
         for item in h.popall(k, ()):
             h.add(AMZ_META + k[len(META):].lower(), item)
@@ -183,6 +193,8 @@ IMAGE_REFUSALS = (400, 415, 422, 429)
 @route("object", "HEAD")
 async def get_object(s3: S3Request) -> web.StreamResponse:
     req = s3.request
+    if not s3.query and _READ_EXTRAS.search("\n".join(req.headers)) is None:
+        return await _plain_read(s3)
     headers: CIMultiDict[str] = CIMultiDict()
     for k in ("Range", *CONDITIONS):
         if k in req.headers:
@@ -235,6 +247,25 @@ async def get_object(s3: S3Request) -> web.StreamResponse:
     s3_headers(resp)
     resp.headers.update(extra)
     resp.headers.update(overrides)
+    resp.headers.setdefault("Accept-Ranges", "bytes")
+    return resp
+
+
+async def _plain_read(s3: S3Request) -> web.StreamResponse:
+    """A GET/HEAD with no query and none of the headers a read may carry besides its
+    signature (range, conditions, SSE-C key, checksum mode): most reads of an image service.
+    What get_object does for those is skipped, not changed: nothing to pass down, no part,
+    version, variant or overrides, no checksum headers; an answer without S3's encryption
+    mark needs no key checked."""
+    resp = await s3.swift(s3.request.method, s3.bucket, s3.key)
+    status = resp.status
+    if status // 100 != 2:
+        if status == 404:
+            raise await versioned.not_found(s3, resp, s3.request.method == "GET")
+        raise await error_of(resp, s3.bucket, s3.key)
+    if sse_keys.SSE in resp.headers:
+        resp = await encryption.on_read(s3, resp, "")
+    s3_headers(resp)
     resp.headers.setdefault("Accept-Ranges", "bytes")
     return resp
 

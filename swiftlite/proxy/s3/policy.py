@@ -87,6 +87,10 @@ def stored_policy(meta: Mapping[str, str], bucket: str) -> Policy | None:
     return None if text is None else parse_stored(text, bucket)
 
 
+def _policy_text(info: Any) -> str | None:
+    return decode(info.meta)
+
+
 def no_such_policy(bucket: str | None) -> S3Error:
     return S3Error("NoSuchBucketPolicy", 404, "The bucket policy does not exist",
                    BucketName=bucket or "")
@@ -268,7 +272,8 @@ async def decide(ask: access.Ask) -> str | None:
     info = await s3.proxy.container_info(s3.request, ask.account, bucket)
     if info.status // 100 != 2:
         return None
-    doc = stored_policy(info.meta, bucket)
+    text = info.derived(_policy_text)  # looked for once per cached info, not per request
+    doc = None if text is None else parse_stored(text, bucket)
     if doc is None:
         return None
     if ask.is_owner and ask.action in OWNER_KEEPS:

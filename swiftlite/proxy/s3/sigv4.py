@@ -110,6 +110,10 @@ def canonical_paths(raw_path: str) -> list[str]:
     return [ours] if ours == path else [ours, path]
 
 
+# `AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...`, as SDKs write it (the
+# general parse below gives the same fields for it; anything else takes that parse).
+_USUAL_HEADER = re.compile(ALGORITHM + r" Credential=([^,\s=]+), ?SignedHeaders=([^,\s=]+), ?"
+                           r"Signature=([^,\s=]+)")
 _STAMP = re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z")
 _stamps: dict[str, int | None] = {}
 
@@ -165,11 +169,16 @@ class V4:
     def _from_header(self, value: str, now: float) -> None:
         if not value.startswith(ALGORITHM + " "):
             raise auth_error("Unsupported authorization type")
-        fields: dict[str, str] = {}
-        for item in value[len(ALGORITHM) + 1:].split(","):
-            k, sep, v = item.strip().partition("=")
-            if sep:
-                fields[k] = v
+        usual = _USUAL_HEADER.fullmatch(value)
+        if usual is not None:  # what every SDK sends: no loop over the items
+            cred, signed, sig = usual.groups()
+            fields = {"Credential": cred, "SignedHeaders": signed, "Signature": sig}
+        else:
+            fields = {}
+            for item in value[len(ALGORITHM) + 1:].split(","):
+                k, sep, v = item.strip().partition("=")
+                if sep:
+                    fields[k] = v
         for need in ("Credential", "SignedHeaders", "Signature"):
             if need not in fields:
                 raise auth_error(f"The authorization header is malformed; missing {need}.")
@@ -243,7 +252,10 @@ class V4:
                     values = [""]
                 else:
                     raise access_denied(f"Signed header {name!r} is missing")
-            out.append(f"{name}:{','.join(' '.join(v.split()) for v in values)}\n")
+            # Values trimmed, inner runs of spaces made one, repeats joined with commas.
+            value = " ".join(values[0].split()) if len(values) == 1 else \
+                ",".join(" ".join(v.split()) for v in values)
+            out.append(f"{name}:{value}\n")
         return "".join(out)
 
     def verify(self, secret: str) -> bytes:
