@@ -29,6 +29,7 @@ from swiftlite.common.observe import metrics
 from swiftlite.common.policies import POLICY_INDEX_HEADER
 from swiftlite.common.ranges import RANGE_AND_CONDITIONS
 from swiftlite.common.replica_groups import MAX_BODY
+from swiftlite.common.runtime.aiohttp_seams import request_state
 from swiftlite.common.timestamp import Timestamp, from_header
 from swiftlite.obj.engine import policy_part
 from swiftlite.proxy import ec_get, ec_put, size_tier
@@ -93,7 +94,7 @@ async def handle(proxy: ProxyInterior, request: web.Request, target) -> web.Stre
 # ---- GET / HEAD ----------------------------------------------------------------------------
 
 async def _get(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
-    extra = request.get(BACKEND_GET_HEADERS)
+    extra = request_state(request).get(BACKEND_GET_HEADERS)
     index = await proxy.object_policy(request, target.account, target.container)
     scheme = proxy.ec_scheme(index)
     if scheme is not None:  # before the object cache and local reads: they see archives
@@ -266,6 +267,11 @@ async def _newest_first(proxy: ProxyInterior, request, part, nodes, names) -> li
 def object_response(resp: Answer) -> BodyResponse:
     """A replica's answer as the client's, its body streamed when the pipeline is done."""
     length = resp.headers.get("Content-Length")
+    held = resp.whole() if type(resp) is LocalResponse else None
+    if held is not None:  # sent with the headers, no iterator
+        return BodyResponse(resp.status, client_headers(resp.headers), None,
+                            int(length) if length is not None else len(held),
+                            on_close=resp.release, data=held)
     return BodyResponse(resp.status, client_headers(resp.headers),
                         _backend_chunks(resp), int(length) if length is not None else None,
                         on_close=resp.release)
@@ -312,8 +318,8 @@ def _put_headers(proxy: ProxyInterior, request: web.Request, target: Target,
         headers["If-None-Match"] = "*"  # the object servers refuse to overwrite: 412
     if "ETag" in request.headers:
         headers["ETag"] = request.headers["ETag"].strip('"').lower()
-    headers.update(request.get(BACKEND_PUT_HEADERS) or {})
-    if request.get(OBJECT_POLICY):
+    headers.update(request_state(request).get(BACKEND_PUT_HEADERS) or {})
+    if request_state(request).get(OBJECT_POLICY):
         headers[POLICY_INDEX_HEADER] = str(request[OBJECT_POLICY])
     return headers
 
@@ -324,7 +330,7 @@ def _ring_of(proxy: ProxyInterior, headers: dict[str, str]):
 
 
 async def _put(proxy: ProxyInterior, request: web.Request, target) -> web.StreamResponse:
-    given = request.get(BODY)
+    given = request_state(request).get(BODY)
     if given is not None:  # a sub-request's body (a copy, a manifest), not the client's
         headers = _put_headers(proxy, request, target, _write_timestamp(proxy, request))
         if isinstance(given, bytes):
@@ -365,7 +371,7 @@ async def _client_chunks(request: web.Request) -> AsyncIterator[bytes]:
 
 def _write_timestamp(proxy: ProxyInterior, request: web.Request) -> Timestamp:
     """The timestamp a feature chose for this write (a version's id), else a fresh one."""
-    chosen = request.get(TIMESTAMP)
+    chosen = request_state(request).get(TIMESTAMP)
     return chosen if chosen is not None else proxy.next_timestamp()
 
 
@@ -569,7 +575,7 @@ async def _delete(proxy: ProxyInterior, request: web.Request, target) -> web.Res
             raise HTTPError(400, "Bad X-If-Delete-At header value")
         extra["X-If-Delete-At"] = if_delete_at.strip()
     ts = _write_timestamp(proxy, request)
-    if request.get(OBJECT_POLICY):
+    if request_state(request).get(OBJECT_POLICY):
         extra[POLICY_INDEX_HEADER] = str(request[OBJECT_POLICY])
     # Both places of an EC policy with a small-object tier get the tombstone; the
     # container's own policy speaks, unless only the tier held the object.

@@ -175,7 +175,8 @@ class Proxy:
             return error(414, "URL too long")
         if len(request.headers) > constraints.MAX_HEADER_COUNT:
             raise HTTPError(400, "Too many headers")
-        if request.get(INTERNAL) and request.get(IDENTITY) is not None:
+        state = aiohttp_seams.request_state(request)
+        if state.get(INTERNAL) and state.get(IDENTITY) is not None:
             await self._grant_for(request, path.account)
         target = self.target(request, path.account, path.container, path.obj)
         if path.obj is not None:
@@ -187,10 +188,11 @@ class Proxy:
     def target(self, request: web.Request, acct: str, cont: str | None,
                name: str | None) -> Target:
         """Who asks for what; ownership as the pipeline's authorizer sees it."""
-        ident = request.get(IDENTITY)
-        authorizer = request.get(AUTHORIZER)
+        state = aiohttp_seams.request_state(request)
+        ident = state.get(IDENTITY)
+        authorizer = state.get(AUTHORIZER)
         owner = authorizer is not None and authorizer.is_owner(ident, acct)
-        if request.get(ALLOW_RESERVED) and cont is not None and cont.startswith("\x00"):
+        if state.get(ALLOW_RESERVED) and cont is not None and cont.startswith("\x00"):
             # A feature's own sub-request into the reserved namespace: the feature judged
             # the caller on the user-visible resource first (no client can set this key).
             # Only there: a request cloned from it (a symlink's target) is judged as usual.
@@ -201,7 +203,8 @@ class Proxy:
         """A feature's sub-request may reach another account than the one its caller was
         judged on (a copy from or to it): the caller's identity gains what that account's
         ACL grants, as the authorizer says (Swift's authorize reads the ACL per request)."""
-        grant_for = getattr(request.get(AUTHORIZER), "grant_for", None)
+        grant_for = getattr(aiohttp_seams.request_state(request).get(AUTHORIZER), "grant_for",
+                            None)
         if grant_for is not None:
             request[IDENTITY] = await grant_for(request, request[IDENTITY], acct)
 
@@ -231,7 +234,7 @@ class Proxy:
         """A container PUT/POST/DELETE: the owner may; anyone else as the account's ACLs
         say. Raises 401/403."""
         if not target.is_owner:
-            authorizer = request.get(AUTHORIZER)
+            authorizer = aiohttp_seams.request_state(request).get(AUTHORIZER)
             if authorizer is None:
                 raise self.deny(target)
             authorizer.authorize_account(request, target.ident, target.account,
@@ -248,7 +251,7 @@ class Proxy:
             if info.status == 404:
                 raise HTTPError(404, "Container not found")
             return info
-        authorizer = request.get(AUTHORIZER)
+        authorizer = aiohttp_seams.request_state(request).get(AUTHORIZER)
         if authorizer is None:
             raise self.deny(target)
         authorizer.authorize_container(request, target.ident, target.account, info, write,
@@ -273,7 +276,7 @@ class Proxy:
         if info is None:
             # Kept only when read now: info this request already holds was read earlier,
             # and a write between then and `since` would go unnoticed.
-            memo = request.get(INFO_MEMO)
+            memo = aiohttp_seams.request_state(request).get(INFO_MEMO)
             now = memo is None or ("container", (acct, cont)) not in memo
             since = time.monotonic_ns()
             info = await self.container_info(request, acct, cont)
@@ -310,9 +313,10 @@ class Proxy:
         """A container's or account's info from the cache, else from a HEAD of a replica
         (only a 2xx answer is cached). Kept for the rest of the request until this worker
         writes any such info (a sub-request's PUT, say): `cache.changes` then moves on."""
-        memo = request.get(INFO_MEMO)
+        state = aiohttp_seams.request_state(request)
+        memo = state.get(INFO_MEMO)
         if memo is None:
-            memo = request[INFO_MEMO] = {}
+            memo = state[INFO_MEMO] = {}
         mkey = (cache.kind, key)
         seen = memo.get(mkey)
         changes = cache.changes

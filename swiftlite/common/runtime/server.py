@@ -55,7 +55,7 @@ async def base_middleware(request: web.Request, handler):
 
     Also callable as a plain function: `make_app(route=...)` wraps its one route with it
     instead of installing it as aiohttp middleware."""
-    request[TXID] = request_txid(request.headers)
+    aiohttp_seams.request_state(request)[TXID] = request_txid(request.headers)
     if request.path == "/healthcheck":
         return web.Response(text="OK")
     if request.path == "/metrics" and metrics.enabled():
@@ -92,7 +92,7 @@ async def _last_touches(request: web.Request, response: web.StreamResponse) -> N
     after every other: Python's http.client (swiftclient, the `swift` CLI, requests) stops
     reading headers at the first such name (CPython gh-81274), and would lose the rest,
     Content-Length included, and then wait for the body's end until its timeout."""
-    txid = request.get(TXID)
+    txid = aiohttp_seams.request_state(request).get(TXID)
     headers = response.headers
     if txid:
         headers["X-Trans-Id"] = txid
@@ -141,7 +141,7 @@ def _expect_handler(expect: Expect) -> Expect:
         value = request.headers.get("Expect", "")
         if value.lower() != "100-continue":
             raise web.HTTPExpectationFailed(text=f"Unknown Expect: {value}")
-        request[TXID] = request_txid(request.headers)
+        aiohttp_seams.request_state(request)[TXID] = request_txid(request.headers)
         resp = await expect(request)
         if resp is not None:
             resp.force_close()  # the body it announced will not follow

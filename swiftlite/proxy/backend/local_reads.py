@@ -139,6 +139,17 @@ class LocalResponse:
     async def read(self) -> bytes:
         return b"".join([c async for c in self.iter_chunks()])
 
+    def whole(self) -> bytes | None:
+        """The body when it is all in memory already (a small object read whole, checked
+        against its sums when opened, or an error's text), else None: such a body needs no
+        iterator (two async generators per read, each registered with the event loop)."""
+        pieces = self._pieces
+        if len(pieces) == 1 and type(pieces[0]) is bytes:
+            return pieces[0]
+        if all(type(p) is bytes for p in pieces):  # empty (a HEAD), or a multi-range's
+            return b"".join(pieces)
+        return None
+
     def release(self) -> None:
         self._info.close()
 

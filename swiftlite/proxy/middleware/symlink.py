@@ -30,6 +30,7 @@ from multidict import CIMultiDict
 from swiftlite.common import constraints
 from swiftlite.common.http import HTTPError
 from swiftlite.common.reserved import belongs_to, is_reserved
+from swiftlite.common.runtime.aiohttp_seams import request_state
 from swiftlite.common.sysmeta import OVERRIDE_ETAG
 from swiftlite.proxy.caches import link_cache
 from swiftlite.proxy.caches.info import Fill
@@ -153,7 +154,7 @@ class Symlink(Middleware):
         cached, fill = await link_cache.lookup(self.proxy, request, here)
         if cached is not None:
             return None
-        request[_LINK_FILL] = (here, fill)
+        request_state(request)[_LINK_FILL] = (here, fill)
         return request
 
     def accept_plain(self, request: web.Request, path: ApiPath,
