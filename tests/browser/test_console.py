@@ -132,6 +132,8 @@ def test_sign_in_create_container_upload_three_images(cluster, browser, tmp_path
     sign_in(browser, cluster, "test:tester", "testing")
     token = browser.execute_script("return sessionStorage.getItem('swiftlite.console')")
     assert "AUTH_tk" in token and "AUTH_tk" not in browser.current_url
+    # The account page is laid out once its listing arrives, after the bar is shown.
+    wait(browser, lambda d: d.find_elements(By.ID, "new-container"), what="the account page")
     browser.find_element(By.ID, "new-container").send_keys("photos")
     browser.find_element(By.ID, "create-container").click()
     wait(browser, lambda d: d.find_elements(By.ID, "file-input"), what="the new container")
