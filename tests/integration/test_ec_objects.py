@@ -120,10 +120,13 @@ def test_put_get_byte_for_byte(cluster, api, size):
     h = api("HEAD", f"/ec/{name}")
     assert h.status_code == 200 and int(h.headers["Content-Length"]) == size
     assert h.headers["ETag"] == hashlib.md5(body).hexdigest()
-    # Six archives, one per fragment index, each about size/k; none pending.
-    paths = archives(cluster, api.account, "ec", name)
-    assert sorted(frag_index(p) for p in paths) == list(range(K + M))
-    assert not archives(cluster, api.account, "ec", name, "pend")
+    # Six archives, one per fragment index, each about size/k; none pending (the last
+    # two may land just after the 201: durable waits for them).
+    found = durable(cluster, api.account, "ec", name)
+    assert sorted(found) == list(range(K + M))
+    paths = list(found.values())
+    wait_for(lambda: not archives(cluster, api.account, "ec", name, "pend"), 20,
+             what=f"no archive of {name} pending")
     if size % SEG == 0 and size:
         # (k+m)/k, plus each fragment's 80-byte header: 8% of a 1 KiB fragment at these
         # tiny test segments, 0.03% at the default 1 MiB ones.

@@ -71,8 +71,10 @@ def test_objects_go_by_size(cluster, api, size, tiered):
     body = body_of(size)
     assert api("PUT", f"/tiered/{name}", data=body,
                headers={"X-Object-Meta-Kind": "k"}).status_code == 201
-    assert len(replicas(cluster, api, name)) == (3 if tiered else 0)
-    assert len(archives(cluster, api, name)) == (0 if tiered else 6)
+    # A PUT answers at a quorum; the last copies or archives may land just after.
+    wait_for(lambda: len(replicas(cluster, api, name)) == (3 if tiered else 0) and
+             len(archives(cluster, api, name)) == (0 if tiered else 6), 20,
+             what=f"every copy of {name} where its size sends it")
     r = api("GET", f"/tiered/{name}")
     # A small write leaves EC untouched where it had nothing (no tombstone); a large one
     # tombstoned the tier on a quorum before it answered (the third may land just after).
