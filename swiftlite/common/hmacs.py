@@ -39,11 +39,7 @@ class HmacSha256:
         return outer.digest()
 
     def hexdigest(self, msg: bytes) -> str:
-        inner = self._inner.copy()  # digest's steps inline: one call less per signature
-        inner.update(msg)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return outer.hexdigest()
+        return self.digest(msg).hex()
 
 
 def hmac_sha256(key: bytes, msg: bytes) -> bytes:

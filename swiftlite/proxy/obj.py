@@ -318,9 +318,11 @@ def _put_headers(proxy: ProxyInterior, request: web.Request, target: Target,
         headers["If-None-Match"] = "*"  # the object servers refuse to overwrite: 412
     if "ETag" in request.headers:
         headers["ETag"] = request.headers["ETag"].strip('"').lower()
-    headers.update(request_state(request).get(BACKEND_PUT_HEADERS) or {})
-    if request_state(request).get(OBJECT_POLICY):
-        headers[POLICY_INDEX_HEADER] = str(request[OBJECT_POLICY])
+    state = request_state(request)
+    headers.update(state.get(BACKEND_PUT_HEADERS) or {})
+    policy = state.get(OBJECT_POLICY)
+    if policy:
+        headers[POLICY_INDEX_HEADER] = str(policy)
     return headers
 
 
@@ -575,8 +577,9 @@ async def _delete(proxy: ProxyInterior, request: web.Request, target) -> web.Res
             raise HTTPError(400, "Bad X-If-Delete-At header value")
         extra["X-If-Delete-At"] = if_delete_at.strip()
     ts = _write_timestamp(proxy, request)
-    if request_state(request).get(OBJECT_POLICY):
-        extra[POLICY_INDEX_HEADER] = str(request[OBJECT_POLICY])
+    policy = request_state(request).get(OBJECT_POLICY)
+    if policy:
+        extra[POLICY_INDEX_HEADER] = str(policy)
     # Both places of an EC policy with a small-object tier get the tombstone; the
     # container's own policy speaks, unless only the tier held the object.
     best, *tier = await _to_places(proxy, "DELETE", target,

@@ -203,10 +203,10 @@ class Proxy:
         """A feature's sub-request may reach another account than the one its caller was
         judged on (a copy from or to it): the caller's identity gains what that account's
         ACL grants, as the authorizer says (Swift's authorize reads the ACL per request)."""
-        grant_for = getattr(aiohttp_seams.request_state(request).get(AUTHORIZER), "grant_for",
-                            None)
+        state = aiohttp_seams.request_state(request)
+        grant_for = getattr(state.get(AUTHORIZER), "grant_for", None)
         if grant_for is not None:
-            request[IDENTITY] = await grant_for(request, request[IDENTITY], acct)
+            state[IDENTITY] = await grant_for(request, state[IDENTITY], acct)
 
     async def authorize_read(self, request: web.Request, target: Target) -> None:
         """An object GET/HEAD: the owner may; anyone else as the container's ACLs say."""

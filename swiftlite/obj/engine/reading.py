@@ -43,6 +43,9 @@ QUARANTINE = os.path.join("quarantined", "objects")
 # metadata in one read (at 64 KiB exactly, every such file took a second read and an fstat),
 # and still under the size where malloc maps fresh pages for each buffer (~10x dearer).
 FIRST_READ = 128 * 1024 - 64
+# Room for the metadata after the body: a small `read_whole` asks for that much more, so a
+# file whose body is just under it still comes back in the first read.
+TAIL_GUESS = 4096
 
 
 @dataclass
@@ -97,7 +100,7 @@ def open_object(device_path: str, part: int | str, hexhash: str, read_whole: int
         # A small file is read whole without asking its size first: a read that comes back
         # short has reached the end. One syscall less, and in a proxy's pool thread each
         # syscall is one more wait to take the GIL back from a busy event loop.
-        guess = min(read_whole + FOOTER.size + 4096, FIRST_READ) if read_whole else 0
+        guess = min(read_whole + TAIL_GUESS + FOOTER.size, FIRST_READ) if read_whole else 0
         first = os.pread(fd, guess, 0) if guess else b""
         size = len(first) if len(first) < guess else os.fstat(fd).st_size
         if size - FOOTER.size <= read_whole:
